@@ -1,0 +1,250 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// DefaultSubmitTimeout bounds a Submit whose ctx has no deadline.
+const DefaultSubmitTimeout = time.Minute
+
+// ClientConfig configures a Client. The zero value means all defaults.
+type ClientConfig struct {
+	// Timeout bounds Submit and Enqueue when ctx has no deadline, so every
+	// work message carries a Cs-Deadline. Default 1m.
+	Timeout time.Duration
+	// MaxPending bounds JetStream publishes awaiting a PubAck; beyond it
+	// publishing waits. Default 4000 (the jetstream default).
+	MaxPending int
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c ClientConfig) Validate() error {
+	switch {
+	case c.Timeout < 0:
+		return fmt.Errorf("%w: Timeout %v negative", ErrInvalidConfig, c.Timeout)
+	case c.MaxPending < 0:
+		return fmt.Errorf("%w: MaxPending %d negative", ErrInvalidConfig, c.MaxPending)
+	}
+	return nil
+}
+
+// Request is one record a door submits.
+type Request struct {
+	// URI is the client's record id, copied onto the result.
+	URI string
+	// ContentType tells the Predictor how to decode Body. Default application/json.
+	ContentType string
+	// Body is the payload as it came (Arrow bytes, JSON instances).
+	Body []byte
+	// MsgID, when set, lets JetStream drop a second request with the same id
+	// within DuplicateWindow.
+	MsgID string
+	// Header holds extra headers passed through to the worker, such as
+	// traceparent. Cs-* headers set here are overwritten.
+	Header nats.Header
+}
+
+// Client publishes requests to work queues and waits for their results.
+// It is what the doors use. A Client is safe for concurrent use; one
+// wildcard inbox subscription serves all its synchronous requests.
+type Client struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	timeout time.Duration
+	prefix  string // inbox prefix; replies come to prefix + "." + reqID
+	sub     *nats.Subscription
+
+	mu      sync.Mutex
+	pending map[string]chan *nats.Msg
+	closed  bool
+}
+
+// NewClient subscribes the Client's reply inbox on nc. The caller keeps
+// ownership of nc; Close the Client before closing nc.
+func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultSubmitTimeout
+	}
+	var opts []jetstream.JetStreamOpt
+	if cfg.MaxPending > 0 {
+		opts = append(opts, jetstream.WithPublishAsyncMaxPending(cfg.MaxPending))
+	}
+	js, err := jetstream.New(nc, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: jetstream: %w", err)
+	}
+	c := &Client{
+		nc:      nc,
+		js:      js,
+		timeout: cfg.Timeout,
+		prefix:  nc.NewInbox(),
+		pending: make(map[string]chan *nats.Msg),
+	}
+	c.sub, err = nc.Subscribe(c.prefix+".*", c.onReply)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: subscribe inbox: %w", err)
+	}
+	// Replies are small and must not be dropped as a slow consumer.
+	_ = c.sub.SetPendingLimits(-1, 256<<20)
+	return c, nil
+}
+
+func (c *Client) onReply(m *nats.Msg) {
+	id := strings.TrimPrefix(m.Subject, c.prefix+".")
+	c.mu.Lock()
+	ch, ok := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ok {
+		ch <- m // buffered 1, and the entry is gone: never blocks.
+	}
+}
+
+// Submit publishes req to job's work queue and waits for its result. It
+// returns the Result and, for a non-200 status, a *Error; ErrQueueFull when
+// the queue is full; ErrDuplicate when req.MsgID was seen already;
+// ctx.Err() when ctx ends first (the work message carries ctx's deadline,
+// so a worker drops it unrun once it expires).
+func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, error) {
+	if err := ValidateJob(job); err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+
+	id := nuid.Next()
+	ch := make(chan *nats.Msg, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+
+	m := workMsg(ctx, job, req)
+	m.Header.Set(HeaderReplyTo, c.prefix+"."+id)
+	paf, err := c.js.PublishMsgAsync(m)
+	if err != nil {
+		return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, mapPublishErr(err))
+	}
+	okCh, errCh := paf.Ok(), paf.Err()
+	for {
+		select {
+		case reply, ok := <-ch:
+			if !ok {
+				return Result{}, ErrClosed
+			}
+			r := parseResult(reply.Header, reply.Data)
+			return r, r.Err()
+		case ack := <-okCh:
+			okCh = nil // stored; keep waiting for the reply.
+			if ack.Duplicate {
+				return Result{}, fmt.Errorf("mesh: submit to %s: %w: %s", job, ErrDuplicate, req.MsgID)
+			}
+		case err := <-errCh:
+			return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, mapPublishErr(err))
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+	}
+}
+
+// Enqueue publishes req to job's work queue for a durable door and waits
+// for JetStream to store it; the worker publishes the result with a PubAck
+// to resultSubject, which must lie under ResultsSubject(job, ...). A
+// duplicate MsgID is not an error: the first copy is already queued. It
+// returns ErrQueueFull, ErrInvalidJob, ErrInvalidConfig or a publish error.
+func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSubject string) error {
+	if err := ValidateJob(job); err != nil {
+		return err
+	}
+	if !isResultsSubject(job, resultSubject) {
+		return fmt.Errorf("%w: result subject %q not under %s", ErrInvalidConfig, resultSubject, ResultsSubject(job, ">"))
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	m := workMsg(ctx, job, req)
+	m.Header.Set(HeaderResultTo, resultSubject)
+	if _, err := c.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("mesh: enqueue to %s: %w", job, mapPublishErr(err))
+	}
+	return nil
+}
+
+// Close unsubscribes the reply inbox and ends pending Submits with
+// ErrClosed. It is idempotent and does not close the connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	for id, ch := range c.pending {
+		close(ch) // the waiting Submit returns ErrClosed
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	if err := c.sub.Unsubscribe(); err != nil && err != nats.ErrConnectionClosed && err != nats.ErrBadSubscription {
+		return fmt.Errorf("mesh: close client: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// workMsg builds the work message for req; ctx must carry a deadline.
+func workMsg(ctx context.Context, job string, req Request) *nats.Msg {
+	m := nats.NewMsg(WorkSubject(job))
+	m.Data = req.Body
+	for k, v := range req.Header {
+		m.Header[k] = v
+	}
+	for _, k := range []string{HeaderURI, HeaderContentType, HeaderReplyTo, HeaderResultTo, HeaderDeadline, HeaderStatus, HeaderError} {
+		m.Header.Del(k)
+	}
+	ct := req.ContentType
+	if ct == "" {
+		ct = DefaultContentType
+	}
+	m.Header.Set(HeaderContentType, ct)
+	if req.URI != "" {
+		m.Header.Set(HeaderURI, req.URI)
+	}
+	if req.MsgID != "" {
+		m.Header.Set(HeaderMsgID, req.MsgID)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		m.Header.Set(HeaderDeadline, strconv.FormatInt(dl.UnixNano(), 10))
+	}
+	return m
+}

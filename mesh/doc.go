@@ -1,0 +1,18 @@
+// Package mesh owns the NATS side of cluster serving: subject and stream
+// names, the JetStream work queue that inference workers pull from, the
+// request-reply client the doors use, the NATS micro endpoint, and the
+// durable results stream.
+//
+// One request moves like this: a door calls Client.Submit (synchronous) or
+// Client.Enqueue (durable). Either publishes the payload, as it came, to the
+// job's work-queue stream SERVING_<job> with headers naming the record id,
+// content type, deadline and where the answer goes. A Worker pulls the
+// message, calls its Predictor, sends the result (core NATS to Cs-Reply-To,
+// JetStream with a PubAck to Cs-Result-To) and only then acks. Bad input is
+// answered with status 400 and terminated; other failures are retried with
+// a growing NakWithDelay until the configured attempts are spent, when the
+// caller gets a 500 and the record is terminated, so nothing stays stuck.
+//
+// mesh reaches inference only through the Predictor interface, so tests can
+// use a fake and infer does not import NATS.
+package mesh

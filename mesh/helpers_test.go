@@ -1,0 +1,195 @@
+package mesh_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startServer runs an embedded NATS server on a random port for one test.
+func startServer(tb testing.TB) *embedded.Server {
+	tb.Helper()
+	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
+	if err != nil {
+		tb.Fatalf("embedded.Start: %v", err)
+	}
+	tb.Cleanup(s.Shutdown)
+	return s
+}
+
+// connect opens a TCP connection to s, closed at cleanup.
+func connect(tb testing.TB, s *embedded.Server) *nats.Conn {
+	tb.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		tb.Fatalf("nats.Connect: %v", err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
+func newJS(tb testing.TB, nc *nats.Conn) jetstream.JetStream {
+	tb.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatalf("jetstream.New: %v", err)
+	}
+	return js
+}
+
+func ensure(tb testing.TB, nc *nats.Conn, cfg mesh.StreamConfig) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := mesh.EnsureStreams(ctx, newJS(tb, nc), cfg); err != nil {
+		tb.Fatalf("EnsureStreams: %v", err)
+	}
+}
+
+func newClient(tb testing.TB, nc *nats.Conn) *mesh.Client {
+	tb.Helper()
+	c, err := mesh.NewClient(nc, mesh.ClientConfig{})
+	if err != nil {
+		tb.Fatalf("NewClient: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// runWorker starts a Worker and returns a stop function that cancels it and
+// waits for Run to return; cleanup calls it too.
+func runWorker(tb testing.TB, nc *nats.Conn, cfg mesh.WorkerConfig, p mesh.Predictor) (*mesh.Worker, func()) {
+	tb.Helper()
+	w, err := mesh.NewWorker(nc, cfg, p)
+	if err != nil {
+		tb.Fatalf("NewWorker: %v", err)
+	}
+	return w, runInBackground(tb, w.Run)
+}
+
+// runInBackground runs fn(ctx) on a goroutine; the returned stop function
+// (also run at cleanup) cancels ctx and waits for fn.
+func runInBackground(tb testing.TB, fn func(context.Context) error) func() {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("Run: %v", err)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// queueLen reports the messages left in job's work queue.
+func queueLen(tb testing.TB, js jetstream.JetStream, job string) uint64 {
+	tb.Helper()
+	st, err := js.Stream(context.Background(), mesh.StreamName(job))
+	if err != nil {
+		tb.Fatalf("Stream: %v", err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		tb.Fatalf("Stream info: %v", err)
+	}
+	return info.State.Msgs
+}
+
+// fakePredictor stands in for *infer.Engine behind mesh.Predictor, our own
+// interface: it upper-cases the body and counts calls per body. Bodies
+// starting with "bad" fail as bad input; with "fail" as a temporary error.
+// When block is non-nil, Predict waits for it (or ctx) first.
+type fakePredictor struct {
+	mu    sync.Mutex
+	calls map[string]int
+	total int
+	block chan struct{}
+	// delay, when set, is how long each call takes (after being counted).
+	delay time.Duration
+	// started is signalled (non-blocking) when a call begins.
+	started chan struct{}
+}
+
+func newFake() *fakePredictor { return &fakePredictor{calls: map[string]int{}} }
+
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string  { return e.msg }
+func (e *inputError) BadInput() bool { return true }
+
+type busyError struct{}
+
+func (busyError) Error() string   { return "model busy" }
+func (busyError) Temporary() bool { return true }
+
+func (f *fakePredictor) Predict(ctx context.Context, contentType string, body []byte) ([]byte, error) {
+	f.mu.Lock()
+	f.calls[string(body)]++
+	f.total++
+	f.mu.Unlock()
+	if f.started != nil {
+		select {
+		case f.started <- struct{}{}:
+		default:
+		}
+	}
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	switch {
+	case strings.HasPrefix(string(body), "bad"):
+		return nil, fmt.Errorf("decode %s: %w", contentType, &inputError{msg: "bad payload: want JSON instances"})
+	case strings.HasPrefix(string(body), "fail"):
+		return nil, fmt.Errorf("run: %w", busyError{})
+	}
+	return []byte(strings.ToUpper(string(body))), nil
+}
+
+func (f *fakePredictor) count(body string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[body]
+}
+
+func (f *fakePredictor) totalCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.total
+}

@@ -1,0 +1,495 @@
+package mesh_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"testing"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+)
+
+func TestSubmitThroughTwoWorkers(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	sc := mesh.StreamConfig{Job: "echo", Storage: jetstream.MemoryStorage}
+	ensure(t, nc, sc)
+	fake := newFake()
+	w1, _ := runWorker(t, connect(t, s), mesh.WorkerConfig{Stream: sc}, fake)
+	w2, _ := runWorker(t, connect(t, s), mesh.WorkerConfig{Stream: sc}, fake)
+	c := newClient(t, nc)
+
+	const n, conc = 1000, 32
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(conc)
+	for i := range n {
+		g.Go(func() error {
+			body := fmt.Sprintf("req-%d", i)
+			res, err := c.Submit(gctx, "echo", mesh.Request{URI: "uri-" + strconv.Itoa(i), Body: []byte(body)})
+			if err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
+			}
+			if got, want := string(res.Body), strings.ToUpper(body); got != want {
+				return fmt.Errorf("request %d: got body %q, want %q", i, got, want)
+			}
+			if got, want := res.URI, "uri-"+strconv.Itoa(i); got != want {
+				return fmt.Errorf("request %d: got uri %q, want %q", i, got, want)
+			}
+			if got, want := res.Status, 200; got != want {
+				return fmt.Errorf("request %d: got status %d, want %d", i, got, want)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if got, want := fake.count(fmt.Sprintf("req-%d", i)), 1; got != want {
+			t.Errorf("request %d: got %d Predict calls, want %d", i, got, want)
+		}
+	}
+	s1, s2 := w1.Stats(), w2.Stats()
+	if got, want := s1.Processed+s2.Processed, uint64(n); got != want {
+		t.Errorf("got %d processed, want %d", got, want)
+	}
+	if s1.Processed == 0 || s2.Processed == 0 {
+		t.Logf("one worker took everything: %d / %d", s1.Processed, s2.Processed)
+	}
+	waitFor(t, "empty queue", func() bool { return queueLen(t, newJS(t, nc), "echo") == 0 })
+}
+
+func TestServiceEndpoint(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	sc := mesh.StreamConfig{Job: "svc"}
+	ensure(t, nc, sc)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
+	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"svc"}, Version: "1.2.3"})
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
+	}
+	runInBackground(t, svc.Run)
+
+	caller := connect(t, s)
+	request := func(body string) *nats.Msg {
+		t.Helper()
+		var m *nats.Msg
+		waitFor(t, "endpoint", func() bool {
+			var err error
+			m, err = caller.Request(mesh.PredictSubject("svc"), []byte(body), 10*time.Second)
+			return !errors.Is(err, nats.ErrNoResponders)
+		})
+		if m == nil {
+			t.Fatalf("request %q: no reply", body)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		body, want, code, errContains string
+	}{
+		{body: "hello", want: "HELLO"},
+		{body: "bad-one", code: "400", errContains: "bad payload"},
+		{body: "again", want: "AGAIN"},
+	} {
+		t.Run(tc.body, func(t *testing.T) {
+			m := request(tc.body)
+			if got := m.Header.Get("Nats-Service-Error-Code"); got != tc.code {
+				t.Errorf("got error code %q, want %q (error %q)", got, tc.code, m.Header.Get("Nats-Service-Error"))
+			}
+			if tc.code != "" {
+				if got := m.Header.Get("Nats-Service-Error"); !strings.Contains(got, tc.errContains) {
+					t.Errorf("got error %q, want it to contain %q", got, tc.errContains)
+				}
+				return
+			}
+			if got := string(m.Data); got != tc.want {
+				t.Errorf("got body %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWorkerShutdownRedelivers(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	sc := mesh.StreamConfig{Job: "shut", AckWait: 30 * time.Second}
+	ensure(t, nc, sc)
+	const n = 10
+	stuck := newFake()
+	stuck.block = make(chan struct{}) // never released: only ctx ends it
+	w1, stop1 := runWorker(t, connect(t, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: 100 * time.Millisecond}, stuck)
+	c := newClient(t, nc)
+
+	results := make(chan error, n)
+	for i := range n {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			body := "job-" + strconv.Itoa(i)
+			res, err := c.Submit(ctx, "shut", mesh.Request{Body: []byte(body)})
+			if err == nil && string(res.Body) != strings.ToUpper(body) {
+				err = fmt.Errorf("got body %q, want %q", res.Body, strings.ToUpper(body))
+			}
+			results <- err
+		}()
+	}
+	waitFor(t, "worker 1 holding every record", func() bool { return stuck.totalCalls() == n })
+
+	fresh := newFake()
+	w2, _ := runWorker(t, connect(t, s), mesh.WorkerConfig{Stream: sc}, fresh)
+	stop1()
+	for range n {
+		if err := <-results; err != nil {
+			t.Errorf("got %v, want nil", err)
+		}
+	}
+	if got, want := w1.Stats().Processed, uint64(0); got != want {
+		t.Errorf("worker 1: got %d processed, want %d", got, want)
+	}
+	if got, want := w2.Stats().Processed, uint64(n); got != want {
+		t.Errorf("worker 2: got %d processed, want %d", got, want)
+	}
+}
+
+func TestGiveUpAfterMaxDeliver(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	sc := mesh.StreamConfig{Job: "giveup", MaxDeliver: 3, Backoff: 10 * time.Millisecond}
+	ensure(t, nc, sc)
+	fake := newFake()
+	w, _ := runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
+	c := newClient(t, nc)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.Submit(ctx, "giveup", mesh.Request{URI: "r1", Body: []byte("fail-1")})
+	var me *mesh.Error
+	if !errors.As(err, &me) {
+		t.Fatalf("got error %v, want *mesh.Error", err)
+	}
+	if got, want := me.Status, 500; got != want {
+		t.Errorf("got status %d, want %d", got, want)
+	}
+	if got, want := res.Status, 500; got != want {
+		t.Errorf("got result status %d, want %d", got, want)
+	}
+	for _, part := range []string{"gave up after 3 deliveries", "model busy"} {
+		if !strings.Contains(me.Message, part) {
+			t.Errorf("got message %q, want it to contain %q", me.Message, part)
+		}
+	}
+	if got, want := fake.count("fail-1"), 3; got != want {
+		t.Errorf("got %d Predict calls, want %d", got, want)
+	}
+	js := newJS(t, nc)
+	waitFor(t, "empty queue", func() bool { return queueLen(t, js, "giveup") == 0 })
+	st := w.Stats()
+	if got, want := st.Failed, uint64(1); got != want {
+		t.Errorf("got %d failed, want %d", got, want)
+	}
+	if got, want := st.Retried, uint64(2); got != want {
+		t.Errorf("got %d retried, want %d", got, want)
+	}
+}
+
+func TestExpiredDeadlineNotRun(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	sc := mesh.StreamConfig{Job: "expire"}
+	ensure(t, nc, sc)
+	js := newJS(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m := nats.NewMsg(mesh.WorkSubject("expire"))
+	m.Data = []byte("expired")
+	m.Header.Set(mesh.HeaderDeadline, strconv.FormatInt(time.Now().Add(-time.Second).UnixNano(), 10))
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatalf("PublishMsg: %v", err)
+	}
+	fake := newFake()
+	w, _ := runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
+	if _, err := newClient(t, nc).Submit(ctx, "expire", mesh.Request{Body: []byte("live")}); err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	waitFor(t, "expired record dropped", func() bool { return w.Stats().Expired == 1 })
+	if got, want := fake.count("expired"), 0; got != want {
+		t.Errorf("got %d Predict calls, want %d", got, want)
+	}
+	waitFor(t, "empty queue", func() bool { return queueLen(t, js, "expire") == 0 })
+}
+
+// collectResults runs ConsumeResults and returns a channel of its results.
+func collectResults(t *testing.T, nc *nats.Conn, job, durable string) <-chan mesh.Result {
+	t.Helper()
+	ch := make(chan mesh.Result, 100)
+	js := newJS(t, nc)
+	runInBackground(t, func(ctx context.Context) error {
+		return mesh.ConsumeResults(ctx, js, job, durable, mesh.ResultsSubject(job, durable), func(_ context.Context, r mesh.Result) error {
+			ch <- r
+			return nil
+		})
+	})
+	return ch
+}
+
+func TestEnqueueConsumeResults(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	sc := mesh.StreamConfig{Job: "durable"}
+	ensure(t, nc, sc)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
+	c := newClient(t, nc)
+	got := collectResults(t, nc, "durable", "redis")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	want := map[string]mesh.Result{
+		"a": {URI: "a", Body: []byte("ONE"), Status: 200},
+		"b": {URI: "b", Status: 400},
+	}
+	for uri, body := range map[string]string{"a": "one", "b": "bad"} {
+		if err := c.Enqueue(ctx, "durable", mesh.Request{URI: uri, Body: []byte(body)}, mesh.ResultsSubject("durable", "redis")); err != nil {
+			t.Fatalf("Enqueue %s: %v", uri, err)
+		}
+	}
+	for range want {
+		select {
+		case r := <-got:
+			w, ok := want[r.URI]
+			if !ok {
+				t.Fatalf("got result for unknown uri %q", r.URI)
+			}
+			if r.Status != w.Status || string(r.Body) != string(w.Body) {
+				t.Errorf("uri %s: got status %d body %q, want %d %q", r.URI, r.Status, r.Body, w.Status, w.Body)
+			}
+			if r.Status != 200 && r.Message == "" {
+				t.Errorf("uri %s: got empty error message, want one", r.URI)
+			}
+			delete(want, r.URI)
+		case <-ctx.Done():
+			t.Fatalf("timed out; missing %v", want)
+		}
+	}
+}
+
+func TestDuplicateMsgIDRunsOnce(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	sc := mesh.StreamConfig{Job: "dedup"}
+	ensure(t, nc, sc)
+	fake := newFake()
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
+	c := newClient(t, nc)
+	got := collectResults(t, nc, "dedup", "door")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := mesh.Request{URI: "x", Body: []byte("once"), MsgID: "id-1"}
+	for range 2 {
+		if err := c.Enqueue(ctx, "dedup", req, mesh.ResultsSubject("dedup", "door")); err != nil {
+			t.Fatalf("Enqueue: %v", err)
+		}
+	}
+	if _, err := c.Submit(ctx, "dedup", req); !errors.Is(err, mesh.ErrDuplicate) {
+		t.Errorf("Submit: got %v, want ErrDuplicate", err)
+	}
+	select {
+	case r := <-got:
+		if string(r.Body) != "ONCE" {
+			t.Errorf("got body %q, want %q", r.Body, "ONCE")
+		}
+	case <-ctx.Done():
+		t.Fatal("timed out waiting for the result")
+	}
+	// A later request proves the worker has moved past any duplicate.
+	if _, err := c.Submit(ctx, "dedup", mesh.Request{Body: []byte("later")}); err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if got, want := fake.count("once"), 1; got != want {
+		t.Errorf("got %d Predict calls, want %d", got, want)
+	}
+	select {
+	case r := <-got:
+		t.Errorf("got a second result %+v, want none", r)
+	default:
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	ensure(t, nc, mesh.StreamConfig{Job: "full", MaxMsgs: 2})
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subj := mesh.ResultsSubject("full", "door")
+	for i := range 2 {
+		if err := c.Enqueue(ctx, "full", mesh.Request{Body: []byte("x")}, subj); err != nil {
+			t.Fatalf("Enqueue %d: %v", i, err)
+		}
+	}
+	if err := c.Enqueue(ctx, "full", mesh.Request{Body: []byte("x")}, subj); !errors.Is(err, mesh.ErrQueueFull) {
+		t.Errorf("Enqueue: got %v, want ErrQueueFull", err)
+	}
+	if _, err := c.Submit(ctx, "full", mesh.Request{Body: []byte("x")}); !errors.Is(err, mesh.ErrQueueFull) {
+		t.Errorf("Submit: got %v, want ErrQueueFull", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"stream ok", mesh.StreamConfig{Job: "a_b-1"}.Validate()},
+		{"stream bad job", mesh.StreamConfig{Job: "a.b"}.Validate()},
+		{"stream empty job", mesh.StreamConfig{}.Validate()},
+		{"stream negative ack wait", mesh.StreamConfig{Job: "j", AckWait: -1}.Validate()},
+		{"worker negative inflight", mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: "j"}, MaxInflight: -1}.Validate()},
+		{"client negative timeout", mesh.ClientConfig{Timeout: -1}.Validate()},
+		{"service no jobs", mesh.ServiceConfig{}.Validate()},
+		{"service twice", mesh.ServiceConfig{Jobs: []string{"a", "a"}}.Validate()},
+		{"service ok", mesh.ServiceConfig{Jobs: []string{"a", "b"}}.Validate()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantOK := strings.HasSuffix(tc.name, "ok")
+			if got := tc.err == nil; got != wantOK {
+				t.Fatalf("got valid=%v (%v), want %v", got, tc.err, wantOK)
+			}
+			if tc.err != nil && !errors.Is(tc.err, mesh.ErrInvalidConfig) {
+				t.Errorf("got %v, want ErrInvalidConfig", tc.err)
+			}
+		})
+	}
+}
+
+func TestGiveUpAfterAckWaitExpiries(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	// One attempt; the consumer allows a second delivery so the worker can
+	// end the record that its first attempt never settled.
+	sc := mesh.StreamConfig{Job: "crash", MaxDeliver: 1, AckWait: 200 * time.Millisecond}
+	ensure(t, nc, sc)
+	stuck := newFake()
+	stuck.block = make(chan struct{})
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc, ShutdownGrace: 50 * time.Millisecond}, stuck)
+
+	// A record without Cs-Deadline gets no InProgress heartbeat, so its
+	// hung attempt runs out of AckWait like a crashed worker's.
+	replies, err := nc.SubscribeSync(nats.NewInbox())
+	if err != nil {
+		t.Fatalf("SubscribeSync: %v", err)
+	}
+	m := nats.NewMsg(mesh.WorkSubject("crash"))
+	m.Data = []byte("hang")
+	m.Header.Set(mesh.HeaderReplyTo, replies.Subject)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := newJS(t, nc).PublishMsg(ctx, m); err != nil {
+		t.Fatalf("PublishMsg: %v", err)
+	}
+	reply, err := replies.NextMsgWithContext(ctx)
+	if err != nil {
+		t.Fatalf("NextMsg: %v", err)
+	}
+	if got, want := reply.Header.Get(mesh.HeaderStatus), "500"; got != want {
+		t.Errorf("got status %q, want %q", got, want)
+	}
+	if got, want := reply.Header.Get(mesh.HeaderError), "gave up after 1 deliveries"; !strings.Contains(got, want) {
+		t.Errorf("got message %q, want it to contain %q", got, want)
+	}
+	if got, want := stuck.count("hang"), 1; got != want {
+		t.Errorf("got %d Predict calls, want %d", got, want)
+	}
+	waitFor(t, "empty queue", func() bool { return queueLen(t, newJS(t, nc), "crash") == 0 })
+}
+
+func TestSlowPredictKeptInProgress(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	sc := mesh.StreamConfig{Job: "slow", AckWait: 200 * time.Millisecond}
+	ensure(t, nc, sc)
+	slow := newFake()
+	slow.delay = 700 * time.Millisecond // over three AckWaits
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, slow)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := newClient(t, nc).Submit(ctx, "slow", mesh.Request{Body: []byte("s")})
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if got, want := string(res.Body), "S"; got != want {
+		t.Errorf("got body %q, want %q", got, want)
+	}
+	if got, want := slow.count("s"), 1; got != want {
+		t.Errorf("got %d Predict calls, want %d (redelivered while in progress)", got, want)
+	}
+}
+
+func TestServiceBusyAndJobs(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	stuck := newFake()
+	stuck.block = make(chan struct{})
+	stuck.started = make(chan struct{}, 1)
+	for _, job := range []string{"one", "two"} {
+		sc := mesh.StreamConfig{Job: job}
+		ensure(t, nc, sc)
+		runWorker(t, nc, mesh.WorkerConfig{Stream: sc, ShutdownGrace: 50 * time.Millisecond}, stuck)
+	}
+	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
+	}
+	runInBackground(t, svc.Run)
+	caller := connect(t, s)
+
+	// The micro INFO verb lists one predict endpoint per job.
+	var info struct {
+		Name      string `json:"name"`
+		Endpoints []struct {
+			Name     string            `json:"name"`
+			Subject  string            `json:"subject"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"endpoints"`
+	}
+	waitFor(t, "service info", func() bool {
+		m, err := caller.Request("$SRV.INFO."+mesh.ServiceName, nil, time.Second)
+		return err == nil && json.Unmarshal(m.Data, &info) == nil && len(info.Endpoints) == 2
+	})
+	for i, job := range []string{"one", "two"} {
+		e := info.Endpoints[i]
+		if e.Name != mesh.EndpointName || e.Subject != mesh.PredictSubject(job) || e.Metadata[mesh.MetadataJob] != job {
+			t.Errorf("endpoint %d: got %s %s %v, want %s %s job=%s", i, e.Name, e.Subject, e.Metadata, mesh.EndpointName, mesh.PredictSubject(job), job)
+		}
+	}
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := caller.Request(mesh.PredictSubject("one"), []byte("slow"), 10*time.Second)
+		first <- err
+	}()
+	<-stuck.started // the only slot is taken
+	m, err := caller.Request(mesh.PredictSubject("two"), []byte("next"), 5*time.Second)
+	if err != nil {
+		t.Fatalf("Request: %v", err)
+	}
+	if got, want := m.Header.Get("Nats-Service-Error-Code"), "503"; got != want {
+		t.Errorf("got code %q, want %q", got, want)
+	}
+	close(stuck.block)
+	if err := <-first; err != nil {
+		t.Errorf("first request: got %v, want nil", err)
+	}
+}

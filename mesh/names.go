@@ -1,0 +1,99 @@
+package mesh
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Names of the NATS objects for a job J. Subjects, streams and headers are
+// part of the wire contract between processes: change them only with a
+// migration plan.
+const (
+	// SubjectPrefix starts every subject: serving.<J>.work, serving.<J>.results.>, serving.<J>.predict.
+	SubjectPrefix = "serving"
+	// StreamPrefix starts the stream names: SERVING_<J> and SERVING_<J>_RESULTS.
+	StreamPrefix = "SERVING_"
+	// ResultsStreamSuffix ends the results stream name.
+	ResultsStreamSuffix = "_RESULTS"
+	// WorkersConsumer is the durable pull consumer all workers of a job share.
+	WorkersConsumer = "workers"
+	// ServiceName is the NATS micro service name.
+	ServiceName = "cluster-serving"
+	// EndpointName is the micro endpoint name; metadata "job" tells jobs apart.
+	EndpointName = "predict"
+	// MetadataJob is the endpoint metadata key holding the job name.
+	MetadataJob = "job"
+)
+
+// Headers on work and result messages.
+const (
+	// HeaderMsgID is the door-supplied id JetStream uses to drop duplicates.
+	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderURI is the client's record id; copied onto the result.
+	HeaderURI = "Cs-Uri"
+	// HeaderContentType is the payload's content type, passed to Predict.
+	HeaderContentType = "Cs-Content-Type"
+	// HeaderReplyTo is the core NATS subject a synchronous caller waits on.
+	HeaderReplyTo = "Cs-Reply-To"
+	// HeaderResultTo is a subject under the results stream; the worker
+	// publishes there with a PubAck before it acks the work.
+	HeaderResultTo = "Cs-Result-To"
+	// HeaderDeadline is the caller's deadline in unix nanoseconds; expired
+	// work is acked and dropped without inference.
+	HeaderDeadline = "Cs-Deadline"
+	// HeaderStatus is the result status: 200, 400, 500, 503 or 504.
+	HeaderStatus = "Cs-Status"
+	// HeaderError is the error message of a non-200 result.
+	HeaderError = "Cs-Error"
+	// HeaderTraceParent and HeaderTraceState are W3C trace context, passed through untouched.
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
+	// HeaderContentTypeHTTP is the content type header of micro requests.
+	HeaderContentTypeHTTP = "Content-Type"
+	// DefaultContentType is used when a request names none.
+	DefaultContentType = "application/json"
+)
+
+// Result statuses.
+const (
+	StatusOK       = 200
+	StatusBadInput = 400
+	StatusInternal = 500
+	StatusBusy     = 503
+	StatusTimeout  = 504
+)
+
+var jobRegexp = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// ValidateJob returns ErrInvalidJob unless job matches ^[A-Za-z0-9_-]+$.
+func ValidateJob(job string) error {
+	if !jobRegexp.MatchString(job) {
+		return fmt.Errorf("%w: %q", ErrInvalidJob, job)
+	}
+	return nil
+}
+
+// StreamName is the work-queue stream of job: SERVING_<job>.
+func StreamName(job string) string { return StreamPrefix + job }
+
+// ResultsStreamName is the results stream of job: SERVING_<job>_RESULTS.
+func ResultsStreamName(job string) string { return StreamPrefix + job + ResultsStreamSuffix }
+
+// WorkSubject is the subject of job's work queue: serving.<job>.work.
+func WorkSubject(job string) string { return SubjectPrefix + "." + job + ".work" }
+
+// ResultsSubject is the subject under the results stream for a door:
+// serving.<job>.results.<door>. Pass ">" for the whole stream.
+func ResultsSubject(job, door string) string {
+	return SubjectPrefix + "." + job + ".results." + door
+}
+
+// PredictSubject is the micro endpoint subject of job: serving.<job>.predict.
+func PredictSubject(job string) string { return SubjectPrefix + "." + job + ".predict" }
+
+// isResultsSubject reports whether subject lies under job's results stream.
+func isResultsSubject(job, subject string) bool {
+	rest, ok := strings.CutPrefix(subject, ResultsSubject(job, ""))
+	return ok && rest != "" && !strings.ContainsAny(rest, " \t\r\n")
+}

@@ -1,0 +1,86 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Result is the answer to one request.
+type Result struct {
+	// URI is the client's record id (Cs-Uri).
+	URI string
+	// Body is the Predictor's output; empty for a non-200 status.
+	Body []byte
+	// Status is StatusOK or an error status (400, 500, 503, 504).
+	Status int
+	// Message is the error message of a non-200 status.
+	Message string
+}
+
+// Err returns nil for StatusOK and a *Error otherwise.
+func (r Result) Err() error {
+	if r.Status == StatusOK {
+		return nil
+	}
+	return &Error{Status: r.Status, Message: r.Message}
+}
+
+// resultMsg builds the message a worker sends for one record.
+func resultMsg(subject string, work nats.Header, status int, body []byte, errMsg string) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = body
+	m.Header.Set(HeaderURI, work.Get(HeaderURI))
+	m.Header.Set(HeaderStatus, strconv.Itoa(status))
+	if errMsg != "" {
+		m.Header.Set(HeaderError, oneLine(errMsg))
+	}
+	for _, k := range []string{HeaderTraceParent, HeaderTraceState} {
+		if v := work.Values(k); len(v) > 0 {
+			m.Header[k] = v
+		}
+	}
+	return m
+}
+
+// parseResult reads a result message. A missing or unreadable status is 500.
+func parseResult(h nats.Header, body []byte) Result {
+	r := Result{URI: h.Get(HeaderURI), Message: h.Get(HeaderError)}
+	st, err := strconv.Atoi(h.Get(HeaderStatus))
+	if err != nil || st < 100 || st > 599 {
+		st = StatusInternal
+		if r.Message == "" {
+			r.Message = "result without a valid " + HeaderStatus + " header"
+		}
+	}
+	r.Status = st
+	if st == StatusOK {
+		r.Body = body
+	}
+	return r
+}
+
+// oneLine keeps header values on one line: NATS headers cannot hold CR/LF.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
+
+// mapPublishErr turns a DiscardNew rejection into ErrQueueFull.
+func mapPublishErr(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStoreFailed {
+		d := apiErr.Description
+		if strings.Contains(d, "maximum messages") || strings.Contains(d, "maximum bytes") {
+			return fmt.Errorf("%w: %w", ErrQueueFull, err)
+		}
+	}
+	return err
+}
+
+// jsErrCodeStoreFailed is nats-server's JSStreamStoreFailedF, the code a
+// DiscardNew stream answers with when it is full.
+const jsErrCodeStoreFailed jetstream.ErrorCode = 10077

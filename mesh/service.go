@@ -1,0 +1,172 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Defaults applied by ServiceConfig for zero fields.
+const (
+	DefaultServiceVersion = "0.0.0"
+	DefaultMaxConcurrent  = 1024
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// ServiceConfig configures a Service. The zero value, with Jobs set,
+// means all defaults.
+type ServiceConfig struct {
+	// Jobs lists the jobs to serve; each gets endpoint "predict" on
+	// serving.<job>.predict. Required.
+	Jobs []string
+	// Version is the micro service version (SemVer). Default 0.0.0.
+	Version string
+	// MaxConcurrent bounds requests in flight; beyond it requests get
+	// micro error 503 "busy". Default 1024.
+	MaxConcurrent int
+	// RequestTimeout bounds each request, in flight or at shutdown. Default 30s.
+	RequestTimeout time.Duration
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c ServiceConfig) Validate() error {
+	if len(c.Jobs) == 0 {
+		return fmt.Errorf("%w: Jobs is empty", ErrInvalidConfig)
+	}
+	seen := map[string]bool{}
+	for _, j := range c.Jobs {
+		if err := ValidateJob(j); err != nil {
+			return fmt.Errorf("%w: Jobs: %w", ErrInvalidConfig, err)
+		}
+		if seen[j] {
+			return fmt.Errorf("%w: Jobs: %q listed twice", ErrInvalidConfig, j)
+		}
+		seen[j] = true
+	}
+	switch {
+	case c.MaxConcurrent < 0:
+		return fmt.Errorf("%w: MaxConcurrent %d negative", ErrInvalidConfig, c.MaxConcurrent)
+	case c.RequestTimeout < 0:
+		return fmt.Errorf("%w: RequestTimeout %v negative", ErrInvalidConfig, c.RequestTimeout)
+	}
+	return nil
+}
+
+// Service is the NATS door: micro service "cluster-serving" with one
+// "predict" endpoint per job. Each request is submitted through a Client
+// in its own goroutine so the subscription never blocks. Run it once.
+type Service struct {
+	nc  *nats.Conn
+	c   *Client
+	cfg ServiceConfig
+}
+
+// NewService validates cfg. The caller keeps ownership of nc and c.
+func NewService(nc *nats.Conn, c *Client, cfg ServiceConfig) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: Client is nil", ErrInvalidConfig)
+	}
+	if cfg.Version == "" {
+		cfg.Version = DefaultServiceVersion
+	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	return &Service{nc: nc, c: c, cfg: cfg}, nil
+}
+
+// Run adds the micro service and serves until ctx ends, then drains the
+// service and waits for requests in flight (each bounded by
+// RequestTimeout). It returns an error only when the service cannot start.
+func (s *Service) Run(ctx context.Context) error {
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     s.cfg.Version,
+		Description: "cluster-serving inference",
+	})
+	if err != nil {
+		return fmt.Errorf("mesh: add service: %w", err)
+	}
+	// Requests in flight finish after ctx ends, bounded by RequestTimeout.
+	base := context.WithoutCancel(ctx)
+	sem := make(chan struct{}, s.cfg.MaxConcurrent)
+	var wg sync.WaitGroup
+	for _, job := range s.cfg.Jobs {
+		h := micro.HandlerFunc(func(req micro.Request) {
+			select {
+			case sem <- struct{}{}:
+			default:
+				_ = req.Error(strconv.Itoa(StatusBusy), "busy: too many requests in flight", nil)
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				s.serve(base, job, req)
+			}()
+		})
+		err := svc.AddEndpoint(EndpointName, h,
+			micro.WithEndpointSubject(PredictSubject(job)),
+			micro.WithEndpointMetadata(map[string]string{MetadataJob: job}))
+		if err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("mesh: add endpoint for %s: %w", job, err)
+		}
+	}
+	<-ctx.Done()
+	err = svc.Stop() // drains: no new requests reach the handlers.
+	wg.Wait()
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("mesh: stop service: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	hdr := req.Headers()
+	r := Request{
+		ContentType: hdr.Get(HeaderContentTypeHTTP),
+		Body:        req.Data(),
+		URI:         hdr.Get(HeaderURI),
+		MsgID:       hdr.Get(HeaderMsgID),
+	}
+	for _, k := range []string{HeaderTraceParent, HeaderTraceState} {
+		if v := hdr.Values(k); len(v) > 0 {
+			if r.Header == nil {
+				r.Header = nats.Header{}
+			}
+			r.Header[k] = v
+		}
+	}
+	res, err := s.c.Submit(ctx, job, r)
+	if err == nil {
+		_ = req.Respond(res.Body)
+		return
+	}
+	status, msg := StatusInternal, err.Error()
+	var me *Error
+	switch {
+	case errors.As(err, &me):
+		status, msg = me.Status, me.Message
+	case errors.Is(err, ErrQueueFull):
+		status, msg = StatusBusy, "queue full"
+	case errors.Is(err, context.DeadlineExceeded):
+		status, msg = StatusTimeout, "timed out waiting for a worker"
+	}
+	_ = req.Error(strconv.Itoa(status), msg, nil)
+}

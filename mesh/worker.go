@@ -1,0 +1,358 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults applied by WorkerConfig for zero fields.
+const (
+	DefaultMaxInflight   = 64
+	DefaultShutdownGrace = 30 * time.Second
+	// resultPublishTimeout bounds the PubAck wait for a durable result.
+	resultPublishTimeout = 10 * time.Second
+)
+
+// WorkerConfig configures a Worker. The zero value, with Stream.Job set,
+// means all defaults.
+type WorkerConfig struct {
+	// Stream names the job and the stream settings Run ensures at start.
+	Stream StreamConfig
+	// MaxInflight bounds the records in Predict at once; it is also the
+	// pull batch size. Default 64.
+	MaxInflight int
+	// ShutdownGrace is how long Run lets in-flight records finish after ctx
+	// ends before it cancels them and naks them for another worker. Default 30s.
+	ShutdownGrace time.Duration
+	// Logger receives errors the worker handles itself (failed publishes,
+	// acks). Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c WorkerConfig) Validate() error {
+	if err := c.Stream.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxInflight < 0:
+		return fmt.Errorf("%w: MaxInflight %d negative", ErrInvalidConfig, c.MaxInflight)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("%w: ShutdownGrace %v negative", ErrInvalidConfig, c.ShutdownGrace)
+	}
+	return nil
+}
+
+// WorkerStats counts what a Worker did with the records it pulled.
+type WorkerStats struct {
+	// Processed counts records answered with status 200.
+	Processed uint64
+	// Failed counts records ended with an error result (400 or give-up 500).
+	Failed uint64
+	// Retried counts failed attempts handed back with a nak.
+	Retried uint64
+	// Expired counts records dropped unrun because their deadline passed.
+	Expired uint64
+}
+
+// Worker pulls records of one job from the shared workers consumer and
+// runs them through a Predictor, up to MaxInflight at once. Run it once;
+// Stats is safe for concurrent use.
+type Worker struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg WorkerConfig
+	p   Predictor
+	log *slog.Logger
+
+	processed, failed, retried, expired atomic.Uint64
+}
+
+// NewWorker validates cfg. It does not touch the server until Run.
+func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: Predictor is nil", ErrInvalidConfig)
+	}
+	cfg.Stream = cfg.Stream.withDefaults()
+	if cfg.MaxInflight == 0 {
+		cfg.MaxInflight = DefaultMaxInflight
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: jetstream: %w", err)
+	}
+	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: cfg.Logger.With("job", cfg.Stream.Job)}, nil
+}
+
+// Stats returns the counters so far.
+func (w *Worker) Stats() WorkerStats {
+	return WorkerStats{
+		Processed: w.processed.Load(),
+		Failed:    w.failed.Load(),
+		Retried:   w.retried.Load(),
+		Expired:   w.expired.Load(),
+	}
+}
+
+// Run ensures the job's streams, then pulls and processes records until ctx
+// ends. Then it stops pulling, naks records not yet started, lets in-flight
+// ones finish for up to ShutdownGrace, cancels and naks the rest, and
+// returns nil. Run waits for every Predict call to return, so a Predictor
+// must honour ctx. It returns an error only when it cannot start for
+// another reason than ctx ending.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := EnsureStreams(ctx, w.js, w.cfg.Stream); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
+		return err
+	}
+	cons, err := w.js.Consumer(ctx, StreamName(w.cfg.Stream.Job), WorkersConsumer)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("mesh: consumer %s/%s: %w", StreamName(w.cfg.Stream.Job), WorkersConsumer, err)
+	}
+
+	// work outlives ctx by up to ShutdownGrace so in-flight records finish.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopping := make(chan struct{})
+	sem := make(chan struct{}, w.cfg.MaxInflight)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex // orders wg.Add before wg.Wait
+		shut bool
+	)
+
+	handler := func(msg jetstream.Msg) {
+		// Acquire a slot without blocking past shutdown: the callback must
+		// keep draining the buffer so Closed fires.
+		select {
+		case sem <- struct{}{}:
+		case <-stopping:
+			w.nak(msg, 0)
+			return
+		}
+		mu.Lock()
+		if shut {
+			mu.Unlock()
+			<-sem
+			w.nak(msg, 0)
+			return
+		}
+		wg.Add(1)
+		mu.Unlock()
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			w.handle(work, msg)
+		}()
+	}
+	cc, err := cons.Consume(handler,
+		jetstream.PullMaxMessages(w.cfg.MaxInflight),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if ctx.Err() == nil {
+				w.log.Debug("mesh: consume", "err", err)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("mesh: consume %s: %w", StreamName(w.cfg.Stream.Job), err)
+	}
+
+	<-ctx.Done()
+	close(stopping)
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(w.cfg.ShutdownGrace):
+		cc.Stop()
+	}
+	mu.Lock()
+	shut = true
+	mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownGrace):
+		cancelWork() // in-flight Predict calls see ctx end and nak.
+		<-done
+	}
+	return nil
+}
+
+// handle runs one record and settles it: ack, term or nak.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	h := msg.Headers()
+	var delivered uint64 = 1
+	if md, err := msg.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	attempts := uint64(w.cfg.Stream.MaxDeliver)
+
+	pctx := ctx
+	if v := h.Get(HeaderDeadline); v != "" {
+		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+			dl := time.Unix(0, ns)
+			if !time.Now().Before(dl) {
+				w.expired.Add(1)
+				w.ack(msg)
+				return
+			}
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithDeadline(ctx, dl)
+			defer cancel()
+		}
+	}
+
+	if delivered > attempts {
+		// Every attempt ended without a settle: workers crashed or held it
+		// past AckWait. End it so it does not stay stuck.
+		w.fail(ctx, msg, h, StatusInternal, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
+		return
+	}
+
+	ct := h.Get(HeaderContentType)
+	if ct == "" {
+		ct = DefaultContentType
+	}
+	stopBeat := w.heartbeat(pctx, msg)
+	out, err := w.p.Predict(pctx, ct, msg.Data())
+	stopBeat()
+	switch {
+	case err == nil:
+		if perr := w.publish(ctx, h, StatusOK, out, ""); perr != nil {
+			w.log.Warn("mesh: publish result", "uri", h.Get(HeaderURI), "err", perr)
+			w.retried.Add(1)
+			w.nak(msg, w.cfg.Stream.backoff(delivered))
+			return
+		}
+		w.processed.Add(1)
+		w.ack(msg)
+	case badInput(err):
+		w.fail(ctx, msg, h, StatusBadInput, err.Error())
+	case ctx.Err() != nil:
+		// Shutdown grace ran out: hand the record to another worker now.
+		w.retried.Add(1)
+		w.nak(msg, 0)
+	case pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+		// The caller's deadline passed while we ran it; nobody waits.
+		w.fail(ctx, msg, h, StatusTimeout, "deadline exceeded: "+err.Error())
+	case delivered >= attempts:
+		w.fail(ctx, msg, h, StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
+	default:
+		level := slog.LevelWarn
+		if temporary(err) {
+			level = slog.LevelDebug // busy: expected under load, retried.
+		}
+		w.log.Log(ctx, level, "mesh: predict, will retry", "uri", h.Get(HeaderURI), "delivery", delivered, "err", err)
+		w.retried.Add(1)
+		w.nak(msg, w.cfg.Stream.backoff(delivered))
+	}
+}
+
+// fail publishes an error result and terminates the record. When the
+// result cannot be published the record is nakked to try again.
+func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, h nats.Header, status int, message string) {
+	if err := w.publish(ctx, h, status, nil, message); err != nil {
+		w.log.Warn("mesh: publish error result", "uri", h.Get(HeaderURI), "err", err)
+		w.retried.Add(1)
+		w.nak(msg, w.cfg.Stream.backoff(1))
+		return
+	}
+	w.failed.Add(1)
+	if err := msg.Term(); err != nil {
+		w.log.Warn("mesh: term", "err", err)
+	}
+}
+
+// publish sends the result where the work message asks: core NATS to
+// Cs-Reply-To, JetStream with a PubAck to Cs-Result-To.
+func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []byte, message string) error {
+	if to := h.Get(HeaderResultTo); to != "" {
+		pctx, cancel := context.WithTimeout(ctx, resultPublishTimeout)
+		defer cancel()
+		m := resultMsg(to, h, status, body, message)
+		if id := h.Get(HeaderMsgID); id != "" {
+			m.Header.Set(HeaderMsgID, id) // a retried publish stores once.
+		}
+		if _, err := w.js.PublishMsg(pctx, m); err != nil {
+			return fmt.Errorf("result to %s: %w", to, err)
+		}
+	}
+	if to := h.Get(HeaderReplyTo); to != "" {
+		if err := w.nc.PublishMsg(resultMsg(to, h, status, body, message)); err != nil {
+			return fmt.Errorf("reply to %s: %w", to, err)
+		}
+	}
+	return nil
+}
+
+// heartbeat tells JetStream the record is still being worked on, every
+// half AckWait, so a Predict slower than AckWait (a loaded model) is not
+// redelivered to another worker meanwhile. It beats only while ctx carries
+// the caller's deadline: without one, AckWait bounds the attempt so a hung
+// Predict cannot hold a record for ever. The returned func stops it and
+// waits for its goroutine.
+func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
+	if _, ok := ctx.Deadline(); !ok {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(w.cfg.Stream.AckWait / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = msg.InProgress()
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+func (w *Worker) ack(msg jetstream.Msg) {
+	if err := msg.Ack(); err != nil {
+		w.log.Warn("mesh: ack", "err", err)
+	}
+}
+
+func (w *Worker) nak(msg jetstream.Msg, delay time.Duration) {
+	var err error
+	if delay > 0 {
+		err = msg.NakWithDelay(delay)
+	} else {
+		err = msg.Nak()
+	}
+	if err != nil {
+		w.log.Warn("mesh: nak", "err", err)
+	}
+}
