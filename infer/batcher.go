@@ -1,0 +1,367 @@
+package infer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// RunFunc runs one stacked batch on runner r (0 <= r < Runners) and returns
+// one tensor per model output. The Batcher calls it from r's goroutine only,
+// so a RunFunc may keep per-runner state (a Session) without locking.
+type RunFunc func(r int, inputs []Tensor) ([]Tensor, error)
+
+// BatcherConfig configures a Batcher. Zero values mean the defaults of the
+// matching Config fields.
+type BatcherConfig struct {
+	Runners   int           // runner goroutines sharing the queue; default 1
+	MaxBatch  int           // most rows (sum of items' dim 0) per run; default 16
+	MaxWait   time.Duration // see Batcher; default 0
+	QueueSize int           // bounded queue of items; default 1024
+	// Unbatchable makes every item run alone, for models whose batch dim is
+	// fixed.
+	Unbatchable bool
+	// OnBatch, if set, is called by a runner before each run with the number
+	// of items and rows in it. Tests and metrics use it; it must not block.
+	OnBatch func(items, rows int)
+}
+
+// Batcher stacks records from concurrent callers into batches and runs them
+// on Runners goroutines that share one bounded queue.
+//
+// A record that finds a runner idle runs at once: batching never adds
+// latency to an idle model. While every runner is busy, records queue; a
+// runner that finishes a run and finds records queued takes all of them up
+// to MaxBatch rows (only those whose non-batch shapes equal the first
+// record's; the others keep their place), and when MaxWait > 0 and the batch
+// is not full it waits for more until the oldest record's arrival plus
+// MaxWait. A runner that was idle never waits. A batch is stacked along dim
+// 0, run once and split back by each record's rows. When a batched run fails,
+// or an output's dim 0 is not the batch's rows, each record is re-run alone
+// so that one bad record cannot fail the others. Records whose ctx is done
+// before they run are dropped.
+//
+// Batcher is safe for concurrent use. Submit never blocks on a full queue:
+// it returns ErrQueueFull. Close is idempotent.
+type Batcher struct {
+	cfg BatcherConfig
+	run RunFunc
+
+	mu     sync.Mutex
+	queue  []*item
+	wake   chan struct{} // closed and replaced on every enqueue and on Close
+	closed bool
+
+	wg sync.WaitGroup
+}
+
+type item struct {
+	ctx    context.Context
+	inputs []Tensor
+	rows   int64
+	enq    time.Time
+	done   chan itemResult // buffered 1: runners never block on it
+}
+
+type itemResult struct {
+	outputs []Tensor
+	err     error
+}
+
+// NewBatcher starts cfg.Runners runner goroutines calling run. Close stops
+// them.
+func NewBatcher(cfg BatcherConfig, run RunFunc) *Batcher {
+	if cfg.Runners <= 0 {
+		cfg.Runners = DefaultParallelism
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = DefaultQueueSize
+	}
+	b := &Batcher{cfg: cfg, run: run, wake: make(chan struct{})}
+	b.wg.Add(cfg.Runners)
+	for r := range cfg.Runners {
+		go b.runner(r)
+	}
+	return b
+}
+
+// Len returns the number of records waiting in the queue.
+func (b *Batcher) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// Submit queues records (each one tensor per model input, every tensor with
+// the record's batch dim first, equal across its inputs) together and waits
+// for their outputs. It returns ErrQueueFull when the queue has no room for
+// all of them, ErrClosed after Close, ctx.Err() when ctx ends first, or the
+// first record's error (wrapped with its index).
+func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, error) {
+	if len(records) == 0 {
+		return nil, nil
+	}
+	items := make([]*item, len(records))
+	now := time.Now()
+	for i, rec := range records {
+		if len(rec) == 0 || len(rec[0].Shape) == 0 {
+			return nil, inputErr(i, "", "record has no batch dim")
+		}
+		items[i] = &item{ctx: ctx, inputs: rec, rows: rec[0].Shape[0], enq: now, done: make(chan itemResult, 1)}
+	}
+	b.mu.Lock()
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return nil, ErrClosed
+	case len(b.queue)+len(items) > b.cfg.QueueSize:
+		n := len(b.queue)
+		b.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d queued, %d more do not fit in %d", ErrQueueFull, n, len(items), b.cfg.QueueSize)
+	}
+	b.queue = append(b.queue, items...)
+	close(b.wake)
+	b.wake = make(chan struct{})
+	b.mu.Unlock()
+
+	out := make([][]Tensor, len(items))
+	var firstErr error
+	for i, it := range items {
+		select {
+		case res := <-it.done:
+			if res.err != nil && firstErr == nil {
+				var ie *InputError
+				if errors.As(res.err, &ie) && ie.Instance < 0 {
+					cp := *ie
+					cp.Instance = i
+					firstErr = &cp
+				} else if len(items) > 1 {
+					firstErr = fmt.Errorf("record %d: %w", i, res.err)
+				} else {
+					firstErr = res.err
+				}
+			}
+			out[i] = res.outputs
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+// Close fails every queued record with ErrClosed, stops the runners and
+// waits for the batches they are running. Idempotent.
+func (b *Batcher) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.wg.Wait()
+		return nil
+	}
+	b.closed = true
+	pending := b.queue
+	b.queue = nil
+	close(b.wake)
+	b.mu.Unlock()
+	for _, it := range pending {
+		it.done <- itemResult{err: ErrClosed}
+	}
+	b.wg.Wait()
+	return nil
+}
+
+func (b *Batcher) runner(r int) {
+	defer b.wg.Done()
+	idle := true // a fresh runner counts as idle: it must never wait
+	for {
+		b.mu.Lock()
+		for len(b.queue) == 0 && !b.closed {
+			idle = true
+			wake := b.wake
+			b.mu.Unlock()
+			<-wake
+			b.mu.Lock()
+		}
+		if b.closed {
+			b.mu.Unlock()
+			return
+		}
+		if !idle && b.cfg.MaxWait > 0 && !b.cfg.Unbatchable {
+			b.waitForMore()
+			if b.closed || len(b.queue) == 0 {
+				b.mu.Unlock()
+				continue
+			}
+		}
+		batch := b.take()
+		b.mu.Unlock()
+		idle = false
+		if len(batch) > 0 {
+			b.runBatch(r, batch)
+		}
+	}
+}
+
+// waitForMore waits, with b.mu held on entry and exit, until the queue holds
+// a full batch, the oldest record has waited MaxWait, or Close.
+func (b *Batcher) waitForMore() {
+	for !b.closed && len(b.queue) > 0 {
+		if b.full() {
+			return
+		}
+		left := time.Until(b.queue[0].enq.Add(b.cfg.MaxWait))
+		if left <= 0 {
+			return
+		}
+		wake := b.wake
+		b.mu.Unlock()
+		t := time.NewTimer(left)
+		select {
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+		b.mu.Lock()
+	}
+}
+
+// full reports whether the queue holds a full next batch. b.mu must be held.
+func (b *Batcher) full() bool {
+	first := b.queue[0]
+	rows := int64(0)
+	for _, it := range b.queue {
+		if !sameRecordShape(first, it) {
+			continue
+		}
+		if rows+it.rows > int64(b.cfg.MaxBatch) {
+			return true
+		}
+		rows += it.rows
+	}
+	return rows >= int64(b.cfg.MaxBatch)
+}
+
+// take removes the next batch from the queue, dropping records whose ctx is
+// done. b.mu must be held.
+func (b *Batcher) take() []*item {
+	var batch []*item
+	rows := int64(0)
+	rest := b.queue[:0]
+	for i, it := range b.queue {
+		if err := it.ctx.Err(); err != nil {
+			it.done <- itemResult{err: err}
+			continue
+		}
+		full := len(batch) > 0 && (b.cfg.Unbatchable || rows+it.rows > int64(b.cfg.MaxBatch))
+		if full || (len(batch) > 0 && !sameRecordShape(batch[0], it)) {
+			rest = append(rest, it)
+			if full && b.cfg.Unbatchable {
+				rest = append(rest, b.queue[i+1:]...)
+				break
+			}
+			continue
+		}
+		batch = append(batch, it)
+		rows += it.rows
+	}
+	clear(b.queue[len(rest):])
+	b.queue = rest
+	return batch
+}
+
+func sameRecordShape(a, b *item) bool {
+	if len(a.inputs) != len(b.inputs) {
+		return false
+	}
+	for i := range a.inputs {
+		x, y := a.inputs[i], b.inputs[i]
+		if x.DType != y.DType || len(x.Shape) != len(y.Shape) || !equalDims(x.Shape[1:], y.Shape[1:]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Batcher) runBatch(r int, batch []*item) {
+	rows := int64(0)
+	for _, it := range batch {
+		rows += it.rows
+	}
+	if b.cfg.OnBatch != nil {
+		b.cfg.OnBatch(len(batch), int(rows))
+	}
+	if len(batch) == 1 {
+		b.runOne(r, batch[0])
+		return
+	}
+	inputs := make([]Tensor, len(batch[0].inputs))
+	parts := make([]Tensor, len(batch))
+	for j := range inputs {
+		for i, it := range batch {
+			parts[i] = it.inputs[j]
+		}
+		inputs[j] = stack(parts)
+	}
+	outs, err := b.safeRun(r, inputs)
+	if err == nil {
+		for _, o := range outs {
+			if len(o.Shape) == 0 || o.Shape[0] != rows {
+				err = errors.New("output is not batched")
+				break
+			}
+		}
+	}
+	if err != nil {
+		// One bad record must not fail the others: run each alone.
+		for _, it := range batch {
+			if it.ctx.Err() != nil {
+				it.done <- itemResult{err: it.ctx.Err()}
+				continue
+			}
+			if b.cfg.OnBatch != nil {
+				b.cfg.OnBatch(1, int(it.rows))
+			}
+			b.runOne(r, it)
+		}
+		return
+	}
+	ns := make([]int64, len(batch))
+	for i, it := range batch {
+		ns[i] = it.rows
+	}
+	per := make([][]Tensor, len(batch))
+	for i := range per {
+		per[i] = make([]Tensor, len(outs))
+	}
+	for j, o := range outs {
+		for i, piece := range split(o, ns) {
+			per[i][j] = piece
+		}
+	}
+	for i, it := range batch {
+		it.done <- itemResult{outputs: per[i]}
+	}
+}
+
+func (b *Batcher) runOne(r int, it *item) {
+	outs, err := b.safeRun(r, it.inputs)
+	it.done <- itemResult{outputs: outs, err: err}
+}
+
+// safeRun turns a panic in run into an error so that a runner survives it.
+func (b *Batcher) safeRun(r int, inputs []Tensor) (outs []Tensor, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("infer: run panicked: %v", p)
+		}
+	}()
+	return b.run(r, inputs)
+}

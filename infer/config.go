@@ -1,0 +1,85 @@
+package infer
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config configures an Engine. The zero value of every field but ModelPath
+// means its default.
+type Config struct {
+	// ModelPath is a model directory holding exactly one *.onnx file, or an
+	// .onnx file. Required. Config key: modelPath.
+	ModelPath string
+	// Parallelism is the number of sessions (runners) that run batches
+	// concurrently. Default 1. Config key: modelParallelism.
+	Parallelism int
+	// Threads is the number of ONNX Runtime intra-op threads per session.
+	// Default 1. Config key: threadPerModel.
+	Threads int
+	// MaxBatch is the most records stacked into one run. Default 16.
+	MaxBatch int
+	// MaxWait is how long a busy-then-free runner may wait, counted from the
+	// oldest queued record's arrival, to fill a batch. Default 0: never
+	// wait. An idle runner never waits.
+	MaxWait time.Duration
+	// QueueSize bounds the records waiting for a runner; when full, calls
+	// fail with ErrQueueFull instead of blocking. Default 1024.
+	QueueSize int
+	// PostProcessing is "", "topN(n)" or "pickTopN(n)". Config key:
+	// postProcessing.
+	PostProcessing string
+	// InputAlreadyBatched means each record already carries its batch dim.
+	// Config key: inputAlreadyBatched.
+	InputAlreadyBatched bool
+}
+
+// Defaults for the zero-valued Config fields.
+const (
+	DefaultParallelism = 1
+	DefaultThreads     = 1
+	DefaultMaxBatch    = 16
+	DefaultQueueSize   = 1024
+)
+
+// Validate checks c, naming the bad key in an error that wraps
+// ErrConfigValidation. It does not touch the file system.
+func (c Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfigValidation, key, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.ModelPath == "":
+		return bad("modelPath", "required")
+	case c.Parallelism < 0:
+		return bad("modelParallelism", "got %d, want >= 0", c.Parallelism)
+	case c.Threads < 0:
+		return bad("threadPerModel", "got %d, want >= 0", c.Threads)
+	case c.MaxBatch < 0:
+		return bad("maxBatch", "got %d, want >= 0", c.MaxBatch)
+	case c.MaxWait < 0:
+		return bad("maxWait", "got %v, want >= 0", c.MaxWait)
+	case c.QueueSize < 0:
+		return bad("queueSize", "got %d, want >= 0", c.QueueSize)
+	}
+	if _, err := ParsePostProcessing(c.PostProcessing); err != nil {
+		return bad("postProcessing", "%v", err)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Parallelism == 0 {
+		c.Parallelism = DefaultParallelism
+	}
+	if c.Threads == 0 {
+		c.Threads = DefaultThreads
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	return c
+}

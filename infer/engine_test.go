@@ -1,0 +1,298 @@
+package infer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+)
+
+func newEngine(t testing.TB, cfg infer.Config) *infer.Engine {
+	t.Helper()
+	requireORT(t)
+	e, err := infer.New(cfg)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", cfg, err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// unbatch splits a [2,4] tensor into its two rows.
+func unbatch(t infer.Tensor) []infer.Tensor {
+	rows := make([]infer.Tensor, t.Shape[0])
+	n := t.Len() / len(rows)
+	for i := range rows {
+		r := infer.NewTensor(t.DType, t.Shape[1:])
+		rv, tv := reflect.ValueOf(r.Data), reflect.ValueOf(t.Data)
+		reflect.Copy(rv, tv.Slice(i*n, (i+1)*n))
+		rows[i] = r
+	}
+	return rows
+}
+
+func TestEngineDTypesMatchSession(t *testing.T) {
+	for _, tc := range dtypeCases() {
+		t.Run(tc.model, func(t *testing.T) {
+			e := newEngine(t, infer.Config{ModelPath: model(tc.model), Parallelism: 2})
+			direct, err := newSession(t, tc.model).Run([]infer.Tensor{tc.in})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins := unbatch(tc.in)
+			outs, err := e.Infer(context.Background(), [][]infer.Tensor{{ins[0]}, {ins[1]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range unbatch(direct[0]) {
+				if !reflect.DeepEqual(outs[i][0], want) {
+					t.Errorf("record %d: got %+v, want %+v", i, outs[i][0], want)
+				}
+			}
+		})
+	}
+}
+
+func TestEngineShapes(t *testing.T) {
+	f := func(shape []int64, v ...float32) infer.Tensor { return f32(shape, v...) }
+	tests := []struct {
+		name    string
+		cfg     infer.Config
+		records [][]infer.Tensor
+		want    [][]infer.Tensor
+	}{
+		{
+			name:    "fixed batch runs one at a time",
+			cfg:     infer.Config{ModelPath: model("fixed_f32")},
+			records: [][]infer.Tensor{{f([]int64{4}, 1, 2, 3, 4)}, {f([]int64{4}, 0, 0, 0, 1)}},
+			want:    [][]infer.Tensor{{f([]int64{4}, 3, 5, 7, 9)}, {f([]int64{4}, 1, 1, 1, 3)}},
+		},
+		{
+			name:    "two inputs two outputs",
+			cfg:     infer.Config{ModelPath: model("two_io")},
+			records: [][]infer.Tensor{{f([]int64{3}, 1, 2, 3), f([]int64{3}, 4, 5, 6)}, {f([]int64{3}, 0, 1, 0), f([]int64{3}, 2, 2, 2)}},
+			want: [][]infer.Tensor{
+				{f([]int64{3}, 5, 7, 9), f([]int64{3}, 4, 10, 18)},
+				{f([]int64{3}, 2, 3, 2), f([]int64{3}, 0, 2, 0)},
+			},
+		},
+		{
+			name: "dynamic non-batch dim, mixed lengths",
+			cfg:  infer.Config{ModelPath: model("matmul_dyn")},
+			// w = [[0,.125],[.25,.375],[.5,.625],[.75,.875]]
+			records: [][]infer.Tensor{{f([]int64{1, 4}, 1, 0, 0, 0)}, {f([]int64{2, 4}, 0, 1, 0, 0, 0, 0, 0, 1)}},
+			want:    [][]infer.Tensor{{f([]int64{1, 2}, 0, 0.125)}, {f([]int64{2, 2}, 0.25, 0.375, 0.75, 0.875)}},
+		},
+		{
+			name:    "already batched",
+			cfg:     infer.Config{ModelPath: model("add_f32"), InputAlreadyBatched: true},
+			records: [][]infer.Tensor{{f([]int64{2, 4}, 1, 1, 1, 1, 2, 2, 2, 2)}, {f([]int64{1, 4}, 0, 0, 0, 0)}},
+			want:    [][]infer.Tensor{{f([]int64{2, 4}, 3, 3, 3, 3, 5, 5, 5, 5)}, {f([]int64{1, 4}, 1, 1, 1, 1)}},
+		},
+		{
+			name:    "output not batched: records run alone",
+			cfg:     infer.Config{ModelPath: model("sum_batch"), InputAlreadyBatched: true},
+			records: [][]infer.Tensor{{f([]int64{2, 4}, 1, 1, 1, 1, 2, 2, 2, 2)}, {f([]int64{1, 4}, 5, 0, 0, 0)}},
+			want:    [][]infer.Tensor{{f([]int64{1, 4}, 3, 3, 3, 3)}, {f([]int64{1, 4}, 5, 0, 0, 0)}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEngine(t, tt.cfg)
+			got, err := e.Infer(context.Background(), tt.records)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Infer:\ngot  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEngineInferErrors(t *testing.T) {
+	fixed := newEngine(t, infer.Config{ModelPath: model("fixed_f32"), InputAlreadyBatched: true})
+	add := newEngine(t, infer.Config{ModelPath: model("add_f32")})
+	tests := []struct {
+		name string
+		e    *infer.Engine
+		recs [][]infer.Tensor
+		want string
+	}{
+		{"fixed batch of 2", fixed, [][]infer.Tensor{{f32([]int64{2, 4}, 1, 2, 3, 4, 5, 6, 7, 8)}}, `instance 0: input "x": shape [2 4] does not match model [1 4]`},
+		{"wrong dtype", add, [][]infer.Tensor{{{DType: infer.Int32, Shape: []int64{4}, Data: []int32{1, 2, 3, 4}}}}, "wrong dtype: got int32, want float32"},
+		{"wrong width", add, [][]infer.Tensor{{f32([]int64{3}, 1, 2, 3)}}, `input "x": shape [3] does not match model [-1 4]`},
+		{"data does not fit shape", add, [][]infer.Tensor{{f32([]int64{4}, 1, 2)}}, "needs 4 elements"},
+		{"input count", add, [][]infer.Tensor{{}}, "got 0 inputs, model has 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.e.Infer(context.Background(), tt.recs)
+			var ie *infer.InputError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Infer: got %v, want *InputError containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEngineConcurrentCallers(t *testing.T) {
+	e := newEngine(t, infer.Config{ModelPath: model("add_f32"), Parallelism: 2, MaxBatch: 8})
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				v := float32(i*100 + j)
+				out, err := e.Infer(context.Background(), [][]infer.Tensor{{f32([]int64{4}, v, v+1, v+2, v+3)}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				want := []float32{2*v + 1, 2*v + 3, 2*v + 5, 2*v + 7}
+				if got := out[0][0].Data.([]float32); !reflect.DeepEqual(got, want) {
+					errs <- fmt.Errorf("caller %d call %d: got %v, want %v", i, j, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestEnginePredict(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  infer.Config
+		body string
+		want []string // decoded value strings
+	}{
+		{
+			name: "single output",
+			cfg:  infer.Config{ModelPath: model("add_f32")},
+			body: `{"instances":[{"x":[1,2,3,4]},{"x":[0.5,0,0,0]}]}`,
+			want: []string{`{"data":[3,5,7,9],"shape":[4]}`, `{"data":[2,1,1,1],"shape":[4]}`},
+		},
+		{
+			name: "two outputs, keys by position",
+			cfg:  infer.Config{ModelPath: model("two_io")},
+			body: `{"instances":[{"p":[1,2,3],"q":[1,1,2]}]}`,
+			want: []string{`[{"data":[2,3,5],"shape":[3]},{"data":[1,2,6],"shape":[3]}]`},
+		},
+		{
+			name: "int64",
+			cfg:  infer.Config{ModelPath: model("add_i64")},
+			body: `{"instances":[{"x":[1,2,3,40000000000]}]}`,
+			want: []string{`{"data":[3,5,7,80000000001],"shape":[4]}`},
+		},
+		{
+			name: "sparse",
+			cfg:  infer.Config{ModelPath: model("add_f32")},
+			body: `{"instances":[{"x":{"shape":[4],"data":[1],"indices":[[2]]}}]}`,
+			want: []string{`{"data":[1,1,3,1],"shape":[4]}`},
+		},
+		{
+			name: "pickTopN",
+			cfg:  infer.Config{ModelPath: model("matmul_dyn"), PostProcessing: "pickTopN(1)"},
+			body: `{"instances":[{"x":[[0,0,0,8],[8,0,0,0]]}]}`,
+			want: []string{`[[6.0,7.0]]`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEngine(t, tt.cfg)
+			body, err := e.Predict(context.Background(), "application/json; charset=utf-8", []byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := decodePredictions(t, body); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Predict: got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEnginePredictTopN(t *testing.T) {
+	e := newEngine(t, infer.Config{ModelPath: model("classifier"), PostProcessing: "topN(2)"})
+	x := []float32{1, -1, 0.5, 2, 0, 0, 1, -2}
+	body := fmt.Sprintf(`{"instances":[{"x":%s}]}`, strings.Join(strings.Fields(fmt.Sprint(x)), ","))
+	resp, err := e.Predict(context.Background(), "", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.Infer(context.Background(), [][]infer.Tensor{{f32([]int64{8}, x...)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := infer.TopN(out[0][0], 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decodePredictions(t, resp)
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("Predict topN: got %q, want [%q]", got, want)
+	}
+	if !strings.HasPrefix(want, "[[") || strings.Count(want, "][") != 1 {
+		t.Errorf("topN string %q: want two pairs with no comma between them", want)
+	}
+}
+
+func TestEnginePredictErrors(t *testing.T) {
+	e := newEngine(t, infer.Config{ModelPath: model("add_f32")})
+	tests := []struct {
+		name, ct, body, want string
+	}{
+		{"content type", "application/x-arrow", `{}`, "unsupported content type"},
+		{"bad JSON", "application/json", `{"instances":`, "invalid JSON"},
+		{"wrong shape", "", `{"instances":[{"x":[1,2,3]}]}`, `instance 0: input "x": shape [3] does not match model [-1 4]`},
+		{"string in tensor", "", `{"instances":[{"x":[1,2,"a",4]}]}`, `instance 0: input "x": wrong dtype: a string where a float32 is expected`},
+		{"object in tensor", "", `{"instances":[{"x":[1,2,3,{}]}]}`, "invalid JSON"},
+		{"unknown input", "", `{"instances":[{"y":[1,2,3,4],"x":[1,2,3,4]}]}`, `input "y": unknown input; model inputs: x`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.Predict(context.Background(), tt.ct, []byte(tt.body))
+			var ie *infer.InputError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Predict: got %v, want *InputError containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEngineLifecycle(t *testing.T) {
+	requireORT(t)
+	if _, err := infer.New(infer.Config{}); !errors.Is(err, infer.ErrConfigValidation) {
+		t.Errorf("New(zero Config): got %v, want ErrConfigValidation", err)
+	}
+	if _, err := infer.New(infer.Config{ModelPath: t.TempDir()}); !errors.Is(err, infer.ErrNoModel) {
+		t.Errorf("New(empty dir): got %v, want ErrNoModel", err)
+	}
+	e, err := infer.New(infer.Config{ModelPath: "testdata/add_f32.onnx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Info().Inputs[0].Name; got != "x" {
+		t.Errorf("Info().Inputs[0].Name: got %q, want x", got)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Errorf("second Close: got %v, want nil", err)
+	}
+	if _, err := e.Infer(context.Background(), [][]infer.Tensor{{f32([]int64{4}, 1, 2, 3, 4)}}); !errors.Is(err, infer.ErrClosed) {
+		t.Errorf("Infer after Close: got %v, want ErrClosed", err)
+	}
+}

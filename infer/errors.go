@@ -1,0 +1,65 @@
+package infer
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test them with errors.Is; most are wrapped with
+// details.
+var (
+	// ErrNoModel means a model directory holds no .onnx file.
+	ErrNoModel = errors.New("infer: no ONNX model found")
+	// ErrManyModels means a model directory holds more than one .onnx file.
+	ErrManyModels = errors.New("infer: more than one ONNX model found")
+	// ErrUnsupportedFormat means a model directory holds another
+	// framework's files; the wrapping message names the format and how to
+	// export it to ONNX.
+	ErrUnsupportedFormat = errors.New("infer: unsupported model format")
+	// ErrNoLibrary means the ONNX Runtime shared library was not found.
+	ErrNoLibrary = errors.New("infer: ONNX Runtime library not found; run `make ort`")
+	// ErrNotInitialized means Init has not been called.
+	ErrNotInitialized = errors.New("infer: ONNX Runtime not initialized; call infer.Init")
+	// ErrInitMismatch means Init was called again with another library path.
+	ErrInitMismatch = errors.New("infer: ONNX Runtime already initialized with another library")
+	// ErrQueueFull means the batcher's bounded queue has no room; the caller
+	// should retry later or shed load. Submitting never blocks.
+	ErrQueueFull = errors.New("infer: queue full")
+	// ErrClosed means the Engine or Batcher was closed.
+	ErrClosed = errors.New("infer: closed")
+	// ErrConfigValidation wraps every Config.Validate error.
+	ErrConfigValidation = errors.New("infer: invalid config")
+	// ErrUnsupportedDType means a model uses a tensor element type infer
+	// does not handle.
+	ErrUnsupportedDType = errors.New("infer: unsupported dtype")
+)
+
+// InputError is a bad request: the payload does not fit the model. Doors map
+// it to 400 / Term / NaN. Instance is -1 when the error is not about one
+// instance; Input is empty when it is not about one input.
+type InputError struct {
+	Instance int    // index of the instance (record) in the request, or -1
+	Input    string // model input name, or ""
+	Msg      string // what is wrong, with got vs want
+}
+
+func (e *InputError) Error() string {
+	switch {
+	case e.Instance >= 0 && e.Input != "":
+		return fmt.Sprintf("instance %d: input %q: %s", e.Instance, e.Input, e.Msg)
+	case e.Instance >= 0:
+		return fmt.Sprintf("instance %d: %s", e.Instance, e.Msg)
+	case e.Input != "":
+		return fmt.Sprintf("input %q: %s", e.Input, e.Msg)
+	default:
+		return e.Msg
+	}
+}
+
+// BadInput reports true: the request itself is wrong and retrying it cannot
+// help. mesh checks for this method, so it need not import infer.
+func (e *InputError) BadInput() bool { return true }
+
+func inputErr(instance int, input, format string, args ...any) *InputError {
+	return &InputError{Instance: instance, Input: input, Msg: fmt.Sprintf(format, args...)}
+}

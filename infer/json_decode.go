@@ -1,0 +1,561 @@
+package infer
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unsafe"
+)
+
+// maxDepth bounds array nesting so hostile input cannot exhaust the stack.
+const maxDepth = 32
+
+// maxSparseElems bounds a densified sparse tensor, whose size the body's
+// length does not bound.
+const maxSparseElems = 1 << 24
+
+// jsonExample is shown in errors about the request's overall form.
+const jsonExample = `want {"instances":[{"<input name>":[[1.0,2.0],[3.0,4.0]]}]}`
+
+// DecodeInstances parses a JSON body {"instances":[{name: value, ...}, ...]}
+// into records: one tensor per model input (in model order) per instance,
+// typed as the input. Values are numbers or nested arrays (dense), or sparse
+// objects {"shape":[..],"data":[..],"indices":[[..],..]} which are
+// densified. Keys map to inputs by name; when no key names an input and
+// there are as many keys as inputs, they map in order. Tensors keep the shape
+// sent: without alreadyBatched it must match the model input without its
+// batch dim, with it the full model shape (-1 matches any size).
+//
+// Every problem with the body is an *InputError naming the instance and
+// input. DecodeInstances never panics and does not retain body. Safe for
+// concurrent use.
+func DecodeInstances(body []byte, inputs []IO, alreadyBatched bool) ([][]Tensor, error) {
+	s := &scanner{b: body}
+	var records [][]Tensor
+	found := false
+	err := s.object(func(key []byte) error {
+		if string(key) != "instances" {
+			return s.skip(0)
+		}
+		found = true
+		records = records[:0]
+		return s.array(func(i int) error {
+			rec, err := decodeInstance(s, i, inputs, alreadyBatched)
+			if err != nil {
+				return err
+			}
+			records = append(records, rec)
+			return nil
+		})
+	})
+	if err == nil {
+		s.ws()
+		if s.i < len(s.b) {
+			err = s.errorf("unexpected data after the request object")
+		}
+	}
+	if err != nil {
+		if ie, ok := err.(*InputError); ok {
+			return nil, ie
+		}
+		return nil, inputErr(-1, "", "invalid JSON: %v; %s", err, jsonExample)
+	}
+	if !found {
+		return nil, inputErr(-1, "", "missing \"instances\"; %s", jsonExample)
+	}
+	if len(records) == 0 {
+		return nil, inputErr(-1, "", "\"instances\" is empty; %s", jsonExample)
+	}
+	return records, nil
+}
+
+type rawValue struct {
+	key string
+	t   Tensor // decoded as the input the key maps to (by name, else by position)
+	err error  // decode error, reported only if the value is used
+}
+
+func decodeInstance(s *scanner, inst int, inputs []IO, batched bool) ([]Tensor, error) {
+	var vals []rawValue
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return nil, inputErr(inst, "", "instance is not an object of named inputs; %s", jsonExample)
+	}
+	// Decode each value as it comes, typed as the input its key names, or
+	// as the input at its position when no key names one: that saves a
+	// second pass over a large tensor.
+	err := s.object(func(key []byte) error {
+		j := len(vals)
+		byName := false
+		for k := range inputs {
+			if inputs[k].Name == string(key) {
+				j, byName = k, true
+				break
+			}
+		}
+		v := rawValue{key: string(key)}
+		if j >= len(inputs) {
+			v.err = s.skipFast()
+			if v.err == nil {
+				v.err = inputErr(-1, "", "not decoded")
+			}
+		} else {
+			s.ws()
+			from := s.i
+			v.t, v.err = decodeValueAt(s, inputs[j])
+			if v.err != nil {
+				if _, ok := v.err.(*syntaxError); ok {
+					return v.err
+				}
+				if ie, ok := v.err.(*InputError); ok && byName {
+					ie.Instance, ie.Input = inst, inputs[j].Name
+					return ie
+				}
+				// The key may be unknown: skip the value and report
+				// the mapping problem first.
+				s.i = from
+				if err := s.skipFast(); err != nil {
+					return err
+				}
+			}
+		}
+		vals = append(vals, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	order, ierr := mapInputs(inst, vals, inputs)
+	if ierr != nil {
+		return nil, ierr
+	}
+	rec := make([]Tensor, len(inputs))
+	for j, in := range inputs {
+		v := vals[order[j]]
+		if err := v.err; err != nil {
+			if ie, ok := err.(*InputError); ok {
+				ie.Instance, ie.Input = inst, in.Name
+				return nil, ie
+			}
+			return nil, inputErr(inst, in.Name, "%v", err)
+		}
+		want := in.Shape
+		if !batched && len(want) > 0 {
+			want = want[1:]
+		}
+		if !fitsShape(v.t.Shape, want) {
+			return nil, inputErr(inst, in.Name, "shape %s does not match model %s", shapeString(v.t.Shape), shapeString(in.Shape))
+		}
+		rec[j] = v.t
+	}
+	return rec, nil
+}
+
+// mapInputs returns, per model input, the index of the value feeding it.
+func mapInputs(inst int, vals []rawValue, inputs []IO) ([]int, error) {
+	names := make([]string, len(inputs))
+	byName := make(map[string]int, len(inputs))
+	for j, in := range inputs {
+		names[j] = in.Name
+		byName[in.Name] = j
+	}
+	list := strings.Join(names, ", ")
+	seen := make(map[string]bool, len(vals))
+	matched := 0
+	var unknown string
+	for _, v := range vals {
+		if seen[v.key] {
+			return nil, inputErr(inst, v.key, "given twice")
+		}
+		seen[v.key] = true
+		if _, ok := byName[v.key]; ok {
+			matched++
+		} else if unknown == "" {
+			unknown = v.key
+		}
+	}
+	order := make([]int, len(inputs))
+	switch {
+	case matched == len(vals):
+		for j := range order {
+			order[j] = -1
+		}
+		for i, v := range vals {
+			order[byName[v.key]] = i
+		}
+		for j, o := range order {
+			if o < 0 {
+				return nil, inputErr(inst, names[j], "missing; model inputs: %s", list)
+			}
+		}
+	case matched == 0 && len(vals) == len(inputs):
+		for j := range order {
+			order[j] = j
+		}
+	case matched == 0:
+		return nil, inputErr(inst, "", "got %d inputs, model has %d (%s)", len(vals), len(inputs), list)
+	default:
+		return nil, inputErr(inst, unknown, "unknown input; model inputs: %s", list)
+	}
+	return order, nil
+}
+
+// decodeValueAt decodes the value at s for input in: a dense number/array,
+// a sparse object, or (not yet supported) a string.
+func decodeValueAt(s *scanner, in IO) (Tensor, error) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return Tensor{}, s.errorf("unexpected end of input")
+	}
+	switch s.b[s.i] {
+	case '"':
+		if _, err := s.str(); err != nil {
+			return Tensor{}, err
+		}
+		return Tensor{}, inputErr(-1, "", "string values (images, string tensors) are supported in a later release; send a numeric tensor")
+	case '{':
+		from := s.i
+		if err := s.skipFast(); err != nil {
+			return Tensor{}, err
+		}
+		return decodeSparse(&scanner{b: s.b[from:s.i]}, in.DType)
+	}
+	hint := 1
+	if len(in.Shape) > 1 {
+		hint = int(numElems(in.Shape[1:]))
+		if hint <= 0 || hint > 1<<24 {
+			hint = 1
+		}
+	}
+	return parseDenseAs(s, in.DType, hint)
+}
+
+// decodeDense decodes a whole buffer holding one dense value.
+func decodeDense(s *scanner, dt DType) (Tensor, error) {
+	t, err := parseDenseAs(s, dt, 1)
+	if err != nil {
+		return Tensor{}, err
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return Tensor{}, s.errorf("unexpected data after the tensor")
+	}
+	return t, nil
+}
+
+// parseDenseAs parses a number or nested arrays at s into a tensor of dtype
+// dt; hint is the expected element count.
+func parseDenseAs(s *scanner, dt DType, hint int) (Tensor, error) {
+	var (
+		shape []int64
+		data  any
+		err   error
+	)
+	switch dt {
+	case Float32:
+		shape, data, err = parseDense(s, make([]float32, 0, hint), decimal.float32, parseF32)
+	case Float64:
+		shape, data, err = parseDense(s, make([]float64, 0, hint), decimal.float64, parseF64)
+	case Int32:
+		shape, data, err = parseDense(s, make([]int32, 0, hint), fastI32, parseI32)
+	case Int64:
+		shape, data, err = parseDense(s, make([]int64, 0, hint), decimal.int64, parseI64)
+	case Uint8:
+		shape, data, err = parseDense(s, make([]uint8, 0, hint), fastU8, parseU8)
+	case Bool:
+		shape, data, err = parseDense(s, make([]bool, 0, hint), fastBool, parseBool)
+	default:
+		return Tensor{}, fmt.Errorf("%w: %s", ErrUnsupportedDType, dt)
+	}
+	if err != nil {
+		return Tensor{}, err
+	}
+	return Tensor{DType: dt, Shape: shape, Data: data}, nil
+}
+
+// denseParser walks nested arrays, learning the shape from the first array
+// at each depth and writing leaves straight into data.
+type denseParser[T any] struct {
+	s         *scanner
+	shape     []int64
+	rankFixed bool
+	data      []T
+	fast      func(decimal) (T, bool)  // exact fast path, or false
+	conv      func([]byte) (T, string) // slow path; names the dtype on failure
+}
+
+func parseDense[T any](s *scanner, buf []T, fast func(decimal) (T, bool), conv func([]byte) (T, string)) ([]int64, []T, error) {
+	p := &denseParser[T]{s: s, data: buf, fast: fast, conv: conv}
+	if err := p.parse(0); err != nil {
+		return nil, nil, err
+	}
+	if p.shape == nil {
+		p.shape = []int64{}
+	}
+	return p.shape, p.data, nil
+}
+
+var errRagged = &InputError{Instance: -1, Msg: "ragged array: sub-arrays differ in length or depth"}
+
+func (p *denseParser[T]) parse(depth int) error {
+	s := p.s
+	s.ws()
+	if s.i >= len(s.b) {
+		return s.errorf("unexpected end of input")
+	}
+	if s.b[s.i] != '[' {
+		if !p.rankFixed {
+			p.rankFixed = true
+		}
+		if depth != len(p.shape) {
+			return ragged()
+		}
+		start := s.i
+		if d, n, ok := scanNumber(s.b[s.i:]); ok {
+			s.i += n
+			if v, ok := p.fast(d); ok {
+				p.data = append(p.data, v)
+				return nil
+			}
+		} else {
+			if s.b[s.i] == '"' {
+				_, bad := p.conv(nil)
+				return inputErr(-1, "", "wrong dtype: a string where %s is expected", bad)
+			}
+			for s.i < len(s.b) && isValueByte(s.b[s.i]) {
+				s.i++
+			}
+			if s.i == start {
+				return s.errorf("unexpected %q", s.b[s.i])
+			}
+		}
+		v, bad := p.conv(s.b[start:s.i])
+		if bad != "" {
+			return inputErr(-1, "", "wrong dtype: %s is not %s", truncate(s.b[start:s.i]), bad)
+		}
+		p.data = append(p.data, v)
+		return nil
+	}
+	if depth >= maxDepth {
+		return inputErr(-1, "", "arrays nested deeper than %d", maxDepth)
+	}
+	switch {
+	case p.rankFixed && depth >= len(p.shape):
+		return ragged()
+	case !p.rankFixed && depth == len(p.shape):
+		p.shape = append(p.shape, -1)
+	}
+	s.i++ // '['
+	n := int64(0)
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+	} else if p.rankFixed && depth == len(p.shape)-1 {
+		// The innermost rows hold most of the numbers: a flat loop.
+		var err error
+		if n, err = p.row(); err != nil {
+			return err
+		}
+	} else {
+		for {
+			if err := p.parse(depth + 1); err != nil {
+				return err
+			}
+			n++
+			s.ws()
+			if s.i >= len(s.b) {
+				return s.errorf("unexpected end of input in array")
+			}
+			if s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if s.b[s.i] == ']' {
+				s.i++
+				break
+			}
+			return s.errorf("want , or ] in array, got %q", s.b[s.i])
+		}
+	}
+	if depth >= len(p.shape) {
+		return ragged()
+	}
+	switch p.shape[depth] {
+	case -1:
+		p.shape[depth] = n
+	case n:
+	default:
+		return ragged()
+	}
+	return nil
+}
+
+// row parses the numbers of an innermost array after its '[' through its
+// ']' and returns how many there were.
+func (p *denseParser[T]) row() (int64, error) {
+	s := p.s
+	n := int64(0)
+	for {
+		if s.i < len(s.b) && s.b[s.i] == '[' {
+			return 0, ragged()
+		}
+		d, w, ok := scanNumber(s.b[s.i:])
+		var v T
+		if ok {
+			v, ok = p.fast(d)
+		}
+		if ok {
+			s.i += w
+			p.data = append(p.data, v)
+		} else if err := p.parse(len(p.shape)); err != nil {
+			return 0, err
+		}
+		n++
+		if s.i < len(s.b) && s.b[s.i] == ',' {
+			s.i++
+			if s.i < len(s.b) && s.b[s.i] > ' ' {
+				continue
+			}
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return 0, s.errorf("unexpected end of input in array")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.ws()
+		case ']':
+			s.i++
+			return n, nil
+		default:
+			return 0, s.errorf("want , or ] in array, got %q", s.b[s.i])
+		}
+	}
+}
+
+func ragged() error {
+	e := *errRagged
+	return &e
+}
+
+func isValueByte(c byte) bool {
+	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' ||
+		c >= 'a' && c <= 'z' // true, false, null: checked by conv
+}
+
+// str views b as a string without copying. The string must not outlive the
+// call it is passed to (strconv copies what it keeps in errors).
+func str(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+func fastI32(d decimal) (int32, bool) {
+	n, ok := d.int64()
+	if !ok || n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+func fastU8(d decimal) (uint8, bool) {
+	n, ok := d.int64()
+	if !ok || n < 0 || n > math.MaxUint8 {
+		return 0, false
+	}
+	return uint8(n), true
+}
+
+func fastBool(d decimal) (bool, bool) {
+	n, ok := d.int64()
+	if !ok {
+		return false, false
+	}
+	return n != 0, true
+}
+
+func parseF64(b []byte) (float64, string) {
+	f, err := strconv.ParseFloat(str(b), 64)
+	if err != nil || !jsonNumber(b) {
+		return 0, "a float64"
+	}
+	return f, ""
+}
+
+func parseF32(b []byte) (float32, string) {
+	f, err := strconv.ParseFloat(str(b), 32)
+	if err != nil || !jsonNumber(b) {
+		return 0, "a float32"
+	}
+	return float32(f), ""
+}
+
+// parseInt parses an integral JSON number ("3", "3.0", "3e2") in [lo, hi].
+func parseInt(b []byte, lo, hi int64) (int64, bool) {
+	if n, err := strconv.ParseInt(str(b), 10, 64); err == nil {
+		return n, n >= lo && n <= hi && jsonNumber(b)
+	}
+	f, err := strconv.ParseFloat(str(b), 64)
+	if err != nil || !jsonNumber(b) || f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+func parseI64(b []byte) (int64, string) {
+	n, ok := parseInt(b, math.MinInt64, math.MaxInt64)
+	if !ok {
+		return 0, "an int64"
+	}
+	return n, ""
+}
+
+func parseI32(b []byte) (int32, string) {
+	n, ok := parseInt(b, math.MinInt32, math.MaxInt32)
+	if !ok {
+		return 0, "an int32"
+	}
+	return int32(n), ""
+}
+
+func parseU8(b []byte) (uint8, string) {
+	n, ok := parseInt(b, 0, math.MaxUint8)
+	if !ok {
+		return 0, "a uint8"
+	}
+	return uint8(n), ""
+}
+
+func parseBool(b []byte) (bool, string) {
+	switch string(b) {
+	case "true":
+		return true, ""
+	case "false":
+		return false, ""
+	}
+	f, err := strconv.ParseFloat(str(b), 64)
+	if err != nil || !jsonNumber(b) {
+		return false, "a bool"
+	}
+	return f != 0, ""
+}
+
+// jsonNumber rejects what strconv accepts but JSON does not (inf, nan,
+// hex, underscores, a leading '+').
+func jsonNumber(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	i := 0
+	if b[0] == '-' {
+		i++
+	}
+	if i >= len(b) || b[i] < '0' || b[i] > '9' {
+		return false
+	}
+	for _, c := range b[i:] {
+		if !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

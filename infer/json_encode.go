@@ -1,0 +1,157 @@
+package infer
+
+import (
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// EncodePredictions writes {"predictions":[p0,...]} where each pi is a JSON
+// string holding {"value":"<v>"}, v being values[i] (see RecordValue).
+func EncodePredictions(values []string) []byte {
+	n := 20
+	for _, v := range values {
+		n += len(v)*2 + 16
+	}
+	out := make([]byte, 0, n)
+	out = append(out, `{"predictions":[`...)
+	var mid []byte
+	for i, v := range values {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		mid = append(mid[:0], `{"value":`...)
+		mid = appendQuoted(mid, v)
+		mid = append(mid, '}')
+		out = appendQuoted(out, string(mid))
+	}
+	return append(out, "]}"...)
+}
+
+// RecordValue is the value string of one record's outputs: the JSON text
+// {"data":[...],"shape":[...]} for a single-output model, a JSON array of
+// such objects in output order otherwise.
+func RecordValue(outputs []Tensor) string {
+	var b []byte
+	if len(outputs) == 1 {
+		return string(AppendTensorJSON(b, outputs[0]))
+	}
+	b = append(b, '[')
+	for i, t := range outputs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendTensorJSON(b, t)
+	}
+	return string(append(b, ']'))
+}
+
+// AppendTensorJSON appends {"data":[...],"shape":[...]} for t. Floats print
+// in the shortest form that reads back exactly (float32 at 32 bits); NaN and
+// infinities print as null.
+func AppendTensorJSON(b []byte, t Tensor) []byte {
+	b = append(b, `{"data":[`...)
+	switch d := t.Data.(type) {
+	case []float32:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendFloat(b, float64(v), 32)
+		}
+	case []float64:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendFloat(b, v, 64)
+		}
+	case []int32:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(v), 10)
+		}
+	case []int64:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, v, 10)
+		}
+	case []uint8:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, uint64(v), 10)
+		}
+	case []bool:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendBool(b, v)
+		}
+	}
+	b = append(b, `],"shape":[`...)
+	for i, d := range t.Shape {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, d, 10)
+	}
+	return append(b, "]}"...)
+}
+
+func appendFloat(b []byte, f float64, bits int) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, bits)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendQuoted appends s as a JSON string.
+func appendQuoted(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, s[start:i]...)
+				b = append(b, `\ufffd`...)
+				i++
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,164 @@
+package infer
+
+import "math"
+
+// The hand-written number scanner: one pass over the bytes both checks JSON
+// number syntax and accumulates the decimal mantissa and exponent. Numbers
+// with at most 19 significant digits and a small exponent convert exactly
+// with one float multiply or divide (Clinger's fast path); the rest fall
+// back to strconv.
+
+var (
+	pow10f32 = [...]float32{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10}
+	pow10f64 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+		1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+)
+
+// decimal is a scanned JSON number: value = (-1 if neg) * mant * 10^exp.
+// trunc means digits past the 19th were dropped; integral means the text had
+// no fraction or exponent part.
+type decimal struct {
+	mant     uint64
+	exp      int
+	neg      bool
+	trunc    bool
+	integral bool
+}
+
+// scanNumber reads a JSON number at the start of b and returns it and its
+// length, or ok=false when b does not start with a valid number.
+func scanNumber(b []byte) (d decimal, n int, ok bool) {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		d.neg = true
+		i++
+	}
+	digits := 0
+	addDigit := func(c byte, frac bool) {
+		if d.mant == 0 && c == '0' {
+			if frac {
+				d.exp--
+			}
+			return
+		}
+		if digits < 19 {
+			d.mant = d.mant*10 + uint64(c-'0')
+			digits++
+			if frac {
+				d.exp--
+			}
+			return
+		}
+		d.trunc = true
+		if !frac {
+			d.exp++
+		}
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			addDigit(b[i], false)
+			i++
+		}
+	default:
+		return d, 0, false
+	}
+	d.integral = true
+	if i < len(b) && b[i] == '.' {
+		d.integral = false
+		i++
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			addDigit(b[i], true)
+			i++
+		}
+		if i == start {
+			return d, 0, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		d.integral = false
+		i++
+		eneg := false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			eneg = b[i] == '-'
+			i++
+		}
+		start := i
+		e := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			if e < 100000 {
+				e = e*10 + int(b[i]-'0')
+			}
+			i++
+		}
+		if i == start {
+			return d, 0, false
+		}
+		if eneg {
+			e = -e
+		}
+		d.exp += e
+	}
+	return d, i, true
+}
+
+// float32 converts exactly when the fast path applies.
+func (d decimal) float32() (float32, bool) {
+	if d.trunc || d.mant > 1<<24 || d.exp < -10 || d.exp > 10 {
+		if d.mant == 0 && !d.trunc {
+			return float32(math.Copysign(0, sign(d.neg))), true
+		}
+		return 0, false
+	}
+	f := float32(d.mant)
+	if d.exp < 0 {
+		f /= pow10f32[-d.exp]
+	} else {
+		f *= pow10f32[d.exp]
+	}
+	if d.neg {
+		f = -f
+	}
+	return f, true
+}
+
+func (d decimal) float64() (float64, bool) {
+	if d.trunc || d.mant > 1<<53 || d.exp < -22 || d.exp > 22 {
+		if d.mant == 0 && !d.trunc {
+			return math.Copysign(0, sign(d.neg)), true
+		}
+		return 0, false
+	}
+	f := float64(d.mant)
+	if d.exp < 0 {
+		f /= pow10f64[-d.exp]
+	} else {
+		f *= pow10f64[d.exp]
+	}
+	if d.neg {
+		f = -f
+	}
+	return f, true
+}
+
+// int64 converts an integral decimal without a fraction or exponent part;
+// ok=false sends the caller to the slow path.
+func (d decimal) int64() (int64, bool) {
+	if !d.integral || d.trunc || d.exp != 0 || d.mant > math.MaxInt64 {
+		return 0, false
+	}
+	if d.neg {
+		return -int64(d.mant), true
+	}
+	return int64(d.mant), true
+}
+
+func sign(neg bool) float64 {
+	if neg {
+		return -1
+	}
+	return 1
+}

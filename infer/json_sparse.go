@@ -1,0 +1,102 @@
+package infer
+
+// decodeSparse densifies {"shape":[..],"data":[..],"indices":[[..],..]}.
+// indices is one array per dim (indices[d][k] is value k's coordinate in
+// dim d), or one array per value.
+func decodeSparse(s *scanner, dt DType) (Tensor, error) {
+	var shape, idx []int64
+	var idxShape []int64
+	var vals Tensor
+	var haveShape, haveData, haveIdx bool
+	err := s.object(func(key []byte) error {
+		s.ws()
+		from := s.i
+		if err := s.skip(0); err != nil {
+			return err
+		}
+		raw := s.b[from:s.i]
+		var err error
+		switch string(key) {
+		case "shape":
+			var t Tensor
+			t, err = decodeDense(&scanner{b: raw}, Int64)
+			if err == nil && len(t.Shape) != 1 {
+				err = inputErr(-1, "", "sparse \"shape\" must be a flat array")
+			}
+			if err == nil {
+				shape, haveShape = t.Data.([]int64), true
+			}
+		case "data":
+			vals, err = decodeDense(&scanner{b: raw}, dt)
+			if err == nil && len(vals.Shape) != 1 {
+				err = inputErr(-1, "", "sparse \"data\" must be a flat array")
+			}
+			haveData = err == nil
+		case "indices":
+			var t Tensor
+			t, err = decodeDense(&scanner{b: raw}, Int64)
+			if err == nil {
+				idx, idxShape, haveIdx = t.Data.([]int64), t.Shape, true
+			}
+		default:
+			err = inputErr(-1, "", "sparse tensor has unknown key %q; want shape, data, indices", string(key))
+		}
+		return err
+	})
+	if err != nil {
+		return Tensor{}, err
+	}
+	if !haveShape || !haveData || !haveIdx {
+		return Tensor{}, inputErr(-1, "", "sparse tensor needs \"shape\", \"data\" and \"indices\"")
+	}
+	rank, nnz := len(shape), vals.Len()
+	total := int64(1)
+	for _, d := range shape {
+		if d < 0 || d > maxSparseElems || (d > 0 && total > maxSparseElems/d) {
+			return Tensor{}, inputErr(-1, "", "sparse shape %s is invalid or too large", shapeString(shape))
+		}
+		total *= d
+	}
+	// coord(k, d) reads value k's coordinate in dim d.
+	var coord func(k, d int) int64
+	switch {
+	case len(idxShape) == 2 && idxShape[0] == int64(rank) && idxShape[1] == int64(nnz):
+		coord = func(k, d int) int64 { return idx[d*nnz+k] }
+	case len(idxShape) == 2 && idxShape[0] == int64(nnz) && idxShape[1] == int64(rank):
+		coord = func(k, d int) int64 { return idx[k*rank+d] }
+	case rank == 1 && len(idxShape) == 1 && idxShape[0] == int64(nnz):
+		coord = func(k, _ int) int64 { return idx[k] }
+	default:
+		return Tensor{}, inputErr(-1, "", "sparse indices shape %s does not fit %d values of rank %d", shapeString(idxShape), nnz, rank)
+	}
+	out := NewTensor(dt, shape)
+	for k := 0; k < nnz; k++ {
+		off := int64(0)
+		for d := 0; d < rank; d++ {
+			c := coord(k, d)
+			if c < 0 || c >= shape[d] {
+				return Tensor{}, inputErr(-1, "", "sparse index %d out of range for dim %d of size %d", c, d, shape[d])
+			}
+			off = off*shape[d] + c
+		}
+		setElem(out.Data, int(off), vals.Data, k)
+	}
+	return out, nil
+}
+
+func setElem(dst any, i int, src any, k int) {
+	switch d := dst.(type) {
+	case []float32:
+		d[i] = src.([]float32)[k]
+	case []float64:
+		d[i] = src.([]float64)[k]
+	case []int32:
+		d[i] = src.([]int32)[k]
+	case []int64:
+		d[i] = src.([]int64)[k]
+	case []uint8:
+		d[i] = src.([]uint8)[k]
+	case []bool:
+		d[i] = src.([]bool)[k]
+	}
+}

@@ -1,0 +1,234 @@
+package infer
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// Session is one ONNX Runtime session with a fixed number of intra-op
+// threads. It does no batching: Run hands its tensors to ONNX Runtime as they
+// are, which makes it the raw baseline benchmarks compare the Engine to.
+// Run is safe for concurrent use (ONNX Runtime sessions are); Close waits for
+// running calls and is idempotent.
+type Session struct {
+	info ModelInfo
+
+	mu     sync.RWMutex // Run holds it shared, Close exclusive
+	sess   *ort.DynamicAdvancedSession
+	closed bool
+}
+
+// NewSession loads modelFile (an .onnx file) with threads intra-op threads
+// (<= 0 means 1). Init must have been called (else ErrNotInitialized). A
+// model with an input or output of a dtype infer does not handle returns
+// ErrUnsupportedDType.
+func NewSession(modelFile string, threads int) (*Session, error) {
+	if !initialized() {
+		return nil, ErrNotInitialized
+	}
+	if threads <= 0 {
+		threads = 1
+	}
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("session options: %w", err)
+	}
+	defer opts.Destroy()
+	if err := opts.SetIntraOpNumThreads(threads); err != nil {
+		return nil, fmt.Errorf("set intra-op threads %d: %w", threads, err)
+	}
+	if err := opts.SetInterOpNumThreads(1); err != nil {
+		return nil, fmt.Errorf("set inter-op threads: %w", err)
+	}
+	ins, outs, err := ort.GetInputOutputInfoWithOptions(modelFile, opts)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
+	}
+	info := ModelInfo{
+		Name: strings.TrimSuffix(filepath.Base(modelFile), filepath.Ext(modelFile)),
+		Path: modelFile,
+	}
+	if info.Inputs, err = convertIO(ins, "input"); err != nil {
+		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
+	}
+	if info.Outputs, err = convertIO(outs, "output"); err != nil {
+		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
+	}
+	info.DynamicBatch = len(info.Inputs) > 0
+	for _, in := range info.Inputs {
+		if len(in.Shape) == 0 || in.Shape[0] >= 0 {
+			info.DynamicBatch = false
+		}
+	}
+	sess, err := ort.NewDynamicAdvancedSession(modelFile, info.InputNames(), outputNames(info), opts)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
+	}
+	return &Session{info: info, sess: sess}, nil
+}
+
+func outputNames(m ModelInfo) []string {
+	names := make([]string, len(m.Outputs))
+	for i, o := range m.Outputs {
+		names[i] = o.Name
+	}
+	return names
+}
+
+func convertIO(infos []ort.InputOutputInfo, kind string) ([]IO, error) {
+	out := make([]IO, len(infos))
+	for i, in := range infos {
+		if in.OrtValueType != ort.ONNXTypeTensor {
+			return nil, fmt.Errorf("%w: %s %q is a %v, not a tensor", ErrUnsupportedDType, kind, in.Name, in.OrtValueType)
+		}
+		dt := fromORT(in.DataType)
+		if dt == Invalid {
+			return nil, fmt.Errorf("%w: %s %q has element type %v", ErrUnsupportedDType, kind, in.Name, in.DataType)
+		}
+		shape := make([]int64, len(in.Dimensions))
+		for j, d := range in.Dimensions {
+			if d < 0 {
+				d = -1
+			}
+			shape[j] = d
+		}
+		out[i] = IO{Name: in.Name, DType: dt, Shape: shape}
+	}
+	return out, nil
+}
+
+func fromORT(t ort.TensorElementDataType) DType {
+	switch t {
+	case ort.TensorElementDataTypeFloat:
+		return Float32
+	case ort.TensorElementDataTypeDouble:
+		return Float64
+	case ort.TensorElementDataTypeInt32:
+		return Int32
+	case ort.TensorElementDataTypeInt64:
+		return Int64
+	case ort.TensorElementDataTypeUint8:
+		return Uint8
+	case ort.TensorElementDataTypeBool:
+		return Bool
+	}
+	return Invalid
+}
+
+// Info returns the model's inputs and outputs. Safe for concurrent use.
+func (s *Session) Info() ModelInfo { return s.info }
+
+// Run runs the model once on inputs, one tensor per model input in model
+// order, and returns one tensor per output. A wrong count or dtype returns
+// an *InputError; ONNX Runtime failures (e.g. a shape the model rejects) are
+// returned wrapped. After Close it returns ErrClosed.
+func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
+	if len(inputs) != len(s.info.Inputs) {
+		return nil, inputErr(-1, "", "got %d inputs, want %d (%s)", len(inputs), len(s.info.Inputs), strings.Join(s.info.InputNames(), ", "))
+	}
+	vals := make([]ort.Value, len(inputs))
+	defer func() {
+		for _, v := range vals {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+	}()
+	for i, t := range inputs {
+		in := s.info.Inputs[i]
+		if t.DType != in.DType {
+			return nil, inputErr(-1, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
+		}
+		if err := t.check(); err != nil {
+			return nil, inputErr(-1, in.Name, "%v", err)
+		}
+		v, err := toORT(t)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", in.Name, err)
+		}
+		vals[i] = v
+	}
+	outs := make([]ort.Value, len(s.info.Outputs))
+	defer func() {
+		for _, v := range outs {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+	}()
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	err := s.sess.Run(vals, outs)
+	s.mu.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("run model %q: %w", s.info.Name, err)
+	}
+	res := make([]Tensor, len(outs))
+	for i, v := range outs {
+		t, err := fromORTValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("output %q: %w", s.info.Outputs[i].Name, err)
+		}
+		res[i] = t
+	}
+	return res, nil
+}
+
+// Close destroys the ONNX Runtime session. It waits for running calls, is
+// idempotent and always returns nil or the destroy error of the first call.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.sess.Destroy()
+}
+
+func toORT(t Tensor) (ort.Value, error) {
+	shape := ort.NewShape(t.Shape...)
+	switch d := t.Data.(type) {
+	case []float32:
+		return ort.NewTensor(shape, d)
+	case []float64:
+		return ort.NewTensor(shape, d)
+	case []int32:
+		return ort.NewTensor(shape, d)
+	case []int64:
+		return ort.NewTensor(shape, d)
+	case []uint8:
+		return ort.NewTensor(shape, d)
+	case []bool:
+		return ort.NewTensor(shape, d)
+	}
+	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
+}
+
+// fromORTValue takes the data of an output ONNX Runtime allocated. The
+// library already copied it into Go memory, so the slice outlives Destroy.
+func fromORTValue(v ort.Value) (Tensor, error) {
+	shape := []int64(v.GetShape().Clone())
+	switch x := v.(type) {
+	case *ort.Tensor[float32]:
+		return Tensor{DType: Float32, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[float64]:
+		return Tensor{DType: Float64, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[int32]:
+		return Tensor{DType: Int32, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[int64]:
+		return Tensor{DType: Int64, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[uint8]:
+		return Tensor{DType: Uint8, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[bool]:
+		return Tensor{DType: Bool, Shape: shape, Data: x.GetData()}, nil
+	}
+	return Tensor{}, fmt.Errorf("%w: %T", ErrUnsupportedDType, v)
+}

@@ -1,0 +1,282 @@
+package infer
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// DType is a tensor element type.
+type DType uint8
+
+// The element types infer handles. The zero value is Invalid.
+const (
+	Invalid DType = iota
+	Float32
+	Float64
+	Int32
+	Int64
+	Uint8
+	Bool
+)
+
+// String returns the lower-case name, e.g. "float32".
+func (d DType) String() string {
+	switch d {
+	case Float32:
+		return "float32"
+	case Float64:
+		return "float64"
+	case Int32:
+		return "int32"
+	case Int64:
+		return "int64"
+	case Uint8:
+		return "uint8"
+	case Bool:
+		return "bool"
+	default:
+		return "invalid(" + strconv.Itoa(int(d)) + ")"
+	}
+}
+
+// Tensor is a dense tensor in row-major order. Data is a []float32,
+// []float64, []int32, []int64, []uint8 or []bool matching DType, with as many
+// elements as the product of Shape. A Tensor is a plain value: infer never
+// mutates one it was given, and callers own the ones it returns.
+type Tensor struct {
+	DType DType
+	Shape []int64
+	Data  any
+}
+
+// NewTensor returns a zero-filled tensor of the given dtype and shape.
+func NewTensor(dt DType, shape []int64) Tensor {
+	return Tensor{DType: dt, Shape: append([]int64(nil), shape...), Data: makeData(dt, int(numElems(shape)))}
+}
+
+// Len returns the number of elements in Data.
+func (t Tensor) Len() int { return dataLen(t.Data) }
+
+// check reports whether Data matches DType and Shape.
+func (t Tensor) check() error {
+	if dtypeOf(t.Data) != t.DType {
+		return fmt.Errorf("data is %T, want %s", t.Data, t.DType)
+	}
+	for _, d := range t.Shape {
+		if d < 0 {
+			return fmt.Errorf("shape %v has a negative dim", t.Shape)
+		}
+	}
+	if n := numElems(t.Shape); int64(t.Len()) != n {
+		return fmt.Errorf("shape %v needs %d elements, data has %d", t.Shape, n, t.Len())
+	}
+	return nil
+}
+
+// IO describes one model input or output. Shape holds -1 for a dynamic dim.
+type IO struct {
+	Name  string
+	DType DType
+	Shape []int64
+}
+
+// ModelInfo describes a loaded model. DynamicBatch is true when every input's
+// dim 0 is dynamic, so records can be stacked along it.
+type ModelInfo struct {
+	Name         string
+	Path         string
+	Inputs       []IO
+	Outputs      []IO
+	DynamicBatch bool
+}
+
+// InputNames returns the model's input names in model order.
+func (m ModelInfo) InputNames() []string {
+	names := make([]string, len(m.Inputs))
+	for i, in := range m.Inputs {
+		names[i] = in.Name
+	}
+	return names
+}
+
+func numElems(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+func shapeString(s []int64) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, d := range s {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatInt(d, 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+func makeData(dt DType, n int) any {
+	switch dt {
+	case Float32:
+		return make([]float32, n)
+	case Float64:
+		return make([]float64, n)
+	case Int32:
+		return make([]int32, n)
+	case Int64:
+		return make([]int64, n)
+	case Uint8:
+		return make([]uint8, n)
+	case Bool:
+		return make([]bool, n)
+	}
+	return nil
+}
+
+func dtypeOf(data any) DType {
+	switch data.(type) {
+	case []float32:
+		return Float32
+	case []float64:
+		return Float64
+	case []int32:
+		return Int32
+	case []int64:
+		return Int64
+	case []uint8:
+		return Uint8
+	case []bool:
+		return Bool
+	}
+	return Invalid
+}
+
+func dataLen(data any) int {
+	switch d := data.(type) {
+	case []float32:
+		return len(d)
+	case []float64:
+		return len(d)
+	case []int32:
+		return len(d)
+	case []int64:
+		return len(d)
+	case []uint8:
+		return len(d)
+	case []bool:
+		return len(d)
+	}
+	return 0
+}
+
+// copyData copies src into dst starting at element off; both have the same
+// element type.
+func copyData(dst any, off int, src any) {
+	switch d := dst.(type) {
+	case []float32:
+		copy(d[off:], src.([]float32))
+	case []float64:
+		copy(d[off:], src.([]float64))
+	case []int32:
+		copy(d[off:], src.([]int32))
+	case []int64:
+		copy(d[off:], src.([]int64))
+	case []uint8:
+		copy(d[off:], src.([]uint8))
+	case []bool:
+		copy(d[off:], src.([]bool))
+	}
+}
+
+// sliceData returns a copy of elements [lo, hi) of data.
+func sliceData(data any, lo, hi int) any {
+	switch d := data.(type) {
+	case []float32:
+		return append([]float32(nil), d[lo:hi]...)
+	case []float64:
+		return append([]float64(nil), d[lo:hi]...)
+	case []int32:
+		return append([]int32(nil), d[lo:hi]...)
+	case []int64:
+		return append([]int64(nil), d[lo:hi]...)
+	case []uint8:
+		return append([]uint8(nil), d[lo:hi]...)
+	case []bool:
+		return append([]bool(nil), d[lo:hi]...)
+	}
+	return nil
+}
+
+// stack concatenates tensors of one dtype along dim 0; their other dims must
+// be equal (the caller checks).
+func stack(ts []Tensor) Tensor {
+	if len(ts) == 1 {
+		return ts[0]
+	}
+	total := int64(0)
+	elems := 0
+	for _, t := range ts {
+		total += t.Shape[0]
+		elems += t.Len()
+	}
+	shape := append([]int64{total}, ts[0].Shape[1:]...)
+	data := makeData(ts[0].DType, elems)
+	off := 0
+	for _, t := range ts {
+		copyData(data, off, t.Data)
+		off += t.Len()
+	}
+	return Tensor{DType: ts[0].DType, Shape: shape, Data: data}
+}
+
+// split cuts t along dim 0 into pieces of ns[i] rows each; sum(ns) must be
+// t.Shape[0].
+func split(t Tensor, ns []int64) []Tensor {
+	if len(ns) == 1 {
+		return []Tensor{t}
+	}
+	row := 1
+	for _, d := range t.Shape[1:] {
+		row *= int(d)
+	}
+	out := make([]Tensor, len(ns))
+	off := 0
+	for i, n := range ns {
+		shape := append([]int64{n}, t.Shape[1:]...)
+		hi := off + int(n)*row
+		out[i] = Tensor{DType: t.DType, Shape: shape, Data: sliceData(t.Data, off, hi)}
+		off = hi
+	}
+	return out
+}
+
+func equalDims(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fitsShape reports whether a concrete shape fits a model shape (-1 = any).
+func fitsShape(got, model []int64) bool {
+	if len(got) != len(model) {
+		return false
+	}
+	for i := range got {
+		if model[i] >= 0 && got[i] != model[i] {
+			return false
+		}
+	}
+	return true
+}

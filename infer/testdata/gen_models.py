@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""Generate the tiny ONNX test models of package infer.
+
+Usage:
+    /usr/bin/python3 infer/testdata/gen_models.py infer/testdata
+    /usr/bin/python3 infer/testdata/gen_models.py --resnet50 OUT.onnx
+
+Every model uses opset 13 and IR version 8, and every weight is deterministic,
+so re-running the script rewrites byte-identical files. The ResNet-50-shaped
+model (about 100 MB) is not committed: the benchmarks generate it into a cache
+directory.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 13
+IR_VERSION = 8
+
+
+def save(model, path):
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def make(name, nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    return helper.make_model(
+        graph,
+        producer_name="cluster-serving-gen",
+        opset_imports=[helper.make_opsetid("", OPSET)],
+    )
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def const(name, arr):
+    return numpy_helper.from_array(arr, name)
+
+
+def affine(name, elem, npdt, shape, scale=2, bias=1):
+    """y = x*scale + bias."""
+    return make(
+        name,
+        [
+            helper.make_node("Mul", ["x", "scale"], ["t"]),
+            helper.make_node("Add", ["t", "bias"], ["y"]),
+        ],
+        [vi("x", elem, shape)],
+        [vi("y", elem, shape)],
+        [const("scale", np.array(scale, dtype=npdt)), const("bias", np.array(bias, dtype=npdt))],
+    )
+
+
+def small_models(out):
+    save(affine("add_f32", TensorProto.FLOAT, np.float32, ["batch", 4]), os.path.join(out, "add_f32.onnx"))
+    save(affine("add_f64", TensorProto.DOUBLE, np.float64, ["batch", 4]), os.path.join(out, "add_f64.onnx"))
+    save(affine("add_i32", TensorProto.INT32, np.int32, ["batch", 4]), os.path.join(out, "add_i32.onnx"))
+    save(affine("add_i64", TensorProto.INT64, np.int64, ["batch", 4]), os.path.join(out, "add_i64.onnx"))
+    # Add has no uint8 kernel at opset 13: identity keeps the dtype.
+    save(
+        make(
+            "identity_u8",
+            [helper.make_node("Identity", ["x"], ["y"])],
+            [vi("x", TensorProto.UINT8, ["batch", 4])],
+            [vi("y", TensorProto.UINT8, ["batch", 4])],
+        ),
+        os.path.join(out, "identity_u8.onnx"),
+    )
+    save(
+        make(
+            "not_bool",
+            [helper.make_node("Not", ["x"], ["y"])],
+            [vi("x", TensorProto.BOOL, ["batch", 4])],
+            [vi("y", TensorProto.BOOL, ["batch", 4])],
+        ),
+        os.path.join(out, "not_bool.onnx"),
+    )
+    # Two inputs, two outputs: sum = a+b, prod = a*b.
+    save(
+        make(
+            "two_io",
+            [
+                helper.make_node("Add", ["a", "b"], ["sum"]),
+                helper.make_node("Mul", ["a", "b"], ["prod"]),
+            ],
+            [vi("a", TensorProto.FLOAT, ["batch", 3]), vi("b", TensorProto.FLOAT, ["batch", 3])],
+            [vi("sum", TensorProto.FLOAT, ["batch", 3]), vi("prod", TensorProto.FLOAT, ["batch", 3])],
+        ),
+        os.path.join(out, "two_io.onnx"),
+    )
+    # Fixed batch dimension of 1.
+    save(affine("fixed_f32", TensorProto.FLOAT, np.float32, [1, 4]), os.path.join(out, "fixed_f32.onnx"))
+    # Tiny classifier: softmax(x @ W + b), x[-1,8] -> probs[-1,5].
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((8, 5)).astype(np.float32)
+    b = rng.standard_normal((5,)).astype(np.float32)
+    save(
+        make(
+            "classifier",
+            [
+                helper.make_node("MatMul", ["x", "w"], ["mm"]),
+                helper.make_node("Add", ["mm", "b"], ["logits"]),
+                helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+            ],
+            [vi("x", TensorProto.FLOAT, ["batch", 8])],
+            [vi("probs", TensorProto.FLOAT, ["batch", 5])],
+            [const("w", w), const("b", b)],
+        ),
+        os.path.join(out, "classifier.onnx"),
+    )
+    # MatMul with a dynamic non-batch dim: x[-1,n,4] @ W[4,2] -> y[-1,n,2].
+    w2 = np.arange(8, dtype=np.float32).reshape(4, 2) / 8
+    save(
+        make(
+            "matmul_dyn",
+            [helper.make_node("MatMul", ["x", "w"], ["y"])],
+            [vi("x", TensorProto.FLOAT, ["batch", "n", 4])],
+            [vi("y", TensorProto.FLOAT, ["batch", "n", 2])],
+            [const("w", w2)],
+        ),
+        os.path.join(out, "matmul_dyn.onnx"),
+    )
+    # Output dim 0 is not the batch: y = sum over the batch, [1,4].
+    save(
+        make(
+            "sum_batch",
+            [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)],
+            [vi("x", TensorProto.FLOAT, ["batch", 4])],
+            [vi("y", TensorProto.FLOAT, [1, 4])],
+            [const("axes", np.array([0], dtype=np.int64))],
+        ),
+        os.path.join(out, "sum_batch.onnx"),
+    )
+
+
+def resnet50(path):
+    """ResNet-50 v1 topology with batch norm folded into conv biases."""
+    rng = np.random.default_rng(50)
+    nodes, inits = [], []
+    counter = [0]
+
+    def fresh(prefix):
+        counter[0] += 1
+        return "%s_%d" % (prefix, counter[0])
+
+    def conv(x, cin, cout, k, stride, relu=True, gain=1.0):
+        w_name, b_name, y = fresh("w"), fresh("b"), fresh("conv")
+        fan_in = cin * k * k
+        w = (rng.standard_normal((cout, cin, k, k)) * gain * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        inits.append(const(w_name, w))
+        inits.append(const(b_name, np.zeros((cout,), dtype=np.float32)))
+        pad = k // 2
+        nodes.append(
+            helper.make_node(
+                "Conv", [x, w_name, b_name], [y], kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4
+            )
+        )
+        if not relu:
+            return y
+        r = fresh("relu")
+        nodes.append(helper.make_node("Relu", [y], [r]))
+        return r
+
+    x = conv("input", 3, 64, 7, 2)
+    p = fresh("pool")
+    nodes.append(helper.make_node("MaxPool", [x], [p], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    x, cin = p, 64
+    for stage, (blocks, width) in enumerate([(3, 64), (4, 128), (6, 256), (3, 512)]):
+        for blk in range(blocks):
+            stride = 2 if (blk == 0 and stage > 0) else 1
+            cout = width * 4
+            h = conv(x, cin, width, 1, 1)
+            h = conv(h, width, width, 3, stride)
+            # A small gain on the residual branch keeps activations bounded
+            # over 16 blocks (the role zero-init BN gamma plays in training).
+            h = conv(h, width, cout, 1, 1, relu=False, gain=0.2)
+            if blk == 0:
+                sc = conv(x, cin, cout, 1, stride, relu=False)
+            else:
+                sc = x
+            s, r = fresh("add"), fresh("relu")
+            nodes.append(helper.make_node("Add", [h, sc], [s]))
+            nodes.append(helper.make_node("Relu", [s], [r]))
+            x, cin = r, cout
+    g, f = fresh("gap"), fresh("flat")
+    nodes.append(helper.make_node("GlobalAveragePool", [x], [g]))
+    nodes.append(helper.make_node("Flatten", [g], [f], axis=1))
+    fw = (rng.standard_normal((2048, 1000)) * np.sqrt(1.0 / 2048)).astype(np.float32)
+    inits.append(const("fc_w", fw))
+    inits.append(const("fc_b", np.zeros((1000,), dtype=np.float32)))
+    mm = fresh("mm")
+    nodes.append(helper.make_node("MatMul", [f, "fc_w"], [mm]))
+    nodes.append(helper.make_node("Add", [mm, "fc_b"], ["output"]))
+    model = make(
+        "resnet50",
+        nodes,
+        [vi("input", TensorProto.FLOAT, ["batch", 3, "h", "w"])],
+        [vi("output", TensorProto.FLOAT, ["batch", 1000])],
+        inits,
+    )
+    save(model, path)
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--resnet50":
+        resnet50(argv[2])
+        return 0
+    if len(argv) == 2:
+        os.makedirs(argv[1], exist_ok=True)
+        small_models(argv[1])
+        return 0
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
