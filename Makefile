@@ -53,8 +53,15 @@ test-short:
 	$(GO) test -count=1 -short ./...
 
 ## bench: the figures of the closing notes, from one run (see README "Benchmarks").
-bench: deps build
-	$(GO) run ./cmd/cluster-serving bench $(BENCH_FLAGS)
+RESNET := $(CACHE)/models/resnet50/resnet50.onnx
+bench: deps build $(RESNET)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./mesh
+	$(BIN) bench -resnet $(RESNET) $(BENCH_FLAGS)
+
+# The ResNet-50-shaped model (random weights, ~100 MB) is generated, not committed.
+$(RESNET): infer/testdata/gen_models.py | debs
+	@mkdir -p $(dir $@)
+	$(PY) infer/testdata/gen_models.py --resnet50 $@
 
 ## fuzz: run each decoder fuzzer for FUZZTIME (default 30s).
 FUZZTIME ?= 30s

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// cmdPredict sends one request to serving.<job>.predict and prints the reply.
+func cmdPredict(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("c", "config.yaml", "config of the job (jobName, natsUrl/natsListen, modelPath for -fill)")
+	data := fs.String("d", "", "request body {\"instances\":[...]}, or @file to read it from a file, or @- for stdin")
+	fill := fs.String("fill", "", "build one instance of the model's input shapes with every value set to this number")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the answer")
+	url := fs.String("nats", "", "NATS URL (default: natsUrl, else the embedded server's natsListen)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	var body []byte
+	switch {
+	case *data != "" && *fill != "":
+		return errors.New("give -d or -fill, not both")
+	case *fill != "":
+		body, err = fillRequest(cfg, *fill)
+	case strings.HasPrefix(*data, "@-"):
+		body, err = io.ReadAll(os.Stdin)
+	case strings.HasPrefix(*data, "@"):
+		body, err = os.ReadFile((*data)[1:])
+	case *data != "":
+		body = []byte(*data)
+	default:
+		return errors.New("nothing to send: give -d '{\"instances\":[...]}' or -fill 0.5")
+	}
+	if err != nil {
+		return err
+	}
+	target := *url
+	if target == "" {
+		target = cfg.NatsURL
+	}
+	if target == "" {
+		target = "nats://" + cfg.NatsListen
+	}
+	opts := []nats.Option{nats.Name("cluster-serving predict")}
+	if cfg.NatsCredentials != "" {
+		opts = append(opts, nats.UserCredentials(cfg.NatsCredentials))
+	}
+	nc, err := nats.Connect(target, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w (is `cluster-serving start` running?)", target, err)
+	}
+	defer nc.Close()
+	subject := mesh.PredictSubject(cfg.JobName)
+	msg := nats.NewMsg(subject)
+	msg.Header.Set("Content-Type", "application/json")
+	msg.Data = body
+	start := time.Now()
+	reply, err := nc.RequestMsg(msg, *timeout)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("nobody serves %s: is `cluster-serving start -c %s` running?", subject, *cfgPath)
+		}
+		return fmt.Errorf("request %s: %w", subject, err)
+	}
+	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return fmt.Errorf("error %s: %s", code, reply.Header.Get("Nats-Service-Error"))
+	}
+	fmt.Fprintf(stdout, "%s\n", reply.Data)
+	fmt.Fprintf(stderr, "answered in %s\n", time.Since(start).Round(time.Microsecond))
+	return nil
+}
+
+// fillRequest builds {"instances":[{input: tensor}]} from the model's input
+// shapes (batch dimension dropped, other dynamic dimensions set to 1).
+func fillRequest(cfg *Config, value string) ([]byte, error) {
+	if _, err := strconv.ParseFloat(value, 64); err != nil {
+		return nil, fmt.Errorf("-fill %q is not a number", value)
+	}
+	lib, err := infer.FindLibrary(cfg.OnnxruntimeLib, os.Getenv("ONNXRUNTIME_LIB"))
+	if err != nil {
+		return nil, err
+	}
+	if err := infer.Init(lib); err != nil {
+		return nil, err
+	}
+	file, err := infer.ModelFile(cfg.ModelPath)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := infer.NewSession(file, 1)
+	if err != nil {
+		return nil, err
+	}
+	info := sess.Info()
+	sess.Close()
+	var b bytes.Buffer
+	b.WriteString(`{"instances":[{`)
+	for i, in := range info.Inputs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(in.Name)
+		b.Write(name)
+		b.WriteByte(':')
+		shape := in.Shape
+		if !cfg.InputAlreadyBatched && len(shape) > 0 {
+			shape = shape[1:]
+		}
+		writeFilled(&b, shape, value)
+	}
+	b.WriteString(`}]}`)
+	return b.Bytes(), nil
+}
+
+func writeFilled(b *bytes.Buffer, shape []int64, value string) {
+	if len(shape) == 0 {
+		b.WriteString(value)
+		return
+	}
+	n := max(shape[0], 1)
+	b.WriteByte('[')
+	for i := int64(0); i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeFilled(b, shape[1:], value)
+	}
+	b.WriteByte(']')
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q is not a number", p)
+	}
+	return host, port, nil
+}

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// ortVersion is the ONNX Runtime release the Makefile pins (the C API that
+// onnxruntime_go v1.27.0 is built against).
+const ortVersion = "1.24.1"
+
+type serveFlags struct {
+	config      string // absolute, for the pid file and restart
+	shownConfig string // as the user gave it, for messages
+	nats        string
+}
+
+func parseServeFlags(name string, args []string, stderr io.Writer) (*serveFlags, *Config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := &serveFlags{}
+	fs.StringVar(&f.config, "c", "config.yaml", "config file")
+	fs.StringVar(&f.nats, "nats", "", "NATS URL; overrides natsUrl of the config")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.nats != "" {
+		cfg.NatsURL = f.nats
+	}
+	f.shownConfig = f.config
+	if abs, err := filepath.Abs(f.config); err == nil {
+		f.config = abs
+	}
+	return f, cfg, nil
+}
+
+func (f *serveFlags) args() []string {
+	a := []string{"-c", f.config}
+	if f.nats != "" {
+		a = append(a, "-nats", f.nats)
+	}
+	return a
+}
+
+func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel)) // validated with the config
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// cmdStart runs everything one machine needs: the embedded NATS server
+// (unless natsUrl names an external one), the job's streams, one worker and
+// the NATS request-reply door.
+func cmdStart(ctx context.Context, stop <-chan stopKind, args []string, stdout, stderr io.Writer) error {
+	f, cfg, err := parseServeFlags("start", args, stderr)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, stop, f, cfg, "start", stdout, stderr)
+}
+
+// cmdWorker joins an existing NATS (natsUrl or -nats) as one more worker.
+func cmdWorker(ctx context.Context, stop <-chan stopKind, args []string, stdout, stderr io.Writer) error {
+	f, cfg, err := parseServeFlags("worker", args, stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.NatsURL == "" {
+		return errors.New("worker joins an existing NATS: set natsUrl in the config or pass -nats nats://host:4222")
+	}
+	return serve(ctx, stop, f, cfg, "worker", stdout, stderr)
+}
+
+func serve(ctx context.Context, stop <-chan stopKind, f *serveFlags, cfg *Config, role string, stdout, stderr io.Writer) error {
+	log := newLogger(cfg, stderr)
+	log.Debug("effective config", "config", cfg)
+	removePID, err := writePID(cfg.JobName, role, f.args())
+	if err != nil {
+		return err
+	}
+	defer removePID()
+
+	// The model first: a bad model directory is the commonest mistake and
+	// should fail before anything listens.
+	lib, err := infer.FindLibrary(cfg.OnnxruntimeLib, os.Getenv("ONNXRUNTIME_LIB"))
+	if err != nil {
+		return err
+	}
+	if err := infer.Init(lib); err != nil {
+		return err
+	}
+	loadStart := time.Now()
+	engine, err := infer.New(engineConfig(cfg))
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	info := engine.Info()
+	log.Info("model loaded", "model", info.Path, "inputs", ioString(info.Inputs), "outputs", ioString(info.Outputs),
+		"sessions", cfg.ModelParallelism, "threads", cfg.ThreadPerModel, "took", time.Since(loadStart).Round(time.Millisecond))
+
+	natsURL := cfg.NatsURL
+	var srv *embedded.Server
+	if natsURL == "" && role == "start" {
+		srv, err = startEmbedded(cfg)
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+		natsURL = srv.ClientURL()
+		log.Info("embedded NATS server started", "url", natsURL, "store", storeDir(cfg))
+	}
+	nc, err := connect(natsURL, cfg, srv, role)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	// Streams exist before the door opens, so its first publish lands.
+	if err := mesh.EnsureStreams(ctx, js, streamConfig(cfg)); err != nil {
+		return err
+	}
+	worker, err := mesh.NewWorker(nc, mesh.WorkerConfig{
+		Stream:        streamConfig(cfg),
+		MaxInflight:   cfg.WorkerInflight,
+		ShutdownGrace: cfg.grace(),
+		Logger:        log,
+	}, engine)
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return worker.Run(gctx) })
+	if role == "start" {
+		client, err := mesh.NewClient(nc, mesh.ClientConfig{})
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		svc, err := mesh.NewService(nc, client, mesh.ServiceConfig{Jobs: []string{cfg.JobName}, Version: semver(version)})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return svc.Run(gctx) })
+		g.Go(func() error {
+			// Say how to call it once the endpoint answers, not before.
+			for gctx.Err() == nil {
+				if _, err := nc.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second); err == nil {
+					printHowToCall(stdout, cfg, f.shownConfig, natsURL, info)
+					return nil
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return nil
+		})
+	} else {
+		fmt.Fprintf(stdout, "worker of job %q joined %s\n", cfg.JobName, natsURL)
+	}
+
+	// Ctrl-C or `stop`: close the engine at once so that in-flight requests
+	// fail over to the queue (the worker naks them; JetStream redelivers).
+	// `shutdown` (SIGTERM) lets the worker drain within shutdownGrace.
+	g.Go(func() error {
+		select {
+		case kind := <-stop:
+			if kind == stopNow {
+				log.Info("stopping now: in-flight requests go back to the queue")
+				engine.Close()
+			} else {
+				log.Info("shutting down: finishing in-flight requests", "grace", cfg.grace())
+			}
+		case <-gctx.Done():
+		}
+		return nil
+	})
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
+		log.Warn("nats drain", "err", derr)
+	}
+	log.Info("stopped", "processed", worker.Stats().Processed)
+	return err
+}
+
+var semverRE = regexp.MustCompile(`^v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`)
+
+// semver turns the build version into the SemVer the micro service requires:
+// "v1.2.3" -> "1.2.3"; a git hash or "dev" -> "0.0.0-<it>".
+func semver(v string) string {
+	if m := semverRE.FindStringSubmatch(v); m != nil {
+		return m[1]
+	}
+	clean := regexp.MustCompile(`[^0-9A-Za-z-]+`).ReplaceAllString(v, "-")
+	return "0.0.0-" + strings.Trim(clean, "-")
+}
+
+func engineConfig(cfg *Config) infer.Config {
+	return infer.Config{
+		ModelPath:           cfg.ModelPath,
+		Parallelism:         cfg.ModelParallelism,
+		Threads:             cfg.ThreadPerModel,
+		MaxBatch:            cfg.MaxBatch,
+		MaxWait:             cfg.maxWait(),
+		PostProcessing:      cfg.PostProcessing,
+		InputAlreadyBatched: cfg.InputAlreadyBatched,
+	}
+}
+
+func streamConfig(cfg *Config) mesh.StreamConfig {
+	storage := jetstream.FileStorage
+	if cfg.QueueStorage == "memory" {
+		storage = jetstream.MemoryStorage
+	}
+	return mesh.StreamConfig{
+		Job:        cfg.JobName,
+		Replicas:   cfg.QueueReplicas,
+		Storage:    storage,
+		MaxMsgs:    cfg.QueueMaxMsgs,
+		MaxBytes:   cfg.QueueMaxBytes,
+		AckWait:    cfg.ackWait(),
+		MaxDeliver: cfg.MaxDeliver,
+		ResultTTL:  time.Duration(cfg.ResultTTL) * time.Second,
+	}
+}
+
+func storeDir(cfg *Config) string {
+	if cfg.NatsStoreDir != "" {
+		return cfg.NatsStoreDir
+	}
+	return filepath.Join("data", "jetstream")
+}
+
+func startEmbedded(cfg *Config) (*embedded.Server, error) {
+	host, port, err := splitHostPort(cfg.NatsListen)
+	if err != nil {
+		return nil, fmt.Errorf("config key \"natsListen\": %w", err)
+	}
+	return embedded.Start(embedded.Config{
+		Host:       host,
+		Port:       port,
+		StoreDir:   storeDir(cfg),
+		MaxPayload: int32(cfg.NatsMaxPayload),
+	})
+}
+
+func connect(url string, cfg *Config, srv *embedded.Server, role string) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("cluster-serving " + role + " " + cfg.JobName),
+		nats.MaxReconnects(-1),
+	}
+	if srv != nil {
+		opts = append(opts, srv.ConnectOption())
+	}
+	if cfg.NatsCredentials != "" {
+		opts = append(opts, nats.UserCredentials(cfg.NatsCredentials))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+func ioString(ios []infer.IO) string {
+	parts := make([]string, len(ios))
+	for i, io := range ios {
+		parts[i] = fmt.Sprintf("%s:%s%v", io.Name, io.DType, io.Shape)
+	}
+	return strings.Join(parts, ",")
+}
+
+func printHowToCall(w io.Writer, cfg *Config, cfgPath, url string, info infer.ModelInfo) {
+	subject := mesh.PredictSubject(cfg.JobName)
+	fmt.Fprintf(w, `
+cluster-serving is serving job %q
+  model:   %s
+  inputs:  %s
+  outputs: %s
+  NATS:    %s   request-reply subject: %s
+
+Call it from another terminal:
+  bin/cluster-serving predict -c %s -fill 0.5      # a request of the model's shape, every value 0.5
+  bin/cluster-serving predict -c %s -d '{"instances":[{...}]}'
+  nats req %s '{"instances":[{...}]}'    # with the nats CLI
+Stop with Ctrl-C (in-flight work goes back to the queue) or: bin/cluster-serving shutdown -c %s
+
+`, cfg.JobName, info.Path, ioString(info.Inputs), ioString(info.Outputs), url, subject,
+		cfgPath, cfgPath, subject, cfgPath)
+}
