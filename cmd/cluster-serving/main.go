@@ -54,9 +54,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "init":
 		return cmdInit(rest, stdout, stderr)
 	case "start":
-		return withSignals(func(ctx context.Context, stop <-chan stopKind) error { return cmdStart(ctx, stop, rest, stdout, stderr) })
+		return withSignals(func(ctx context.Context, stop <-chan stopKind) error {
+			return cmdStart(ctx, stop, rest, stdout, stderr)
+		})
 	case "worker":
-		return withSignals(func(ctx context.Context, stop <-chan stopKind) error { return cmdWorker(ctx, stop, rest, stdout, stderr) })
+		return withSignals(func(ctx context.Context, stop <-chan stopKind) error {
+			return cmdWorker(ctx, stop, rest, stdout, stderr)
+		})
 	case "predict":
 		return cmdPredict(rest, stdout, stderr)
 	case "stop":
