@@ -3,8 +3,6 @@ package infer
 import (
 	"context"
 	"errors"
-	"fmt"
-	"mime"
 	"sync"
 )
 
@@ -150,18 +148,17 @@ func (e *Engine) prepare(i int, rec []Tensor) ([]Tensor, error) {
 	return out, nil
 }
 
-// Predict serves the JSON wire format: body {"instances":[...]} in,
-// {"predictions":[...]} out (see EncodePredictions), post-processed when
-// configured. contentType must be "application/json" or empty; anything
-// else, and any body that does not fit the model, is an *InputError.
+// Predict decodes body with the codec of contentType (see RegisterCodec;
+// "" means application/json: {"instances":[...]} in, {"predictions":[...]}
+// out), runs the records through the batcher and encodes the outputs,
+// post-processed when configured. An unknown content type, and any body
+// that does not fit the model, is an *InputError.
 func (e *Engine) Predict(ctx context.Context, contentType string, body []byte) ([]byte, error) {
-	if contentType != "" {
-		mt, _, err := mime.ParseMediaType(contentType)
-		if err != nil || mt != "application/json" {
-			return nil, inputErr(-1, "", "unsupported content type %q: want application/json", contentType)
-		}
+	codec, err := codecFor(contentType)
+	if err != nil {
+		return nil, err
 	}
-	records, err := DecodeInstances(body, e.info.Inputs, e.cfg.InputAlreadyBatched)
+	records, err := codec.Decode(body, e.info, e.cfg.InputAlreadyBatched)
 	if err != nil {
 		return nil, err
 	}
@@ -169,18 +166,7 @@ func (e *Engine) Predict(ctx context.Context, contentType string, body []byte) (
 	if err != nil {
 		return nil, err
 	}
-	values := make([]string, len(outs))
-	for i, rec := range outs {
-		v, ok, err := e.post.Apply(rec)
-		if err != nil {
-			return nil, fmt.Errorf("record %d: post-processing: %w", i, err)
-		}
-		if !ok {
-			v = RecordValue(rec)
-		}
-		values[i] = v
-	}
-	return EncodePredictions(values), nil
+	return codec.Encode(outs, e.info, e.post)
 }
 
 // Close stops the batcher (queued records fail with ErrClosed), waits for

@@ -45,11 +45,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	threads := fs.Int("threads", 0, "intra-op threads (0: all cores)")
 	soakSize := fs.Int("soak-size", 64, "image side of the memory soak requests (the model takes any H×W; 224 is the full size)")
 	soakN := fs.Int("soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
+	storage := fs.String("storage", "file", "queueStorage of the serving process: file or memory")
 	only := fs.String("only", "", "run only these parts, comma-separated: resnet,tiny,memory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	want := func(part string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), part) }
+	benchStorage = *storage
 	if *threads == 0 {
 		*threads = runtimeCores()
 	}
@@ -91,6 +93,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 
 func runtimeCores() int { return runtime.NumCPU() }
 
+// benchStorage is the queueStorage every child process gets.
+var benchStorage = "file"
+
 // child is a `cluster-serving start` process serving one model.
 type child struct {
 	cmd  *exec.Cmd
@@ -113,6 +118,7 @@ func startChild(bin, model string, extra map[string]string) (*child, error) {
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "modelPath: %s\njobName: %s\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nlogLevel: warn\n",
 		model, job, port, filepath.Join(dir, "js"))
+	fmt.Fprintf(&cfg, "queueStorage: %s\n", benchStorage)
 	for k, v := range extra {
 		fmt.Fprintf(&cfg, "%s: %s\n", k, v)
 	}

@@ -26,6 +26,7 @@ func cmdPredict(args []string, stdout, stderr io.Writer) error {
 	cfgPath := fs.String("c", "config.yaml", "config of the job (jobName, natsUrl/natsListen, modelPath for -fill)")
 	data := fs.String("d", "", "request body {\"instances\":[...]}, or @file to read it from a file, or @- for stdin")
 	fill := fs.String("fill", "", "build one instance of the model's input shapes with every value set to this number")
+	shape := fs.String("shape", "", "with -fill: the instance shape, e.g. 3,48,192 (default: the model's, dynamic dimensions set to 1)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the answer")
 	url := fs.String("nats", "", "NATS URL (default: natsUrl, else the embedded server's natsListen)")
 	if err := fs.Parse(args); err != nil {
@@ -40,7 +41,7 @@ func cmdPredict(args []string, stdout, stderr io.Writer) error {
 	case *data != "" && *fill != "":
 		return errors.New("give -d or -fill, not both")
 	case *fill != "":
-		body, err = fillRequest(cfg, *fill)
+		body, err = fillRequest(cfg, *fill, *shape)
 	case strings.HasPrefix(*data, "@-"):
 		body, err = io.ReadAll(os.Stdin)
 	case strings.HasPrefix(*data, "@"):
@@ -90,10 +91,21 @@ func cmdPredict(args []string, stdout, stderr io.Writer) error {
 }
 
 // fillRequest builds {"instances":[{input: tensor}]} from the model's input
-// shapes (batch dimension dropped, other dynamic dimensions set to 1).
-func fillRequest(cfg *Config, value string) ([]byte, error) {
+// shapes (batch dimension dropped, other dynamic dimensions set to 1), or
+// from shapeFlag for every input.
+func fillRequest(cfg *Config, value, shapeFlag string) ([]byte, error) {
 	if _, err := strconv.ParseFloat(value, 64); err != nil {
 		return nil, fmt.Errorf("-fill %q is not a number", value)
+	}
+	var override []int64
+	if shapeFlag != "" {
+		for _, d := range strings.Split(shapeFlag, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(d), 10, 64)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("-shape %q is not positive integers separated by commas", shapeFlag)
+			}
+			override = append(override, n)
+		}
 	}
 	lib, err := infer.FindLibrary(cfg.OnnxruntimeLib, os.Getenv("ONNXRUNTIME_LIB"))
 	if err != nil {
@@ -124,6 +136,9 @@ func fillRequest(cfg *Config, value string) ([]byte, error) {
 		shape := in.Shape
 		if !cfg.InputAlreadyBatched && len(shape) > 0 {
 			shape = shape[1:]
+		}
+		if override != nil {
+			shape = override
 		}
 		writeFilled(&b, shape, value)
 	}

@@ -69,9 +69,6 @@ func (c *Config) defaults() {
 	if c.JobName == "" {
 		c.JobName = defaultJob
 	}
-	if c.RedisURL == "" {
-		c.RedisURL = "localhost:6379"
-	}
 	if c.RedisTimeout == 0 {
 		c.RedisTimeout = 5000
 	}

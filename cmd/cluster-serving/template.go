@@ -71,7 +71,9 @@ workerInflight: 64
 shutdownGrace: 30
 
 ## Redis door (Analytics Zoo / BigDL clients) ###########################
-redisUrl: localhost:6379
+# host:port of the Redis the clients use (the original's default was
+# localhost:6379). Empty: no Redis door.
+redisUrl: ""
 redisMaxmemory: ""
 redisTimeout: 5000
 redisSecureEnabled: false
