@@ -1,0 +1,47 @@
+package telemetry_test
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+// BenchmarkSpan measures one root span start/end: tracing off (Setup
+// "none"), and on with a batching processor over a discarding exporter
+// (the OTLP path minus the network) at parent-based ratios 1.0 and 0.01.
+func BenchmarkSpan(b *testing.B) {
+	run := func(b *testing.B, tp trace.TracerProvider) {
+		tracer := tp.Tracer(telemetry.ScopeName)
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			_, span := tracer.Start(ctx, telemetry.SpanDecode)
+			span.End()
+		}
+	}
+	b.Run("off", func(b *testing.B) {
+		setup(b, telemetry.Config{Output: io.Discard})
+		run(b, otel.GetTracerProvider())
+	})
+	for _, tc := range []struct {
+		name  string
+		ratio float64
+	}{{"ratio=1.0", 1}, {"ratio=0.01", 0.01}} {
+		b.Run(tc.name, func(b *testing.B) {
+			tp := sdktrace.NewTracerProvider(
+				sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+				sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(tc.ratio))),
+			)
+			b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			run(b, tp)
+		})
+	}
+}

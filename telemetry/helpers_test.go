@@ -1,0 +1,61 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+// setup runs telemetry.Setup and shuts it down at the end of the test.
+// Setup installs process-wide globals, so tests in this package must not
+// run in parallel.
+func setup(tb testing.TB, cfg telemetry.Config) *telemetry.Telemetry {
+	tb.Helper()
+	tel, err := telemetry.Setup(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("Setup(%+v): %v", cfg, err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(ctx); err != nil {
+			tb.Errorf("Shutdown: %v", err)
+		}
+	})
+	return tel
+}
+
+// waitFor polls cond until it holds or 5 s pass.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes, for loggers
+// used from exporter goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

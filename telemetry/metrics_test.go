@@ -1,0 +1,195 @@
+package telemetry_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape status %d: %s", rec.Code, rec.Body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("parse exposition: %v", err)
+	}
+	return fams
+}
+
+// find returns the metric of family name whose labels include want.
+func find(fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+	for _, m := range fams[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		ok := true
+		for k, v := range want {
+			ok = ok && labels[k] == v
+		}
+		if ok {
+			return m
+		}
+	}
+	return nil
+}
+
+func TestMetricsPrometheus(t *testing.T) {
+	tel := setup(t, telemetry.Config{MetricsEnabled: true, Output: io.Discard})
+	m, err := telemetry.NewMetrics(telemetry.Meter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	depths := []telemetry.QueueDepth{{Job: "serving_stream", Pending: 7, AckPending: 3}}
+	reg, err := m.ObserveQueues(func(context.Context) ([]telemetry.QueueDepth, error) { return depths, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Unregister() }()
+
+	ctx := context.Background()
+	m.RecordRequest(ctx, telemetry.DoorHTTP, "serving_stream", telemetry.OutcomeOK, 12*time.Millisecond)
+	m.RecordRequest(ctx, telemetry.DoorHTTP, "serving_stream", telemetry.OutcomeOK, 30*time.Millisecond)
+	m.RecordRequest(ctx, telemetry.DoorRedis, "serving_stream", telemetry.OutcomeBadInput, time.Millisecond)
+	m.RecordStage(ctx, telemetry.StageInfer, "serving_stream", "resnet50", 8*time.Millisecond)
+	m.RecordStage(ctx, telemetry.StageDecode, "serving_stream", "resnet50", 300*time.Microsecond)
+	m.RecordBatch(ctx, "serving_stream", "resnet50", 16)
+	m.AddWorkers(ctx, "serving_stream", "resnet50", 2)
+	m.AddWorkers(ctx, "serving_stream", "resnet50", -1)
+	m.RecordModelLoad(ctx, "resnet50", telemetry.OutcomeOK, 1500*time.Millisecond)
+
+	fams := scrape(t, tel.MetricsHandler())
+
+	counter := find(fams, "cluster_serving_requests_total",
+		map[string]string{"door": "http", "job_name": "serving_stream", "outcome": "ok"})
+	if got := counter.GetCounter().GetValue(); got != 2 {
+		t.Errorf("requests_total{door=http,outcome=ok} = %v, want 2", got)
+	}
+	if fams["cluster_serving_requests_total"].GetType() != dto.MetricType_COUNTER {
+		t.Errorf("requests_total type = %v, want COUNTER", fams["cluster_serving_requests_total"].GetType())
+	}
+
+	dur := find(fams, "cluster_serving_request_duration_seconds", map[string]string{"door": "http"}).GetHistogram()
+	if dur.GetSampleCount() != 2 || dur.GetSampleSum() < 0.041 || dur.GetSampleSum() > 0.043 {
+		t.Errorf("request_duration_seconds count=%d sum=%v, want 2 and 0.042", dur.GetSampleCount(), dur.GetSampleSum())
+	}
+	if got, want := len(dur.GetBucket()), len(telemetry.LatencyBuckets)+1; got != want { // +Inf
+		t.Errorf("request_duration buckets = %d, want %d", got, want)
+	}
+	for _, b := range dur.GetBucket() {
+		if b.GetUpperBound() == 0.025 && b.GetCumulativeCount() != 1 {
+			t.Errorf("bucket le=0.025 = %d, want 1", b.GetCumulativeCount())
+		}
+	}
+
+	stage := find(fams, "cluster_serving_stage_duration_seconds",
+		map[string]string{"stage": "decode", "model": "resnet50"}).GetHistogram()
+	if stage.GetSampleCount() != 1 {
+		t.Errorf("stage_duration{stage=decode} count = %d, want 1", stage.GetSampleCount())
+	}
+
+	tests := []struct {
+		family string
+		labels map[string]string
+		value  func(*dto.Metric) float64
+		want   float64
+	}{
+		{"cluster_serving_batch_size", map[string]string{"model": "resnet50"},
+			func(m *dto.Metric) float64 { return m.GetHistogram().GetSampleSum() }, 16},
+		{"cluster_serving_workers", map[string]string{"job_name": "serving_stream"},
+			func(m *dto.Metric) float64 { return m.GetGauge().GetValue() }, 1},
+		{"cluster_serving_queue_pending", map[string]string{"job_name": "serving_stream"},
+			func(m *dto.Metric) float64 { return m.GetGauge().GetValue() }, 7},
+		{"cluster_serving_queue_ack_pending", map[string]string{"job_name": "serving_stream"},
+			func(m *dto.Metric) float64 { return m.GetGauge().GetValue() }, 3},
+		{"cluster_serving_model_load_duration_seconds", map[string]string{"model": "resnet50"},
+			func(m *dto.Metric) float64 { return m.GetHistogram().GetSampleSum() }, 1.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.family, func(t *testing.T) {
+			m := find(fams, tt.family, tt.labels)
+			if m == nil {
+				names := make([]string, 0, len(fams))
+				for n := range fams {
+					names = append(names, n)
+				}
+				t.Fatalf("no %s%v in scrape; families: %v", tt.family, tt.labels, names)
+			}
+			if got := tt.value(m); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	// The counter moves between scrapes.
+	m.RecordRequest(ctx, telemetry.DoorHTTP, "serving_stream", telemetry.OutcomeOK, time.Millisecond)
+	depths[0].Pending = 0
+	fams = scrape(t, tel.MetricsHandler())
+	if got := find(fams, "cluster_serving_requests_total", map[string]string{"door": "http", "outcome": "ok"}).GetCounter().GetValue(); got != 3 {
+		t.Errorf("after one more request: %v, want 3", got)
+	}
+	if got := find(fams, "cluster_serving_queue_pending", nil).GetGauge().GetValue(); got != 0 {
+		t.Errorf("queue_pending after drain = %v, want 0", got)
+	}
+	if fams["go_goroutines"] == nil {
+		t.Error("go runtime collector missing from the registry")
+	}
+}
+
+func TestQueueCallbackErrorIsLoggedNotFatal(t *testing.T) {
+	var buf syncBuffer
+	tel := setup(t, telemetry.Config{MetricsEnabled: true, Output: &buf})
+	m, err := telemetry.NewMetrics(telemetry.Meter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ObserveQueues(func(context.Context) ([]telemetry.QueueDepth, error) {
+		return nil, errors.New("consumer info: timeout")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m.RecordBatch(context.Background(), "j", "m", 1)
+	fams := scrape(t, tel.MetricsHandler())
+	if fams["cluster_serving_batch_size"] == nil {
+		t.Error("a failing queue callback hid the other metrics")
+	}
+	if fams["cluster_serving_queue_pending"] != nil {
+		t.Error("queue_pending exported although its callback failed")
+	}
+	if !strings.Contains(buf.String(), "consumer info: timeout") {
+		t.Errorf("callback error not logged; log: %s", buf.String())
+	}
+}
+
+func TestMetricsNoopWhenDisabled(t *testing.T) {
+	setup(t, telemetry.Config{Output: io.Discard})
+	m, err := telemetry.NewMetrics(telemetry.Meter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ObserveQueues(func(context.Context) ([]telemetry.QueueDepth, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		m.RecordStage(context.Background(), telemetry.StageInfer, "j", "m", time.Millisecond)
+	})
+	if allocs != 0 {
+		t.Errorf("RecordStage with metrics disabled: %v allocs, want 0", allocs)
+	}
+}

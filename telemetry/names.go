@@ -1,0 +1,59 @@
+package telemetry
+
+import "go.opentelemetry.io/otel/attribute"
+
+// Attribute keys on metrics (and, where useful, spans). They become
+// Prometheus labels of the same name.
+//
+// The job attribute is "job_name", not "job": Prometheus attaches its own
+// target label "job" at scrape time and would rename ours exported_job.
+const (
+	AttrDoor    = attribute.Key("door")
+	AttrJob     = attribute.Key("job_name")
+	AttrModel   = attribute.Key("model")
+	AttrOutcome = attribute.Key("outcome")
+	AttrStage   = attribute.Key("stage")
+)
+
+// Values of AttrDoor.
+const (
+	DoorRedis = "redis"
+	DoorNATS  = "nats"
+	DoorHTTP  = "http"
+)
+
+// Values of AttrOutcome. Keep the set small: it multiplies series.
+const (
+	OutcomeOK       = "ok"        // a result was delivered
+	OutcomeBadInput = "bad_input" // payload or pre-processing rejected the record
+	OutcomeError    = "error"     // inference or internal failure
+	OutcomeTimeout  = "timeout"   // ctx deadline passed before a result
+	OutcomeRejected = "rejected"  // a bounded queue was full
+)
+
+// Values of AttrStage on cluster_serving.stage.duration.
+const (
+	StageQueueWait   = "queue_wait"   // JetStream publish to worker pull
+	StageDecode      = "decode"       // payload decode and pre-processing
+	StageInfer       = "infer"        // model run for the whole batch
+	StageEncode      = "encode"       // post-processing and result encoding
+	StageResultWrite = "result_write" // result store or reply
+)
+
+// Span names for the hops of one request (see doc.go). Names stay low
+// cardinality: the job or model goes in attributes, not in the name,
+// except where OTel messaging conventions put the destination in it.
+const (
+	SpanDoorRedis     = "redis receive"      // consumer: one XREADGROUP entry
+	SpanDoorNATS      = "nats request"       // server: a NATS request at the door
+	SpanPublish       = "jetstream publish"  // producer: mesh.Client.Submit
+	SpanQueueWait     = "queue wait"         // internal: publish time to pull
+	SpanProcess       = "jetstream process"  // consumer: one message at a worker
+	SpanBatch         = "infer batch"        // internal: one batch, links to each message
+	SpanDecode        = "decode"             // internal: per message
+	SpanInferRun      = "onnxruntime run"    // internal: child of SpanBatch
+	SpanEncode        = "encode"             // internal: per message
+	SpanResultWrite   = "result write"       // producer/client: store the result
+	SpanReply         = "reply"              // producer: respond to the NATS caller
+	SpanResultDeliver = "redis result write" // client: HSET at the Redis door
+)
