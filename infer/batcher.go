@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RunFunc runs one stacked batch on runner r (0 <= r < Runners) and returns
@@ -298,8 +301,23 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 	if b.cfg.OnBatch != nil {
 		b.cfg.OnBatch(len(batch), int(rows))
 	}
+	// The batch span is a root of its own that links to every request it
+	// serves; each request's span learns its batch size and queue wait.
+	now := time.Now()
+	links := make([]trace.Link, 0, len(batch))
+	for _, it := range batch {
+		sc := trace.SpanContextFromContext(it.ctx)
+		if sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+		trace.SpanFromContext(it.ctx).SetAttributes(
+			attrBatchSize.Int(len(batch)), attrBatchWaitMS.Float64(float64(now.Sub(it.enq).Microseconds())/1000))
+	}
+	bctx, span := tracer.Start(context.Background(), spanBatch, trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attrBatchSize.Int(len(batch)), attrBatchRows.Int64(rows), attrRunner.Int(r)))
+	defer span.End()
 	if len(batch) == 1 {
-		b.runOne(r, batch[0])
+		b.runOne(bctx, r, batch[0])
 		return
 	}
 	inputs := make([]Tensor, len(batch[0].inputs))
@@ -310,7 +328,7 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		}
 		inputs[j] = stack(parts)
 	}
-	outs, err := b.safeRun(r, inputs)
+	outs, err := b.safeRun(bctx, r, inputs)
 	if err == nil {
 		for _, o := range outs {
 			if len(o.Shape) == 0 || o.Shape[0] != rows {
@@ -329,7 +347,7 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 			if b.cfg.OnBatch != nil {
 				b.cfg.OnBatch(1, int(it.rows))
 			}
-			b.runOne(r, it)
+			b.runOne(bctx, r, it)
 		}
 		return
 	}
@@ -351,17 +369,23 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 	}
 }
 
-func (b *Batcher) runOne(r int, it *item) {
-	outs, err := b.safeRun(r, it.inputs)
+func (b *Batcher) runOne(ctx context.Context, r int, it *item) {
+	outs, err := b.safeRun(ctx, r, it.inputs)
 	it.done <- itemResult{outputs: outs, err: err}
 }
 
 // safeRun turns a panic in run into an error so that a runner survives it.
-func (b *Batcher) safeRun(r int, inputs []Tensor) (outs []Tensor, err error) {
+func (b *Batcher) safeRun(ctx context.Context, r int, inputs []Tensor) (outs []Tensor, err error) {
+	_, span := tracer.Start(ctx, spanRun)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("infer: run panicked: %v", p)
 		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 	}()
 	return b.run(r, inputs)
 }

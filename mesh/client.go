@@ -11,6 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // DefaultSubmitTimeout bounds a Submit whose ctx has no deadline.
@@ -139,8 +143,20 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 		c.mu.Unlock()
 	}()
 
+	// The publish span covers the request's time in the mesh: from the
+	// publish to the reply. The worker's spans are its children.
+	ctx, span := c.startPublish(ctx, job, req)
 	m := workMsg(ctx, job, req)
 	m.Header.Set(HeaderReplyTo, c.prefix+"."+id)
+	res, err := c.await(ctx, job, req, m, ch)
+	if err == nil {
+		span.SetAttributes(attrStatus.Int(res.Status))
+	}
+	endSpan(span, err)
+	return res, err
+}
+
+func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg, ch chan *nats.Msg) (Result, error) {
 	paf, err := c.js.PublishMsgAsync(m)
 	if err != nil {
 		return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, mapPublishErr(err))
@@ -167,6 +183,21 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 	}
 }
 
+// startPublish starts the producer span of a work message; workMsg injects
+// its context into the message headers.
+func (c *Client) startPublish(ctx context.Context, job string, req Request) (context.Context, trace.Span) {
+	// A door that carries the caller's trace context only in headers (no
+	// span in ctx) still joins the caller's trace.
+	if !trace.SpanContextFromContext(ctx).IsValid() && len(req.Header) > 0 {
+		ctx = telemetry.Extract(ctx, req.Header)
+	}
+	attrs := []attribute.KeyValue{attrSystem.String("nats"), attrDestination.String(WorkSubject(job)), telemetry.AttrJob.String(job)}
+	if req.URI != "" {
+		attrs = append(attrs, attrURI.String(req.URI))
+	}
+	return tracer.Start(ctx, telemetry.SpanPublish, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+}
+
 // Enqueue publishes req to job's work queue for a durable door and waits
 // for JetStream to store it; the worker publishes the result with a PubAck
 // to resultSubject, which must lie under ResultsSubject(job, ...). A
@@ -187,12 +218,15 @@ func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSub
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, span := c.startPublish(ctx, job, req)
 	m := workMsg(ctx, job, req)
 	m.Header.Set(HeaderResultTo, resultSubject)
-	if _, err := c.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("mesh: enqueue to %s: %w", job, mapPublishErr(err))
+	_, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		err = fmt.Errorf("mesh: enqueue to %s: %w", job, mapPublishErr(err))
 	}
-	return nil
+	endSpan(span, err)
+	return err
 }
 
 // Close unsubscribes the reply inbox and ends pending Submits with
@@ -246,5 +280,6 @@ func workMsg(ctx context.Context, job string, req Request) *nats.Msg {
 	if dl, ok := ctx.Deadline(); ok {
 		m.Header.Set(HeaderDeadline, strconv.FormatInt(dl.UnixNano(), 10))
 	}
+	telemetry.Inject(ctx, m.Header)
 	return m
 }

@@ -10,6 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Defaults applied by ServiceConfig for zero fields.
@@ -32,6 +36,8 @@ type ServiceConfig struct {
 	MaxConcurrent int
 	// RequestTimeout bounds each request, in flight or at shutdown. Default 30s.
 	RequestTimeout time.Duration
+	// Metrics counts requests at this door; nil records none.
+	Metrics *telemetry.Metrics
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -136,29 +142,37 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	hdr := req.Headers()
+	// A caller's traceparent makes this door span its child.
+	ctx = telemetry.Extract(ctx, nats.Header(hdr))
+	ctx, span := tracer.Start(ctx, telemetry.SpanDoorNATS, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job)))
+	status := StatusOK
+	defer func() {
+		span.SetAttributes(attrStatus.Int(status))
+		if status != StatusOK {
+			span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
+		}
+		span.End()
+		s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, outcome(status), time.Since(start))
+	}()
 	r := Request{
 		ContentType: hdr.Get(HeaderContentTypeHTTP),
 		Body:        req.Data(),
 		URI:         hdr.Get(HeaderURI),
 		MsgID:       hdr.Get(HeaderMsgID),
 	}
-	for _, k := range []string{HeaderTraceParent, HeaderTraceState} {
-		if v := hdr.Values(k); len(v) > 0 {
-			if r.Header == nil {
-				r.Header = nats.Header{}
-			}
-			r.Header[k] = v
-		}
-	}
 	res, err := s.c.Submit(ctx, job, r)
 	if err == nil {
 		_ = req.Respond(res.Body)
 		return
 	}
-	status, msg := StatusInternal, err.Error()
+	span.RecordError(err)
+	status = StatusInternal
+	msg := err.Error()
 	var me *Error
 	switch {
 	case errors.As(err, &me):

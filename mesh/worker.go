@@ -12,6 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Defaults applied by WorkerConfig for zero fields.
@@ -36,6 +40,10 @@ type WorkerConfig struct {
 	// Logger receives errors the worker handles itself (failed publishes,
 	// acks). Default: slog.Default().
 	Logger *slog.Logger
+	// Metrics records queue wait and result-write times; nil records none.
+	Metrics *telemetry.Metrics
+	// Model names the model in metrics and spans. Optional.
+	Model string
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -119,6 +127,8 @@ func (w *Worker) Stats() WorkerStats {
 // must honour ctx. It returns an error only when it cannot start for
 // another reason than ctx ending.
 func (w *Worker) Run(ctx context.Context) error {
+	w.cfg.Metrics.AddWorkers(ctx, w.cfg.Stream.Job, w.cfg.Model, 1)
+	defer w.cfg.Metrics.AddWorkers(context.WithoutCancel(ctx), w.cfg.Stream.Job, w.cfg.Model, -1)
 	if err := EnsureStreams(ctx, w.js, w.cfg.Stream); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -206,9 +216,30 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	h := msg.Headers()
 	var delivered uint64 = 1
+	job := w.cfg.Stream.Job
+	// The door's publish span is the parent of this worker's spans; the
+	// time the message spent stored is a span of its own.
+	ctx = telemetry.Extract(ctx, h)
+	var queueWait time.Duration
 	if md, err := msg.Metadata(); err == nil {
 		delivered = md.NumDelivered
+		queueWait = time.Since(md.Timestamp)
+		_, qs := tracer.Start(ctx, telemetry.SpanQueueWait, trace.WithTimestamp(md.Timestamp))
+		qs.End()
+		w.cfg.Metrics.RecordStage(ctx, telemetry.StageQueueWait, job, w.cfg.Model, queueWait)
 	}
+	ctx, span := tracer.Start(ctx, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)),
+			telemetry.AttrJob.String(job), attrDelivery.Int64(int64(delivered)),
+			attrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000)))
+	status := 0
+	defer func() {
+		span.SetAttributes(attrStatus.Int(status))
+		if status != StatusOK {
+			span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
+		}
+		span.End()
+	}()
 	attempts := uint64(w.cfg.Stream.MaxDeliver)
 
 	pctx := ctx
@@ -217,6 +248,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			dl := time.Unix(0, ns)
 			if !time.Now().Before(dl) {
 				w.expired.Add(1)
+				status = StatusTimeout
 				w.ack(msg)
 				return
 			}
@@ -229,7 +261,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	if delivered > attempts {
 		// Every attempt ended without a settle: workers crashed or held it
 		// past AckWait. End it so it does not stay stuck.
-		w.fail(ctx, msg, h, StatusInternal, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
+		status = StatusInternal
+		w.fail(ctx, msg, h, status, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
 		return
 	}
 
@@ -240,10 +273,15 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	stopBeat := w.heartbeat(pctx, msg)
 	out, err := w.p.Predict(pctx, ct, msg.Data())
 	stopBeat()
+	if err != nil {
+		span.RecordError(err)
+	}
 	switch {
 	case err == nil:
+		status = StatusOK
 		if perr := w.publish(ctx, h, StatusOK, out, ""); perr != nil {
-			w.log.Warn("mesh: publish result", "uri", h.Get(HeaderURI), "err", perr)
+			status = StatusInternal
+			w.log.WarnContext(ctx, "mesh: publish result", "uri", h.Get(HeaderURI), "err", perr)
 			w.retried.Add(1)
 			w.nak(msg, w.cfg.Stream.backoff(delivered))
 			return
@@ -251,17 +289,22 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.processed.Add(1)
 		w.ack(msg)
 	case badInput(err):
+		status = StatusBadInput
 		w.fail(ctx, msg, h, StatusBadInput, err.Error())
 	case ctx.Err() != nil:
 		// Shutdown grace ran out: hand the record to another worker now.
+		status = StatusBusy
 		w.retried.Add(1)
 		w.nak(msg, 0)
 	case pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		// The caller's deadline passed while we ran it; nobody waits.
+		status = StatusTimeout
 		w.fail(ctx, msg, h, StatusTimeout, "deadline exceeded: "+err.Error())
 	case delivered >= attempts:
+		status = StatusInternal
 		w.fail(ctx, msg, h, StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
 	default:
+		status = StatusInternal
 		level := slog.LevelWarn
 		if temporary(err) {
 			level = slog.LevelDebug // busy: expected under load, retried.
@@ -289,11 +332,22 @@ func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, h nats.Header, sta
 
 // publish sends the result where the work message asks: core NATS to
 // Cs-Reply-To, JetStream with a PubAck to Cs-Result-To.
-func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []byte, message string) error {
+func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []byte, message string) (err error) {
+	start := time.Now()
+	name := telemetry.SpanReply
+	if h.Get(HeaderResultTo) != "" {
+		name = telemetry.SpanResultWrite
+	}
+	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
+	defer func() {
+		endSpan(span, err)
+		w.cfg.Metrics.RecordStage(ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))
+	}()
 	if to := h.Get(HeaderResultTo); to != "" {
 		pctx, cancel := context.WithTimeout(ctx, resultPublishTimeout)
 		defer cancel()
 		m := resultMsg(to, h, status, body, message)
+		telemetry.Inject(ctx, m.Header) // the door's result write joins the trace
 		if id := h.Get(HeaderMsgID); id != "" {
 			m.Header.Set(HeaderMsgID, id) // a retried publish stores once.
 		}
@@ -302,7 +356,9 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 		}
 	}
 	if to := h.Get(HeaderReplyTo); to != "" {
-		if err := w.nc.PublishMsg(resultMsg(to, h, status, body, message)); err != nil {
+		m := resultMsg(to, h, status, body, message)
+		telemetry.Inject(ctx, m.Header)
+		if err := w.nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("reply to %s: %w", to, err)
 		}
 	}

@@ -115,9 +115,14 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	return m, nil
 }
 
+// A nil *Metrics records nothing, so callers need no check.
+
 // RecordRequest counts one request finished at a door and records its
 // end-to-end duration.
 func (m *Metrics) RecordRequest(ctx context.Context, door, job, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
 	if !m.requests.Enabled(ctx) && !m.requestDuration.Enabled(ctx) {
 		return
 	}
@@ -130,6 +135,9 @@ func (m *Metrics) RecordRequest(ctx context.Context, door, job, outcome string, 
 // RecordStage records the time one request (or, for StageInfer, one
 // batch) spent in stage.
 func (m *Metrics) RecordStage(ctx context.Context, stage, job, model string, d time.Duration) {
+	if m == nil {
+		return
+	}
 	if !m.stageDuration.Enabled(ctx) {
 		return
 	}
@@ -139,6 +147,9 @@ func (m *Metrics) RecordStage(ctx context.Context, stage, job, model string, d t
 
 // RecordBatch records the size of one inference batch.
 func (m *Metrics) RecordBatch(ctx context.Context, job, model string, size int) {
+	if m == nil {
+		return
+	}
 	if !m.batchSize.Enabled(ctx) {
 		return
 	}
@@ -149,6 +160,9 @@ func (m *Metrics) RecordBatch(ctx context.Context, job, model string, size int) 
 // AddWorkers adds delta (+1 when a worker starts, -1 when it stops) to the
 // running workers of job and model.
 func (m *Metrics) AddWorkers(ctx context.Context, job, model string, delta int64) {
+	if m == nil {
+		return
+	}
 	if !m.workers.Enabled(ctx) {
 		return
 	}
@@ -159,6 +173,9 @@ func (m *Metrics) AddWorkers(ctx context.Context, job, model string, delta int64
 // RecordModelLoad records how long loading model took and whether it
 // succeeded (OutcomeOK or OutcomeError).
 func (m *Metrics) RecordModelLoad(ctx context.Context, model, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
 	if !m.modelLoad.Enabled(ctx) {
 		return
 	}
