@@ -1,0 +1,116 @@
+package mesh_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+// TestTraceCrossesTheMesh sends one request with a caller's traceparent
+// through the NATS door, JetStream and a worker running the real engine,
+// each on its own connection, and checks the spans form one trace: door ->
+// publish -> (queue wait, worker process -> reply), with the batch span
+// linked to the worker's span and the ONNX Runtime run under the batch.
+func TestTraceCrossesTheMesh(t *testing.T) {
+	requireORT(t)
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", Output: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+
+	s := startServer(t)
+	job := "traced"
+	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
+	ensure(t, connect(t, s), cfg.Stream)
+	runWorker(t, connect(t, s), cfg, newEngine(t, "../infer/testdata/add_f32.onnx"))
+	client := newClient(t, connect(t, s))
+	svc, err := mesh.NewService(connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, svc.Run)
+	caller := connect(t, s)
+	waitFor(t, "service", func() bool {
+		_, err := caller.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
+		return err == nil
+	})
+
+	// The caller's own span, propagated as a W3C traceparent header.
+	ctx, callerSpan := otel.Tracer("test").Start(context.Background(), "caller")
+	msg := nats.NewMsg(mesh.PredictSubject(job))
+	msg.Data = []byte(`{"instances":[{"x":[1,2,3,4]}]}`)
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(msg.Header))
+	reply, err := caller.RequestMsg(msg, 10*time.Second)
+	callerSpan.End()
+	if err != nil || reply.Header.Get("Nats-Service-Error") != "" {
+		t.Fatalf("request: %v %v", err, reply.Header)
+	}
+	traceID := callerSpan.SpanContext().TraceID()
+
+	var spans tracetest.SpanStubs
+	waitFor(t, "spans", func() bool {
+		spans = tel.Spans()
+		return find(spans, telemetry.SpanDoorNATS) != nil && find(spans, telemetry.SpanReply) != nil &&
+			find(spans, "onnxruntime run") != nil
+	})
+	door, pub := find(spans, telemetry.SpanDoorNATS), find(spans, telemetry.SpanPublish)
+	queue, proc, rep := find(spans, telemetry.SpanQueueWait), find(spans, telemetry.SpanProcess), find(spans, telemetry.SpanReply)
+	batch, run := find(spans, "infer batch"), find(spans, "onnxruntime run")
+	for _, c := range []struct {
+		name          string
+		span          *tracetest.SpanStub
+		parent        trace.SpanContext
+		wantKind      trace.SpanKind
+	}{
+		{telemetry.SpanDoorNATS, door, callerSpan.SpanContext(), trace.SpanKindServer},
+		{telemetry.SpanPublish, pub, door.SpanContext, trace.SpanKindProducer},
+		{telemetry.SpanQueueWait, queue, pub.SpanContext, trace.SpanKindInternal},
+		{telemetry.SpanProcess, proc, pub.SpanContext, trace.SpanKindConsumer},
+		{telemetry.SpanReply, rep, proc.SpanContext, trace.SpanKindProducer},
+	} {
+		if c.span.SpanContext.TraceID() != traceID {
+			t.Errorf("%s: got trace %s, want the caller's %s", c.name, c.span.SpanContext.TraceID(), traceID)
+		}
+		if c.span.Parent.SpanID() != c.parent.SpanID() {
+			t.Errorf("%s: got parent %s, want %s", c.name, c.span.Parent.SpanID(), c.parent.SpanID())
+		}
+		if c.span.SpanKind != c.wantKind {
+			t.Errorf("%s: got kind %v, want %v", c.name, c.span.SpanKind, c.wantKind)
+		}
+	}
+	if len(batch.Links) != 1 || batch.Links[0].SpanContext.SpanID() != proc.SpanContext.SpanID() {
+		t.Errorf("batch links: got %v, want one link to the worker span %s", batch.Links, proc.SpanContext.SpanID())
+	}
+	if run.Parent.SpanID() != batch.SpanContext.SpanID() {
+		t.Errorf("onnxruntime run: got parent %s, want the batch %s", run.Parent.SpanID(), batch.SpanContext.SpanID())
+	}
+	var sawBatchSize bool
+	for _, kv := range proc.Attributes {
+		if kv.Key == "cluster_serving.batch.size" && kv.Value.AsInt64() == 1 {
+			sawBatchSize = true
+		}
+	}
+	if !sawBatchSize {
+		t.Errorf("worker span attributes %v lack cluster_serving.batch.size=1", proc.Attributes)
+	}
+}
+
+func find(spans tracetest.SpanStubs, name string) *tracetest.SpanStub {
+	for i := range spans {
+		if spans[i].Name == name {
+			return &spans[i]
+		}
+	}
+	return nil
+}
