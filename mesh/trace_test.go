@@ -68,10 +68,10 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 	queue, proc, rep := find(spans, telemetry.SpanQueueWait), find(spans, telemetry.SpanProcess), find(spans, telemetry.SpanReply)
 	batch, run := find(spans, "infer batch"), find(spans, "onnxruntime run")
 	for _, c := range []struct {
-		name          string
-		span          *tracetest.SpanStub
-		parent        trace.SpanContext
-		wantKind      trace.SpanKind
+		name     string
+		span     *tracetest.SpanStub
+		parent   trace.SpanContext
+		wantKind trace.SpanKind
 	}{
 		{telemetry.SpanDoorNATS, door, callerSpan.SpanContext(), trace.SpanKindServer},
 		{telemetry.SpanPublish, pub, door.SpanContext, trace.SpanKindProducer},
