@@ -75,7 +75,7 @@ type instancesCodec struct{}
 func init() { RegisterCodec(MediaTypeJSON, instancesCodec{}) }
 
 func (instancesCodec) Decode(body []byte, info ModelInfo, alreadyBatched bool) ([][]Tensor, error) {
-	return DecodeInstances(body, info.Inputs, alreadyBatched)
+	return decodeInstances(body, info.Inputs, alreadyBatched, info.Image)
 }
 
 func (instancesCodec) Encode(outs [][]Tensor, _ ModelInfo, post PostProcess) ([]byte, error) {

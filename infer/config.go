@@ -32,6 +32,24 @@ type Config struct {
 	// InputAlreadyBatched means each record already carries its batch dim.
 	// Config key: inputAlreadyBatched.
 	InputAlreadyBatched bool
+	// ImageResize is the (height, width) images are resized to (bilinear)
+	// before they feed the model; zero keeps their size. Config key:
+	// imageResize ("h,w").
+	ImageResize [2]int
+	// ImageLayout is "CHW" (default, the original's) or "HWC". Config key:
+	// imageLayout.
+	ImageLayout string
+	// ImageChannels is the channel order, "BGR" (default, the original's) or
+	// "RGB". Config key: imageChannels.
+	ImageChannels string
+	// ImageScale multiplies every 0-255 pixel value; default 1. Config key:
+	// imageScale.
+	ImageScale float32
+	// ImageMean and ImageStd normalise each channel, in ImageChannels
+	// order, after scaling: (v*scale - mean) / std. Zero mean and zero std
+	// (taken as 1) leave values as they are. Config keys: imageMean,
+	// imageStd.
+	ImageMean, ImageStd [3]float32
 }
 
 // Defaults for the zero-valued Config fields.
@@ -65,7 +83,22 @@ func (c Config) Validate() error {
 	if _, err := ParsePostProcessing(c.PostProcessing); err != nil {
 		return bad("postProcessing", "%v", err)
 	}
+	if key, err := c.imagePre().validate(); err != nil {
+		return bad(key, "%v", err)
+	}
 	return nil
+}
+
+// imagePre returns the image pre-processing settings of c.
+func (c Config) imagePre() ImagePre {
+	return ImagePre{
+		Resize:   c.ImageResize,
+		Layout:   c.ImageLayout,
+		Channels: c.ImageChannels,
+		Scale:    c.ImageScale,
+		Mean:     c.ImageMean,
+		Std:      c.ImageStd,
+	}
 }
 
 func (c Config) withDefaults() Config {

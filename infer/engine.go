@@ -44,6 +44,7 @@ func New(cfg Config) (*Engine, error) {
 		e.sessions = append(e.sessions, s)
 	}
 	e.info = e.sessions[0].Info()
+	e.info.Image = cfg.imagePre()
 	for _, s := range e.sessions {
 		warmUp(s)
 	}

@@ -30,7 +30,15 @@ const jsonExample = `want {"instances":[{"<input name>":[[1.0,2.0],[3.0,4.0]]}]}
 // Every problem with the body is an *InputError naming the instance and
 // input. DecodeInstances never panics and does not retain body. Safe for
 // concurrent use.
+//
+// A string value feeds an image input (rank 3 without the batch dim): it is
+// base64 of a JPEG or PNG, pre-processed with the defaults of ImagePre.
 func DecodeInstances(body []byte, inputs []IO, alreadyBatched bool) ([][]Tensor, error) {
+	return decodeInstances(body, inputs, alreadyBatched, ImagePre{})
+}
+
+// decodeInstances is DecodeInstances with images pre-processed by pre.
+func decodeInstances(body []byte, inputs []IO, alreadyBatched bool, pre ImagePre) ([][]Tensor, error) {
 	s := &scanner{b: body}
 	var records [][]Tensor
 	found := false
@@ -41,7 +49,7 @@ func DecodeInstances(body []byte, inputs []IO, alreadyBatched bool) ([][]Tensor,
 		found = true
 		records = records[:0]
 		return s.array(func(i int) error {
-			rec, err := decodeInstance(s, i, inputs, alreadyBatched)
+			rec, err := decodeInstance(s, i, inputs, alreadyBatched, pre)
 			if err != nil {
 				return err
 			}
@@ -76,7 +84,7 @@ type rawValue struct {
 	err error  // decode error, reported only if the value is used
 }
 
-func decodeInstance(s *scanner, inst int, inputs []IO, batched bool) ([]Tensor, error) {
+func decodeInstance(s *scanner, inst int, inputs []IO, batched bool, pre ImagePre) ([]Tensor, error) {
 	var vals []rawValue
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
@@ -103,7 +111,7 @@ func decodeInstance(s *scanner, inst int, inputs []IO, batched bool) ([]Tensor, 
 		} else {
 			s.ws()
 			from := s.i
-			v.t, v.err = decodeValueAt(s, inputs[j])
+			v.t, v.err = decodeValueAt(s, inputs[j], batched, pre)
 			if v.err != nil {
 				if _, ok := v.err.(*syntaxError); ok {
 					return v.err
@@ -202,18 +210,19 @@ func mapInputs(inst int, vals []rawValue, inputs []IO) ([]int, error) {
 }
 
 // decodeValueAt decodes the value at s for input in: a dense number/array,
-// a sparse object, or (not yet supported) a string.
-func decodeValueAt(s *scanner, in IO) (Tensor, error) {
+// a sparse object, or a string (see decodeStringValue).
+func decodeValueAt(s *scanner, in IO, batched bool, pre ImagePre) (Tensor, error) {
 	s.ws()
 	if s.i >= len(s.b) {
 		return Tensor{}, s.errorf("unexpected end of input")
 	}
 	switch s.b[s.i] {
 	case '"':
-		if _, err := s.str(); err != nil {
+		v, err := s.str()
+		if err != nil {
 			return Tensor{}, err
 		}
-		return Tensor{}, inputErr(-1, "", "string values (images, string tensors) are supported in a later release; send a numeric tensor")
+		return decodeStringValue(v, in, batched, pre)
 	case '{':
 		from := s.i
 		if err := s.skipFast(); err != nil {
@@ -414,9 +423,8 @@ func (p *denseParser[T]) row() (int64, error) {
 		n++
 		if s.i < len(s.b) && s.b[s.i] == ',' {
 			s.i++
-			if s.i < len(s.b) && s.b[s.i] > ' ' {
-				continue
-			}
+			s.ws() // pretty-printed rows: a comma, then a newline or space
+			continue
 		}
 		s.ws()
 		if s.i >= len(s.b) {

@@ -125,7 +125,7 @@ func TestDecodeInstancesErrors(t *testing.T) {
 		{"missing input", `{"instances":[{"a":[1,2,3]}]}`, twoInputs, []string{`input "b"`, "missing"}},
 		{"extra unnamed", `{"instances":[{"p":[1],"q":[1],"r":[1]}]}`, twoInputs, []string{"got 3 inputs, model has 2"}},
 		{"duplicate key", `{"instances":[{"a":[1,2,3],"a":[1,2,3]}]}`, twoInputs, []string{"given twice"}},
-		{"image string", `{"instances":[{"x":"aGVsbG8="}]}`, imgInputs, []string{"later release"}},
+		{"image string", `{"instances":[{"x":"aGVsbG8="}]}`, imgInputs, []string{`input "x"`, "undecodable image"}},
 		{"second instance", `{"instances":[{"a":[1,2,3],"b":[1,2]},{"a":[1,2],"b":[1,2]}]}`, twoInputs, []string{"instance 1", `input "a"`, "shape [2]"}},
 		{"too deep", `{"instances":[{"a":` + strings.Repeat("[", 100) + `]}]}`, twoInputs, []string{"deeper"}},
 		{"sparse bad index", `{"instances":[{"a":{"shape":[3],"data":[1],"indices":[[3]]},"b":[1,2]}]}`, twoInputs, []string{"out of range"}},

@@ -89,6 +89,9 @@ type ModelInfo struct {
 	Inputs       []IO
 	Outputs      []IO
 	DynamicBatch bool
+	// Image is how codecs pre-process image inputs; the Engine sets it
+	// from its Config. The zero value means the original's defaults.
+	Image ImagePre `json:"-"`
 }
 
 // InputNames returns the model's input names in model order.

@@ -138,6 +138,19 @@ def small_models(out):
         ),
         os.path.join(out, "sum_batch.onnx"),
     )
+    # Image model: per-channel means of x[-1,3,224,224] -> y[-1,3], so tests
+    # check the channel order and value range of decoded images exactly.
+    save(
+        make(
+            "image_mean",
+            [helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=0)],
+            [vi("x", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+            [vi("y", TensorProto.FLOAT, ["batch", 3])],
+        ),
+        os.path.join(out, "image_mean.onnx"),
+    )
+    # 128-value vectors, the shape of the ndarray-128 Redis fixture.
+    save(affine("add_f32_128", TensorProto.FLOAT, np.float32, ["batch", 128]), os.path.join(out, "add_f32_128.onnx"))
 
 
 def resnet50(path):

@@ -1,0 +1,320 @@
+package infer
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// DecodeRedisArrow decodes the data field of a Redis request entry: base64
+// of an Arrow IPC stream (either framing: pyarrow before 0.15 wrote no
+// continuation marker, and arrow-go reads both) holding one record batch
+// with one column per model input. It returns one record: a tensor per
+// model input, in model order, typed as the input, without the batch dim
+// unless alreadyBatched. Columns map to inputs by name when every name
+// matches, else by position when the counts match.
+//
+// A column is a tensor struct {indiceData, indiceShape, data, shape} (dense
+// when indiceData is empty, else sparse and densified), or a utf8 value:
+// '|'-joined strings (a string tensor, unsupported) or a base64 image,
+// pre-processed as info.Image says. Every problem is an *InputError; it never
+// panics. Safe for concurrent use; it does not retain data.
+func DecodeRedisArrow(data []byte, info ModelInfo, alreadyBatched bool) (rec []Tensor, err error) {
+	raw, err := decodeBase64(data)
+	if err != nil {
+		return nil, inputErr(-1, "", "data is not base64: %v", err)
+	}
+	defer func() {
+		// arrow-go checks most, not all, of a hostile stream's offsets.
+		if r := recover(); r != nil {
+			rec, err = nil, inputErr(-1, "", "corrupt Arrow stream: %v", r)
+		}
+	}()
+	mem := &limitAllocator{left: 16<<20 + 4*int64(len(raw))}
+	rd, err := ipc.NewReader(bytes.NewReader(raw), ipc.WithAllocator(mem))
+	if err != nil {
+		return nil, inputErr(-1, "", "data is not an Arrow IPC stream: %v", err)
+	}
+	defer rd.Release()
+	if !rd.Next() {
+		if err := rd.Err(); err != nil {
+			return nil, inputErr(-1, "", "corrupt Arrow stream: %v", err)
+		}
+		return nil, inputErr(-1, "", "Arrow stream holds no record batch")
+	}
+	batch := rd.RecordBatch()
+	batch.Retain()
+	defer batch.Release()
+	if rd.Next() {
+		return nil, inputErr(-1, "", "Arrow stream holds more than one record batch; a Redis entry is one record")
+	}
+	if err := rd.Err(); err != nil {
+		return nil, inputErr(-1, "", "corrupt Arrow stream: %v", err)
+	}
+	order, err := mapColumns(batch.Schema(), info.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	rec = make([]Tensor, len(info.Inputs))
+	for j, in := range info.Inputs {
+		t, err := decodeColumn(batch.Column(order[j]), in, alreadyBatched, info.Image)
+		if err != nil {
+			if ie, ok := err.(*InputError); ok {
+				ie.Instance, ie.Input = 0, in.Name
+				return nil, ie
+			}
+			return nil, inputErr(0, in.Name, "%v", err)
+		}
+		rec[j] = t
+	}
+	return rec, nil
+}
+
+// mapColumns returns, per model input, the index of the column feeding it.
+func mapColumns(schema *arrow.Schema, inputs []IO) ([]int, error) {
+	fields := schema.Fields()
+	order := make([]int, len(inputs))
+	byName := true
+	for j, in := range inputs {
+		idx := schema.FieldIndices(in.Name)
+		if len(idx) != 1 || len(fields) != len(inputs) {
+			byName = false
+			break
+		}
+		order[j] = idx[0]
+	}
+	if byName {
+		return order, nil
+	}
+	if len(fields) != len(inputs) {
+		names := make([]string, len(fields))
+		for i, f := range fields {
+			names[i] = f.Name
+		}
+		in := make([]string, len(inputs))
+		for i, x := range inputs {
+			in[i] = x.Name
+		}
+		return nil, inputErr(0, "", "got %d columns (%s), model has %d inputs (%s)", len(fields), strings.Join(names, ", "), len(inputs), strings.Join(in, ", "))
+	}
+	for j := range order {
+		order[j] = j
+	}
+	return order, nil
+}
+
+// decodeColumn turns one column into the tensor for input in.
+func decodeColumn(col arrow.Array, in IO, batched bool, p ImagePre) (Tensor, error) {
+	var t Tensor
+	switch c := col.(type) {
+	case *array.Struct:
+		var err error
+		if t, err = decodeTensorStruct(c); err != nil {
+			return Tensor{}, err
+		}
+		if t, err = castFloat32(t, in.DType); err != nil {
+			return Tensor{}, err
+		}
+	case *array.String:
+		if c.Len() != 1 || c.IsNull(0) {
+			return Tensor{}, inputErr(-1, "", "utf8 column has %d values, want one non-null value", c.Len())
+		}
+		return decodeStringValue([]byte(c.Value(0)), in, batched, p)
+	case *array.LargeString:
+		if c.Len() != 1 || c.IsNull(0) {
+			return Tensor{}, inputErr(-1, "", "utf8 column has %d values, want one non-null value", c.Len())
+		}
+		return decodeStringValue([]byte(c.Value(0)), in, batched, p)
+	default:
+		return Tensor{}, inputErr(-1, "", "unsupported column type %s; want a tensor struct or utf8", col.DataType())
+	}
+	want := in.Shape
+	if !batched && len(want) > 0 {
+		want = want[1:]
+	}
+	if !fitsShape(t.Shape, want) {
+		return Tensor{}, inputErr(-1, "", "shape %s does not match model %s", shapeString(t.Shape), shapeString(in.Shape))
+	}
+	return t, nil
+}
+
+// decodeTensorStruct reads the 4-row tensor struct of the original's
+// Python client: row i fills only field i of indiceData, indiceShape, data,
+// shape. Fields are found by name and each takes its one non-null row, so
+// the row order does not matter.
+func decodeTensorStruct(c *array.Struct) (Tensor, error) {
+	st := c.DataType().(*arrow.StructType)
+	var vals [4][]float64
+	var found [4]bool
+	for i, name := range []string{"indiceData", "indiceShape", "data", "shape"} {
+		k, ok := st.FieldIdx(name)
+		if !ok {
+			return Tensor{}, inputErr(-1, "", "tensor struct has no field %q; want indiceData, indiceShape, data, shape", name)
+		}
+		v, ok, err := structListValues(c.Field(k))
+		if err != nil {
+			return Tensor{}, inputErr(-1, "", "tensor struct field %q: %v", name, err)
+		}
+		vals[i], found[i] = v, ok
+	}
+	if !found[2] || !found[3] {
+		return Tensor{}, inputErr(-1, "", "tensor struct needs data and shape")
+	}
+	shape, err := toDims(vals[3], "shape")
+	if err != nil {
+		return Tensor{}, err
+	}
+	n := int64(1)
+	for _, d := range shape {
+		if n *= d; n > maxSparseElems {
+			return Tensor{}, inputErr(-1, "", "shape %s has more than %d elements", shapeString(shape), maxSparseElems)
+		}
+	}
+	data := make([]float32, n)
+	if len(vals[0]) == 0 {
+		if int64(len(vals[2])) != n {
+			return Tensor{}, inputErr(-1, "", "shape %s needs %d values, data has %d", shapeString(shape), n, len(vals[2]))
+		}
+		for i, v := range vals[2] {
+			data[i] = float32(v)
+		}
+		return Tensor{DType: Float32, Shape: shape, Data: data}, nil
+	}
+	return densify(vals[0], vals[1], vals[2], shape, data)
+}
+
+// densify writes sparse values into data. indiceShape is [nnz, rank] (the
+// layout of the original's pyarrow payloads) or [rank, nnz] (BigDL's
+// Tensor.sparse); the one that fits the values and shape is taken, the
+// latter when both do.
+func densify(idx, idxShape, vals []float64, shape []int64, data []float32) (Tensor, error) {
+	rank, nnz := len(shape), len(vals)
+	dims, err := toDims(idxShape, "indiceShape")
+	if err != nil {
+		return Tensor{}, err
+	}
+	if len(dims) != 2 || dims[0]*dims[1] != int64(len(idx)) {
+		return Tensor{}, inputErr(-1, "", "indiceShape %s does not fit %d indices", shapeString(dims), len(idx))
+	}
+	var at func(k, d int) float64
+	switch {
+	case dims[0] == int64(rank) && dims[1] == int64(nnz):
+		at = func(k, d int) float64 { return idx[d*nnz+k] }
+	case dims[0] == int64(nnz) && dims[1] == int64(rank):
+		at = func(k, d int) float64 { return idx[k*rank+d] }
+	default:
+		return Tensor{}, inputErr(-1, "", "indiceShape %s does not fit %d values of rank %d", shapeString(dims), nnz, rank)
+	}
+	for k, v := range vals {
+		off := int64(0)
+		for d := range rank {
+			i := at(k, d)
+			if i != float64(int64(i)) || i < 0 || int64(i) >= shape[d] {
+				return Tensor{}, inputErr(-1, "", "sparse index %v of value %d is outside shape %s", i, k, shapeString(shape))
+			}
+			off = off*shape[d] + int64(i)
+		}
+		data[off] = float32(v)
+	}
+	return Tensor{DType: Float32, Shape: shape, Data: data}, nil
+}
+
+func toDims(v []float64, what string) ([]int64, error) {
+	dims := make([]int64, len(v))
+	for i, d := range v {
+		if d < 0 || d != float64(int64(d)) || d > maxSparseElems {
+			return nil, inputErr(-1, "", "%s has a bad dim %v", what, d)
+		}
+		dims[i] = int64(d)
+	}
+	return dims, nil
+}
+
+// structListValues returns the values of the one non-null row of a list
+// field, as float64s; ok is false when every row is null.
+func structListValues(f arrow.Array) (vals []float64, ok bool, err error) {
+	var (
+		offsets func(i int) (int64, int64)
+		child   arrow.Array
+	)
+	switch l := f.(type) {
+	case *array.List:
+		offsets, child = l.ValueOffsets, l.ListValues()
+	case *array.LargeList:
+		offsets, child = l.ValueOffsets, l.ListValues()
+	default:
+		return nil, false, fmt.Errorf("type %s, want a list", f.DataType())
+	}
+	nonEmpty := false
+	for i := range f.Len() {
+		if f.IsNull(i) {
+			continue
+		}
+		ok = true
+		lo, hi := offsets(i)
+		if lo < 0 || hi < lo || hi > int64(child.Len()) {
+			return nil, false, fmt.Errorf("corrupt list offsets")
+		}
+		if hi == lo {
+			continue
+		}
+		if nonEmpty {
+			return nil, false, fmt.Errorf("more than one non-empty row")
+		}
+		nonEmpty = true
+		vals = make([]float64, 0, hi-lo)
+		for j := int(lo); j < int(hi); j++ {
+			if child.IsNull(j) {
+				return nil, false, fmt.Errorf("null value at %d", j-int(lo))
+			}
+			switch c := child.(type) {
+			case *array.Float32:
+				vals = append(vals, float64(c.Value(j)))
+			case *array.Float64:
+				vals = append(vals, c.Value(j))
+			case *array.Int32:
+				vals = append(vals, float64(c.Value(j)))
+			case *array.Int64:
+				vals = append(vals, float64(c.Value(j)))
+			default:
+				return nil, false, fmt.Errorf("list of %s, want numbers", child.DataType())
+			}
+		}
+	}
+	return vals, ok, nil
+}
+
+// limitAllocator caps what arrow-go allocates for one payload: a message
+// prefix claims its own length, so a few hostile bytes could otherwise ask
+// for gigabytes. Past the cap it panics, which DecodeRedisArrow recovers
+// into an *InputError.
+type limitAllocator struct {
+	left int64 // bytes still allowed; atomic
+}
+
+func (a *limitAllocator) take(n int) {
+	if atomic.AddInt64(&a.left, -int64(n)) < 0 {
+		panic(fmt.Sprintf("payload needs more than its share of memory (asked %d bytes)", n))
+	}
+}
+
+func (a *limitAllocator) Allocate(size int) []byte {
+	a.take(size)
+	return memory.DefaultAllocator.Allocate(size)
+}
+
+func (a *limitAllocator) Reallocate(size int, b []byte) []byte {
+	a.take(size - len(b))
+	return memory.DefaultAllocator.Reallocate(size, b)
+}
+
+func (a *limitAllocator) Free(b []byte) {
+	atomic.AddInt64(&a.left, int64(len(b)))
+	memory.DefaultAllocator.Free(b)
+}

@@ -1,0 +1,59 @@
+package infer
+
+import "fmt"
+
+// Media types of the Redis door's payloads. The door passes a stream
+// entry's data field as it came, and stores what Encode returns as the
+// result hash's value.
+const (
+	// MediaTypeRedisArrow is data without serde: base64 of an Arrow IPC
+	// stream (see DecodeRedisArrow).
+	MediaTypeRedisArrow = "application/vnd.cluster-serving.redis-arrow"
+	// MediaTypeRedisJSON is data of an entry with serde=stream: JSON
+	// {"instances":[{...}]} holding one instance (see DecodeInstances).
+	MediaTypeRedisJSON = "application/vnd.cluster-serving.redis-json"
+)
+
+func init() {
+	RegisterCodec(MediaTypeRedisArrow, redisCodec{json: false})
+	RegisterCodec(MediaTypeRedisJSON, redisCodec{json: true})
+}
+
+// redisCodec decodes one Redis entry into exactly one record, and encodes
+// that record's outputs as the result value: the topN/pickTopN string when
+// post-processing is configured, else EncodeRedisArrow's base64 Arrow. A
+// Redis entry is one record even with alreadyBatched (its tensors then
+// carry their own batch dim), so Encode takes exactly one record.
+type redisCodec struct{ json bool }
+
+func (c redisCodec) Decode(body []byte, info ModelInfo, alreadyBatched bool) ([][]Tensor, error) {
+	if !c.json {
+		rec, err := DecodeRedisArrow(body, info, alreadyBatched)
+		if err != nil {
+			return nil, err
+		}
+		return [][]Tensor{rec}, nil
+	}
+	recs, err := decodeInstances(body, info.Inputs, alreadyBatched, info.Image)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != 1 {
+		return nil, inputErr(-1, "", "got %d instances, a Redis entry holds one", len(recs))
+	}
+	return recs, nil
+}
+
+func (redisCodec) Encode(outs [][]Tensor, _ ModelInfo, post PostProcess) ([]byte, error) {
+	if len(outs) != 1 {
+		return nil, fmt.Errorf("redis result: got %d records, want 1", len(outs))
+	}
+	v, ok, err := post.Apply(outs[0])
+	if err != nil {
+		return nil, fmt.Errorf("post-processing: %w", err)
+	}
+	if ok {
+		return []byte(v), nil
+	}
+	return EncodeRedisArrow(outs[0])
+}

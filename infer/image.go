@@ -1,0 +1,239 @@
+package infer
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"image"
+	stddraw "image/draw"
+	_ "image/jpeg" // JPEG images
+	_ "image/png"  // PNG images
+	"math"
+
+	"golang.org/x/image/draw"
+)
+
+// maxImagePixels bounds a decoded image, whose size the payload's length
+// does not bound (a small PNG can claim a huge canvas).
+const maxImagePixels = 1 << 25
+
+// ImagePre is how an image input is pre-processed: decode (JPEG or PNG),
+// optional bilinear resize, channel order, scale and normalisation, layout.
+// The zero value is the original Cluster Serving's default: keep the size,
+// BGR, 0-255 values, CHW. A plain value, safe to share.
+type ImagePre struct {
+	// Resize is the (height, width) to resize to; zero keeps the size.
+	Resize [2]int
+	// Layout is "CHW" (default) or "HWC".
+	Layout string
+	// Channels is "BGR" (default) or "RGB".
+	Channels string
+	// Scale multiplies each 0-255 value; 0 means 1.
+	Scale float32
+	// Mean and Std normalise each channel, in Channels order:
+	// (v*Scale - Mean[c]) / Std[c]. A zero Std means 1.
+	Mean, Std [3]float32
+}
+
+// validate reports the config key of the first bad setting.
+func (p ImagePre) validate() (string, error) {
+	switch {
+	case p.Resize[0] < 0 || p.Resize[1] < 0 || (p.Resize[0] == 0) != (p.Resize[1] == 0):
+		return "imageResize", fmt.Errorf("got %d,%d, want two positive sizes h,w or none", p.Resize[0], p.Resize[1])
+	case p.Resize[0]*p.Resize[1] > maxImagePixels:
+		return "imageResize", fmt.Errorf("got %d,%d, want at most %d pixels", p.Resize[0], p.Resize[1], maxImagePixels)
+	case p.Layout != "" && p.Layout != "CHW" && p.Layout != "HWC":
+		return "imageLayout", fmt.Errorf("got %q, want CHW or HWC", p.Layout)
+	case p.Channels != "" && p.Channels != "BGR" && p.Channels != "RGB":
+		return "imageChannels", fmt.Errorf("got %q, want BGR or RGB", p.Channels)
+	case p.Scale < 0 || isBad(p.Scale):
+		return "imageScale", fmt.Errorf("got %v, want a positive number", p.Scale)
+	}
+	for c := range 3 {
+		if isBad(p.Mean[c]) {
+			return "imageMean", fmt.Errorf("got %v, want finite numbers", p.Mean)
+		}
+		if p.Std[c] < 0 || isBad(p.Std[c]) {
+			return "imageStd", fmt.Errorf("got %v, want positive numbers (0 means 1)", p.Std)
+		}
+	}
+	return "", nil
+}
+
+func isBad(f float32) bool { return math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) }
+
+// DecodeImage decodes b64, base64 (standard alphabet, padded or not) of a
+// JPEG or PNG image, into a float32 tensor [3,h,w] (or [h,w,3] with Layout
+// HWC) pre-processed as p says. A bad encoding or image is an *InputError.
+// Safe for concurrent use; it does not retain b64.
+func DecodeImage(b64 []byte, p ImagePre) (Tensor, error) {
+	raw, err := decodeBase64(b64)
+	if err != nil {
+		return Tensor{}, inputErr(-1, "", "image is not base64: %v", err)
+	}
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(raw))
+	if err != nil {
+		return Tensor{}, inputErr(-1, "", "undecodable image (want JPEG or PNG): %v", err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxImagePixels {
+		return Tensor{}, inputErr(-1, "", "image is %dx%d, want at most %d pixels", cfg.Width, cfg.Height, maxImagePixels)
+	}
+	img, _, err := image.Decode(bytes.NewReader(raw))
+	if err != nil {
+		return Tensor{}, inputErr(-1, "", "undecodable image (want JPEG or PNG): %v", err)
+	}
+	return imageTensor(img, p), nil
+}
+
+// imageTensor converts img as p says. Alpha is dropped, as OpenCV's
+// IMREAD_COLOR does.
+func imageTensor(img image.Image, p ImagePre) Tensor {
+	b := img.Bounds()
+	h, w := b.Dy(), b.Dx()
+	var px *image.NRGBA
+	if p.Resize[0] > 0 {
+		h, w = p.Resize[0], p.Resize[1]
+		px = image.NewNRGBA(image.Rect(0, 0, w, h))
+		draw.BiLinear.Scale(px, px.Bounds(), img, b, draw.Src, nil)
+	} else if n, ok := img.(*image.NRGBA); ok && n.Rect.Min == (image.Point{}) {
+		px = n
+	} else {
+		px = image.NewNRGBA(image.Rect(0, 0, w, h))
+		stddraw.Draw(px, px.Bounds(), img, b.Min, stddraw.Src)
+	}
+	// order[c] is the NRGBA byte offset of output channel c.
+	order := [3]int{2, 1, 0}
+	if p.Channels == "RGB" {
+		order = [3]int{0, 1, 2}
+	}
+	scale := p.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	var mul, add [3]float32 // v*mul + add == (v*scale - mean) / std
+	for c := range 3 {
+		std := p.Std[c]
+		if std == 0 {
+			std = 1
+		}
+		mul[c] = scale / std
+		add[c] = -p.Mean[c] / std
+	}
+	plain := mul == [3]float32{1, 1, 1} && add == [3]float32{}
+	data := make([]float32, 3*h*w)
+	hwc := p.Layout == "HWC"
+	for y := range h {
+		row := px.Pix[y*px.Stride : y*px.Stride+4*w]
+		for x := range w {
+			for c := range 3 {
+				v := float32(row[4*x+order[c]])
+				if !plain {
+					v = v*mul[c] + add[c]
+				}
+				if hwc {
+					data[(y*w+x)*3+c] = v
+				} else {
+					data[c*h*w+y*w+x] = v
+				}
+			}
+		}
+	}
+	shape := []int64{3, int64(h), int64(w)}
+	if hwc {
+		shape = []int64{int64(h), int64(w), 3}
+	}
+	return Tensor{DType: Float32, Shape: shape, Data: data}
+}
+
+// imageInput decodes b64 as an image for model input in: the input must be
+// of rank 3 without its batch dim. With batched the tensor gets a batch dim
+// of 1. The result has the input's dtype.
+func imageInput(b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
+	want := in.Shape
+	if !batched && len(want) > 0 {
+		want = want[1:]
+	} else if batched && len(want) == 4 {
+		want = want[1:]
+	} else {
+		want = nil
+	}
+	if len(want) != 3 {
+		return Tensor{}, inputErr(-1, "", "got a string (image), but model input %s is not an image (want rank 3 without the batch dim)", shapeString(in.Shape))
+	}
+	t, err := DecodeImage(b64, p)
+	if err != nil {
+		return Tensor{}, err
+	}
+	if !fitsShape(t.Shape, want) {
+		return Tensor{}, inputErr(-1, "", "image tensor %s does not fit model input %s; set imageResize (h,w) or imageLayout", shapeString(t.Shape), shapeString(in.Shape))
+	}
+	if batched {
+		t.Shape = append([]int64{1}, t.Shape...)
+	}
+	return castFloat32(t, in.DType)
+}
+
+// castFloat32 converts a float32 tensor to dtype dt (integers round, uint8
+// saturates).
+func castFloat32(t Tensor, dt DType) (Tensor, error) {
+	src := t.Data.([]float32)
+	var data any
+	switch dt {
+	case Float32:
+		return t, nil
+	case Float64:
+		d := make([]float64, len(src))
+		for i, v := range src {
+			d[i] = float64(v)
+		}
+		data = d
+	case Int32:
+		d := make([]int32, len(src))
+		for i, v := range src {
+			d[i] = int32(max(math.MinInt32, min(math.MaxInt32, math.Round(float64(v)))))
+		}
+		data = d
+	case Int64:
+		d := make([]int64, len(src))
+		for i, v := range src {
+			d[i] = int64(max(-1<<62, min(1<<62, math.Round(float64(v)))))
+		}
+		data = d
+	case Uint8:
+		d := make([]uint8, len(src))
+		for i, v := range src {
+			d[i] = uint8(max(0, min(255, math.Round(float64(v)))))
+		}
+		data = d
+	default:
+		return Tensor{}, inputErr(-1, "", "cannot feed float values to a %s input", dt)
+	}
+	return Tensor{DType: dt, Shape: t.Shape, Data: data}, nil
+}
+
+var errBase64 = errors.New("invalid base64")
+
+// decodeBase64 accepts standard base64, padded or not, with line breaks.
+func decodeBase64(b []byte) ([]byte, error) {
+	b = bytes.TrimSpace(b)
+	if bytes.ContainsAny(b, "\r\n") {
+		b = bytes.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' {
+				return -1
+			}
+			return r
+		}, b)
+	}
+	enc := base64.StdEncoding
+	if len(b)%4 != 0 {
+		enc = base64.RawStdEncoding
+		b = bytes.TrimRight(b, "=")
+	}
+	out := make([]byte, enc.DecodedLen(len(b)))
+	n, err := enc.Decode(out, b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errBase64, err)
+	}
+	return out[:n], nil
+}

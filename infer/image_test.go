@@ -1,0 +1,284 @@
+package infer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+)
+
+// fixturesDir holds the original project's payloads (see its README).
+const fixturesDir = "../../shared/fixtures"
+
+// fixture reads a file of shared/fixtures, skipping the test when the
+// folder is missing (failing with CLUSTER_SERVING_REQUIRE_DEPS=1).
+func fixture(tb testing.TB, rel string) []byte {
+	tb.Helper()
+	if _, err := os.Stat(fixturesDir); err != nil {
+		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
+			tb.Fatalf("fixtures folder %s missing: %v", fixturesDir, err)
+		}
+		tb.Skipf("fixtures folder %s missing (it sits beside the repository as shared/fixtures)", fixturesDir)
+	}
+	b, err := os.ReadFile(filepath.Join(fixturesDir, rel))
+	if err != nil {
+		tb.Fatalf("read fixture: %v", err)
+	}
+	return b
+}
+
+// bgrAt returns the B, G, R values (0-255) of img at (x, y), computed through
+// image.Image.At, independently of infer's conversion.
+func bgrAt(img image.Image, x, y int) [3]float32 {
+	c := color.NRGBAModel.Convert(img.At(img.Bounds().Min.X+x, img.Bounds().Min.Y+y)).(color.NRGBA)
+	return [3]float32{float32(c.B), float32(c.G), float32(c.R)}
+}
+
+func b64(b []byte) []byte { return []byte(base64.StdEncoding.EncodeToString(b)) }
+
+func TestDecodeImagePNG(t *testing.T) {
+	// 2x2 image with known colours: exact values in every layout.
+	img := image.NewNRGBA(image.Rect(0, 0, 2, 2))
+	img.SetNRGBA(0, 0, color.NRGBA{R: 10, G: 20, B: 30, A: 255})
+	img.SetNRGBA(1, 0, color.NRGBA{R: 40, G: 50, B: 60, A: 255})
+	img.SetNRGBA(0, 1, color.NRGBA{R: 70, G: 80, B: 90, A: 255})
+	img.SetNRGBA(1, 1, color.NRGBA{R: 255, G: 0, B: 128, A: 255})
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		pre       infer.ImagePre
+		wantShape []int64
+		want      []float32
+	}{
+		{"default BGR CHW", infer.ImagePre{}, []int64{3, 2, 2},
+			[]float32{30, 60, 90, 128, 20, 50, 80, 0, 10, 40, 70, 255}},
+		{"RGB", infer.ImagePre{Channels: "RGB"}, []int64{3, 2, 2},
+			[]float32{10, 40, 70, 255, 20, 50, 80, 0, 30, 60, 90, 128}},
+		{"HWC", infer.ImagePre{Layout: "HWC"}, []int64{2, 2, 3},
+			[]float32{30, 20, 10, 60, 50, 40, 90, 80, 70, 128, 0, 255}},
+		{"scale mean std", infer.ImagePre{Channels: "RGB", Scale: 0.5, Mean: [3]float32{5, 0, 0}, Std: [3]float32{2, 1, 0}}, []int64{3, 2, 2},
+			[]float32{0, 7.5, 15, 61.25, 10, 25, 40, 0, 15, 30, 45, 64}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := infer.DecodeImage(b64(buf.Bytes()), tt.pre)
+			if err != nil {
+				t.Fatalf("DecodeImage: %v", err)
+			}
+			if !equalShape(got.Shape, tt.wantShape) {
+				t.Fatalf("shape: got %v, want %v", got.Shape, tt.wantShape)
+			}
+			data := got.Data.([]float32)
+			for i := range tt.want {
+				if data[i] != tt.want[i] {
+					t.Fatalf("data: got %v, want %v", data, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeImageJPEG(t *testing.T) {
+	raw := fixture(t, "images/cat1.jpeg")
+	ref, err := jpeg.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, w := ref.Bounds().Dy(), ref.Bounds().Dx()
+	got, err := infer.DecodeImage(b64(raw), infer.ImagePre{})
+	if err != nil {
+		t.Fatalf("DecodeImage: %v", err)
+	}
+	if want := []int64{3, int64(h), int64(w)}; !equalShape(got.Shape, want) {
+		t.Fatalf("shape: got %v, want %v", got.Shape, want)
+	}
+	data := got.Data.([]float32)
+	for _, p := range [][2]int{{0, 0}, {w / 2, h / 3}, {w - 1, h - 1}} {
+		want := bgrAt(ref, p[0], p[1])
+		for c := range 3 {
+			if v := data[c*h*w+p[1]*w+p[0]]; v != want[c] {
+				t.Errorf("pixel %v channel %d: got %v, want %v (BGR, 0-255)", p, c, v, want[c])
+			}
+		}
+	}
+	resized, err := infer.DecodeImage(b64(raw), infer.ImagePre{Resize: [2]int{224, 200}})
+	if err != nil {
+		t.Fatalf("DecodeImage resized: %v", err)
+	}
+	if want := []int64{3, 224, 200}; !equalShape(resized.Shape, want) {
+		t.Fatalf("resized shape: got %v, want %v", resized.Shape, want)
+	}
+}
+
+func TestDecodeImageErrors(t *testing.T) {
+	raw := fixture(t, "images/dog1.jpeg")
+	tests := []struct {
+		name string
+		b64  string
+		want string
+	}{
+		{"corrupt base64", "@@@@", "not base64"},
+		{"not an image", base64.StdEncoding.EncodeToString([]byte("hello")), "undecodable image"},
+		{"truncated jpeg", base64.StdEncoding.EncodeToString(raw[:len(raw)/3]), "undecodable image"},
+		{"empty", "", "undecodable image"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := infer.DecodeImage([]byte(tt.b64), infer.ImagePre{})
+			var ie *infer.InputError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got error %v, want an *InputError containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidateImage(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  infer.Config
+		key  string
+	}{
+		{"half resize", infer.Config{ImageResize: [2]int{224, 0}}, "imageResize"},
+		{"negative resize", infer.Config{ImageResize: [2]int{-1, 2}}, "imageResize"},
+		{"layout", infer.Config{ImageLayout: "NCHW"}, "imageLayout"},
+		{"channels", infer.Config{ImageChannels: "bgr"}, "imageChannels"},
+		{"scale", infer.Config{ImageScale: -1}, "imageScale"},
+		{"mean", infer.Config{ImageMean: [3]float32{float32(math.NaN()), 0, 0}}, "imageMean"},
+		{"std", infer.Config{ImageStd: [3]float32{1, -1, 1}}, "imageStd"},
+		{"ok", infer.Config{ImageResize: [2]int{224, 224}, ImageLayout: "HWC", ImageChannels: "RGB", ImageScale: 1.0 / 255}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.ModelPath = "m.onnx"
+			err := tt.cfg.Validate()
+			if tt.key == "" {
+				if err != nil {
+					t.Fatalf("Validate: got %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, infer.ErrConfigValidation) || !strings.Contains(err.Error(), tt.key) {
+				t.Fatalf("Validate: got %v, want an ErrConfigValidation naming %s", err, tt.key)
+			}
+		})
+	}
+}
+
+// channelMeans returns the per-channel means of a [3,h,w] float32 tensor.
+func channelMeans(t infer.Tensor) [3]float64 {
+	d := t.Data.([]float32)
+	n := len(d) / 3
+	var m [3]float64
+	for c := range 3 {
+		for _, v := range d[c*n : (c+1)*n] {
+			m[c] += float64(v)
+		}
+		m[c] /= float64(n)
+	}
+	return m
+}
+
+// predictionTensor decodes the one {"data":[...],"shape":[...]} of a
+// {"predictions":[...]} answer.
+func predictionTensor(tb testing.TB, body []byte) ([]float64, []int64) {
+	tb.Helper()
+	var resp struct{ Predictions []string }
+	if err := json.Unmarshal(body, &resp); err != nil || len(resp.Predictions) != 1 {
+		tb.Fatalf("answer %s: got %d predictions (%v), want 1", body, len(resp.Predictions), err)
+	}
+	var v struct{ Value string }
+	if err := json.Unmarshal([]byte(resp.Predictions[0]), &v); err != nil {
+		tb.Fatalf("prediction %q: %v", resp.Predictions[0], err)
+	}
+	var ten struct {
+		Data  []float64
+		Shape []int64
+	}
+	if err := json.Unmarshal([]byte(v.Value), &ten); err != nil {
+		tb.Fatalf("value %q: %v", v.Value, err)
+	}
+	return ten.Data, ten.Shape
+}
+
+func TestEnginePredictJSONImage(t *testing.T) {
+	raw := fixture(t, "images/fish1.jpeg")
+	tests := []struct {
+		name string
+		cfg  infer.Config
+		pre  infer.ImagePre
+	}{
+		{"BGR default", infer.Config{ImageResize: [2]int{224, 224}}, infer.ImagePre{Resize: [2]int{224, 224}}},
+		{"RGB scaled", infer.Config{ImageResize: [2]int{224, 224}, ImageChannels: "RGB", ImageScale: 1.0 / 255},
+			infer.ImagePre{Resize: [2]int{224, 224}, Channels: "RGB", Scale: 1.0 / 255}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.ModelPath = model("image_mean")
+			e := newEngine(t, tt.cfg)
+			img, err := infer.DecodeImage(b64(raw), tt.pre)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := channelMeans(img)
+			body := `{"instances":[{"x":"` + string(b64(raw)) + `"}]}`
+			out, err := e.Predict(context.Background(), "", []byte(body))
+			if err != nil {
+				t.Fatalf("Predict: %v", err)
+			}
+			data, shape := predictionTensor(t, out)
+			if !equalShape(shape, []int64{3}) {
+				t.Fatalf("shape: got %v, want [3]", shape)
+			}
+			for c := range 3 {
+				if math.Abs(data[c]-want[c]) > 1e-3*max(1, want[c]) {
+					t.Errorf("channel %d mean: got %v, want %v", c, data[c], want[c])
+				}
+			}
+		})
+	}
+	t.Run("no resize: shape error", func(t *testing.T) {
+		e := newEngine(t, infer.Config{ModelPath: model("image_mean")})
+		body := `{"instances":[{"x":"` + string(b64(raw)) + `"}]}`
+		_, err := e.Predict(context.Background(), "", []byte(body))
+		var ie *infer.InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "imageResize") {
+			t.Fatalf("got %v, want an *InputError suggesting imageResize", err)
+		}
+	})
+	t.Run("string tensor", func(t *testing.T) {
+		e := newEngine(t, infer.Config{ModelPath: model("image_mean")})
+		_, err := e.Predict(context.Background(), "", []byte(`{"instances":[{"x":"a|b|c"}]}`))
+		var ie *infer.InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "string tensors are not supported") {
+			t.Fatalf("got %v, want an *InputError about string tensors", err)
+		}
+	})
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
