@@ -42,8 +42,17 @@ type WorkerConfig struct {
 	Logger *slog.Logger
 	// Metrics records queue wait and result-write times; nil records none.
 	Metrics *telemetry.Metrics
-	// Model names the model in metrics and spans. Optional.
+	// Model names the model in metrics, spans and worker discovery. Optional.
 	Model string
+	// Version is the SemVer the worker's micro service announces. Default 0.0.0.
+	Version string
+}
+
+func (c WorkerConfig) version() string {
+	if c.Version == "" {
+		return "0.0.0"
+	}
+	return c.Version
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -70,6 +79,11 @@ type WorkerStats struct {
 	Retried uint64
 	// Expired counts records dropped unrun because their deadline passed.
 	Expired uint64
+	// Inflight is the number of records being processed now.
+	Inflight int64
+	// P50, P90 and P99 are latency percentiles (pull to settle) over the
+	// last records answered with 200 (up to 1,024).
+	P50, P90, P99 time.Duration
 }
 
 // Worker pulls records of one job from the shared workers consumer and
@@ -83,6 +97,8 @@ type Worker struct {
 	log *slog.Logger
 
 	processed, failed, retried, expired atomic.Uint64
+	inflight                           atomic.Int64
+	lat                                latencyRing
 }
 
 // NewWorker validates cfg. It does not touch the server until Run.
@@ -112,11 +128,16 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 
 // Stats returns the counters so far.
 func (w *Worker) Stats() WorkerStats {
+	p := w.lat.percentiles(0.50, 0.90, 0.99)
 	return WorkerStats{
 		Processed: w.processed.Load(),
 		Failed:    w.failed.Load(),
 		Retried:   w.retried.Load(),
 		Expired:   w.expired.Load(),
+		Inflight:  w.inflight.Load(),
+		P50:       p[0],
+		P90:       p[1],
+		P99:       p[2],
 	}
 }
 
@@ -189,7 +210,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("mesh: consume %s: %w", StreamName(w.cfg.Stream.Job), err)
 	}
 
+	unregister, err := w.registerWorker()
+	if err != nil {
+		cc.Stop()
+		return err
+	}
+	defer unregister()
+
 	<-ctx.Done()
+	unregister() // leave discovery first: this worker takes no more work
 	close(stopping)
 	cc.Drain()
 	select {
@@ -214,6 +243,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // handle runs one record and settles it: ack, term or nak.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	began := time.Now()
+	w.inflight.Add(1)
+	defer w.inflight.Add(-1)
 	h := msg.Headers()
 	var delivered uint64 = 1
 	job := w.cfg.Stream.Job
@@ -288,6 +320,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		w.processed.Add(1)
 		w.ack(msg)
+		w.lat.add(time.Since(began))
 	case badInput(err):
 		status = StatusBadInput
 		w.fail(ctx, msg, h, StatusBadInput, err.Error())

@@ -1,0 +1,48 @@
+package mesh_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+func TestDiscoverWorkers(t *testing.T) {
+	s := startServer(t)
+	job := "disc"
+	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}, Model: "fake"}
+	ensure(t, connect(t, s), cfg.Stream)
+	runWorker(t, connect(t, s), cfg, newFake())
+	_, stop2 := runWorker(t, connect(t, s), cfg, newFake())
+	client := newClient(t, connect(t, s))
+	for i := range 20 {
+		if _, err := client.Submit(context.Background(), job, mesh.Request{Body: []byte(fmt.Sprint("x", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc := connect(t, s)
+	var ws []mesh.WorkerInfo
+	waitFor(t, "two workers", func() bool {
+		var err error
+		ws, err = mesh.DiscoverWorkers(context.Background(), nc, 200*time.Millisecond)
+		return err == nil && len(ws) == 2
+	})
+	var total uint64
+	for _, w := range ws {
+		if w.Job != job || w.Model != "fake" || w.PID == "" {
+			t.Errorf("got worker %+v, want job %q model fake and a pid", w, job)
+		}
+		total += w.Stats.Processed
+	}
+	if total != 20 {
+		t.Errorf("got %d processed across workers, want 20", total)
+	}
+	// A stopped worker leaves discovery.
+	stop2()
+	waitFor(t, "one worker", func() bool {
+		ws, _ = mesh.DiscoverWorkers(context.Background(), nc, 200*time.Millisecond)
+		return len(ws) == 1
+	})
+}
