@@ -97,8 +97,8 @@ type Worker struct {
 	log *slog.Logger
 
 	processed, failed, retried, expired atomic.Uint64
-	inflight                           atomic.Int64
-	lat                                latencyRing
+	inflight                            atomic.Int64
+	lat                                 latencyRing
 }
 
 // NewWorker validates cfg. It does not touch the server until Run.
