@@ -29,6 +29,8 @@ type BatcherConfig struct {
 	// OnBatch, if set, is called by a runner before each run with the number
 	// of items and rows in it. Tests and metrics use it; it must not block.
 	OnBatch func(items, rows int)
+	// OnRun, if set, is called after each model run with its duration.
+	OnRun func(ctx context.Context, d time.Duration)
 }
 
 // Batcher stacks records from concurrent callers into batches and runs them
@@ -377,7 +379,11 @@ func (b *Batcher) runOne(ctx context.Context, r int, it *item) {
 // safeRun turns a panic in run into an error so that a runner survives it.
 func (b *Batcher) safeRun(ctx context.Context, r int, inputs []Tensor) (outs []Tensor, err error) {
 	_, span := tracer.Start(ctx, spanRun)
+	start := time.Now()
 	defer func() {
+		if b.cfg.OnRun != nil {
+			b.cfg.OnRun(ctx, time.Since(start))
+		}
 		if p := recover(); p != nil {
 			err = fmt.Errorf("infer: run panicked: %v", p)
 		}

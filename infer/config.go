@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -50,6 +51,8 @@ type Config struct {
 	// (taken as 1) leave values as they are. Config keys: imageMean,
 	// imageStd.
 	ImageMean, ImageStd [3]float32
+	// Hooks observe the engine (metrics); nil fields are skipped.
+	Hooks Hooks
 }
 
 // Defaults for the zero-valued Config fields.
@@ -115,4 +118,28 @@ func (c Config) withDefaults() Config {
 		c.QueueSize = DefaultQueueSize
 	}
 	return c
+}
+
+// Hooks let a caller observe an Engine without infer knowing how the
+// figures are kept (cmd feeds them to OpenTelemetry metrics). Each may be
+// called from many goroutines at once and must not block.
+type Hooks struct {
+	// Stage reports the time one request (decode, encode) or one batch
+	// (infer) spent in a stage: "decode", "infer" or "encode".
+	Stage func(ctx context.Context, stage string, d time.Duration)
+	// Batch reports the records and rows of each run.
+	Batch func(items, rows int)
+}
+
+// Stage names reported through Hooks.Stage.
+const (
+	StageDecode = "decode"
+	StageInfer  = "infer"
+	StageEncode = "encode"
+)
+
+func (h Hooks) stage(ctx context.Context, stage string, since time.Time) {
+	if h.Stage != nil {
+		h.Stage(ctx, stage, time.Since(since))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Engine serves one model: Parallelism sessions behind a Batcher, plus the
@@ -54,6 +55,12 @@ func New(cfg Config) (*Engine, error) {
 		MaxWait:     cfg.MaxWait,
 		QueueSize:   cfg.QueueSize,
 		Unbatchable: !e.info.DynamicBatch,
+		OnBatch:     cfg.Hooks.Batch,
+		OnRun: func(ctx context.Context, d time.Duration) {
+			if cfg.Hooks.Stage != nil {
+				cfg.Hooks.Stage(ctx, StageInfer, d)
+			}
+		},
 	}, func(r int, inputs []Tensor) ([]Tensor, error) {
 		return e.sessions[r].Run(inputs)
 	})
@@ -159,7 +166,11 @@ func (e *Engine) Predict(ctx context.Context, contentType string, body []byte) (
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	_, span := tracer.Start(ctx, spanDecode)
 	records, err := codec.Decode(body, e.info, e.cfg.InputAlreadyBatched)
+	endSpan(span, err)
+	e.cfg.Hooks.stage(ctx, StageDecode, start)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +178,12 @@ func (e *Engine) Predict(ctx context.Context, contentType string, body []byte) (
 	if err != nil {
 		return nil, err
 	}
-	return codec.Encode(outs, e.info, e.post)
+	start = time.Now()
+	_, span = tracer.Start(ctx, spanEncode)
+	out, err := codec.Encode(outs, e.info, e.post)
+	endSpan(span, err)
+	e.cfg.Hooks.stage(ctx, StageEncode, start)
+	return out, err
 }
 
 // Close stops the batcher (queued records fail with ErrClosed), waits for

@@ -3,6 +3,8 @@ package infer
 import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // tracer starts infer's spans through the OTel API only: infer knows
@@ -25,3 +27,12 @@ const (
 	attrBatchWaitMS = attribute.Key("cluster_serving.batch.wait_ms")
 	attrRunner      = attribute.Key("cluster_serving.runner")
 )
+
+// endSpan records err on span and ends it.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
