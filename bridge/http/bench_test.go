@@ -1,0 +1,69 @@
+package httpdoor_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// BenchmarkDoors compares one /predict round trip on the tiny add_f32
+// model through the HTTP door and through the NATS door (micro endpoint),
+// with 32 concurrent callers each.
+func BenchmarkDoors(b *testing.B) {
+	requireORT(b)
+	const body = `{"instances":[{"x":[1,2,3,4]}]}`
+	e := startDoor(b, httpdoor.Config{}, served{name: "add", file: "add_f32"})
+	b.Run("http", func(b *testing.B) {
+		b.SetParallelism(32 / max(1, runtimeProcs()))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				resp, err := httpClient.Post(e.url+"/predict", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		})
+	})
+	b.Run("nats", func(b *testing.B) {
+		svc, err := mesh.NewService(e.nc, e.client, mesh.ServiceConfig{Jobs: []string{"add"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop := make(chan struct{})
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctxUntil(stop)) }()
+		defer func() { close(stop); <-done }()
+		nc, err := nats.Connect(e.nc.ConnectedUrl())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		waitService(b, nc)
+		b.SetParallelism(32 / max(1, runtimeProcs()))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				m, err := nc.Request(mesh.PredictSubject("add"), []byte(body), 10*time.Second)
+				if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+					b.Errorf("request: %v %v", err, m)
+					return
+				}
+			}
+		})
+	})
+}

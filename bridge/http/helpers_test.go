@@ -1,0 +1,265 @@
+package httpdoor_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// These tests run the door against the real mesh: an embedded NATS server on
+// a random port, JetStream work queues, Workers and real *infer.Engines on
+// the generated models of infer/testdata. They fail in CI
+// (CLUSTER_SERVING_REQUIRE_DEPS=1) and skip elsewhere when ONNX Runtime is
+// missing.
+
+func requireORT(tb testing.TB) {
+	tb.Helper()
+	lib, err := infer.FindLibrary("", os.Getenv("ONNXRUNTIME_LIB"))
+	if err == nil {
+		err = infer.Init(lib)
+	}
+	if err != nil {
+		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
+			tb.Fatal(err)
+		}
+		tb.Skip(err)
+	}
+}
+
+func modelPath(name string) string { return "../../infer/testdata/" + name + ".onnx" }
+
+// served is one model behind the door: its file, or a Predictor standing in
+// for the engine (then info describes it).
+type served struct {
+	name, version, file string
+	predictor           mesh.Predictor
+	info                infer.ModelInfo
+	stream              mesh.StreamConfig // Job is filled in
+	noWorker            bool
+	engineCfg           infer.Config
+}
+
+type env struct {
+	url    string
+	nc     *nats.Conn
+	client *mesh.Client
+	stop   func() // stops the door (graceful), idempotent
+}
+
+// startDoor runs the mesh for models and the door (cfg.Models is filled
+// in) on 127.0.0.1:0.
+func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
+	tb.Helper()
+	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	for _, m := range models {
+		job := m.name + "-v" + m.version
+		if m.version == "" {
+			job = m.name
+		}
+		sc := m.stream
+		sc.Job = job
+		if sc.Storage == 0 {
+			sc.Storage = jetstream.MemoryStorage
+		}
+		if err := mesh.EnsureStreams(ctx, js, sc); err != nil {
+			tb.Fatal(err)
+		}
+		p, info := m.predictor, m.info
+		if p == nil && m.file != "" {
+			ec := m.engineCfg
+			ec.ModelPath = modelPath(m.file)
+			if ec.MaxBatch == 0 {
+				ec.MaxBatch = 8
+			}
+			e, err := infer.New(ec)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { _ = e.Close() })
+			p, info = e, e.Info()
+		}
+		cfg.Models = append(cfg.Models, httpdoor.Model{Name: m.name, Version: m.version, Job: job, Info: info})
+		if m.noWorker {
+			continue
+		}
+		wnc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(wnc.Close)
+		w, err := mesh.NewWorker(wnc, mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		tb.Cleanup(func() { cancel(); <-done })
+	}
+	client, err := mesh.NewClient(nc, mesh.ClientConfig{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = client.Close() })
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	door, err := httpdoor.New(client, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dctx, dcancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- door.Serve(dctx, ln) }()
+	var stopped bool
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		dcancel()
+		if err := <-served; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+	}
+	tb.Cleanup(stop)
+	return &env{url: "http://" + ln.Addr().String(), nc: nc, client: client, stop: stop}
+}
+
+var httpClient = &http.Client{
+	Timeout:   30 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256},
+}
+
+// call sends method url body and returns the status and body.
+func call(tb testing.TB, method, url, body string) (int, []byte) {
+	tb.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// predictions unwraps a /predict answer into each record's {"data","shape"}.
+func predictions(tb testing.TB, body []byte) []tensorJSON {
+	tb.Helper()
+	var resp struct{ Predictions []string }
+	if err := json.Unmarshal(body, &resp); err != nil {
+		tb.Fatalf("answer %.300s: %v", body, err)
+	}
+	out := make([]tensorJSON, len(resp.Predictions))
+	for i, p := range resp.Predictions {
+		var v struct{ Value string }
+		if err := json.Unmarshal([]byte(p), &v); err != nil {
+			tb.Fatalf("prediction %s: %v", p, err)
+		}
+		if err := json.Unmarshal([]byte(v.Value), &out[i]); err != nil {
+			tb.Fatalf("value %s: %v", v.Value, err)
+		}
+	}
+	return out
+}
+
+type tensorJSON struct {
+	Data  []float64 `json:"data"`
+	Shape []int64   `json:"shape"`
+}
+
+// errorOf returns the "error" of an error answer, failing when there is none.
+func errorOf(tb testing.TB, body []byte) string {
+	tb.Helper()
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error == "" {
+		tb.Fatalf("answer %.300s is not {\"error\": ...}: %v", body, err)
+	}
+	return e.Error
+}
+
+// blockingPredictor stands in for an engine that never finishes in time.
+type blockingPredictor struct{ release chan struct{} }
+
+func (b blockingPredictor) Predict(ctx context.Context, _ string, body []byte) ([]byte, error) {
+	select {
+	case <-b.release:
+		return body, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// ctxUntil is a context that ends when stop closes.
+func ctxUntil(stop <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	return ctx
+}
+
+// waitService polls until the NATS micro service answers.
+func waitService(tb testing.TB, nc *nats.Conn) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := nc.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("NATS service never answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

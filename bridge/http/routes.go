@@ -1,0 +1,218 @@
+package httpdoor
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+)
+
+// Welcome is the plain-text answer of GET /.
+const Welcome = "welcome to cluster-serving: POST /predict or /v2/models/{model}/infer; GET /models, /metrics, /v2\n"
+
+func (s *Server) routes() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte(Welcome))
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.metrics.snapshot())
+	})
+
+	// The original frontend.
+	mux.HandleFunc("POST /predict", func(w http.ResponseWriter, r *http.Request) {
+		s.predict(w, r, s.cfg.Models[0])
+	})
+	mux.HandleFunc("GET /models", func(w http.ResponseWriter, _ *http.Request) {
+		out := make([]modelMeta, len(s.cfg.Models))
+		for i, m := range s.cfg.Models {
+			out[i] = legacyMeta(m)
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("GET /models/{name}", func(w http.ResponseWriter, r *http.Request) {
+		var out []modelMeta
+		for _, m := range s.cfg.Models {
+			if m.Name == r.PathValue("name") {
+				out = append(out, legacyMeta(m))
+			}
+		}
+		if out == nil {
+			s.writeError(w, &httpError{http.StatusNotFound, fmt.Sprintf("unknown model %q", r.PathValue("name"))}, "")
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("GET /models/{name}/versions/{v}", func(w http.ResponseWriter, r *http.Request) {
+		m, err := s.model(r.PathValue("name"), r.PathValue("v"))
+		if err != nil {
+			s.writeError(w, err, "")
+			return
+		}
+		writeJSON(w, http.StatusOK, legacyMeta(m))
+	})
+	mux.HandleFunc("POST /models/{name}/versions/{v}/predict", func(w http.ResponseWriter, r *http.Request) {
+		m, err := s.model(r.PathValue("name"), r.PathValue("v"))
+		if err != nil {
+			s.writeError(w, err, "")
+			return
+		}
+		s.predict(w, r, m)
+	})
+
+	// Open Inference Protocol (KServe v2) REST.
+	mux.HandleFunc("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version, "extensions": []string{}})
+	})
+	mux.HandleFunc("GET /v2/health/live", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]bool{"live": true})
+	})
+	mux.HandleFunc("GET /v2/health/ready", func(w http.ResponseWriter, _ *http.Request) {
+		s.writeReady(w, "")
+	})
+	mux.HandleFunc("GET /v2/models", func(w http.ResponseWriter, _ *http.Request) {
+		out := make([]oipMeta, len(s.cfg.Models))
+		for i, m := range s.cfg.Models {
+			out[i] = s.oipMeta(m)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"models": out})
+	})
+	for _, p := range []string{"/v2/models/{m}", "/v2/models/{m}/versions/{v}"} {
+		mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
+			m, err := s.model(r.PathValue("m"), r.PathValue("v"))
+			if err != nil {
+				s.writeError(w, err, "")
+				return
+			}
+			writeJSON(w, http.StatusOK, s.oipMeta(m))
+		})
+		mux.HandleFunc("GET "+p+"/ready", func(w http.ResponseWriter, r *http.Request) {
+			m, err := s.model(r.PathValue("m"), r.PathValue("v"))
+			if err != nil {
+				s.writeError(w, err, "")
+				return
+			}
+			s.writeReady(w, m.Name)
+		})
+		mux.HandleFunc("POST "+p+"/infer", func(w http.ResponseWriter, r *http.Request) {
+			m, err := s.model(r.PathValue("m"), r.PathValue("v"))
+			if err != nil {
+				s.writeError(w, err, "")
+				return
+			}
+			s.infer(w, r, m)
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, &httpError{http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)}, "")
+	})
+	s.mux = mux
+}
+
+func (s *Server) writeReady(w http.ResponseWriter, name string) {
+	ready := s.cfg.Ready == nil || s.cfg.Ready()
+	body := map[string]any{"ready": ready}
+	if name != "" {
+		body["name"] = name
+	}
+	st := http.StatusOK
+	if !ready {
+		st = http.StatusServiceUnavailable
+	}
+	writeJSON(w, st, body)
+}
+
+// timed records the request's latency in the route's timer for m.
+func (s *Server) timed(route string, m Model) func() {
+	start := time.Now()
+	return func() { s.metrics.timer(route + "." + m.Name + ".v" + m.Version).observe(time.Since(start)) }
+}
+
+// predict serves POST /predict: {"instances":[...]} through to m's job.
+func (s *Server) predict(w http.ResponseWriter, r *http.Request, m Model) {
+	defer s.timed("cluster-serving.http.predict", m)()
+	body, err := s.submit(w, r, m, infer.MediaTypeJSON, checkInstances)
+	if err != nil {
+		s.writeError(w, err, predictHint(m))
+		return
+	}
+	writeRaw(w, http.StatusOK, body)
+}
+
+func checkInstances(body []byte) error {
+	var req struct {
+		Instances []json.RawMessage `json:"instances"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return &httpError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
+	}
+	if len(req.Instances) == 0 {
+		return &httpError{http.StatusBadRequest, `no "instances"`}
+	}
+	return nil
+}
+
+// predictHint is appended to a /predict 400: a valid request for m, as the
+// original frontend printed one.
+func predictHint(m Model) string {
+	var fields []string
+	for _, in := range m.Info.Inputs {
+		fields = append(fields, fmt.Sprintf("%q:%s", in.Name, exampleValue(in)))
+	}
+	if len(fields) == 0 {
+		fields = []string{`"tensor":[1.0,2.0]`}
+	}
+	return fmt.Sprintf(`. A valid request looks like {"instances":[{%s}]}: one object per record, mapping each model input to a tensor `+
+		`(nested arrays, without the batch dim), a base64-encoded image string, or a sparse tensor {"shape":[...],"data":[...],"indices":[[...],...]}`,
+		strings.Join(fields, ","))
+}
+
+// exampleValue is a tensor of in's shape without the batch dim, dynamic
+// dims set to 1, when that is small; else a short vector.
+func exampleValue(in infer.IO) string {
+	dims := in.Shape
+	if len(dims) > 0 {
+		dims = dims[1:]
+	}
+	n := int64(1)
+	dims = append([]int64(nil), dims...)
+	for i, d := range dims {
+		if d < 0 {
+			dims[i] = 1
+		}
+		n *= dims[i]
+	}
+	if n > 8 {
+		return "[1.0,2.0]"
+	}
+	var b strings.Builder
+	var k int
+	var rec func(level int)
+	rec = func(level int) {
+		if level == len(dims) {
+			k++
+			if in.DType == infer.Bool {
+				b.WriteString("true")
+			} else if in.DType == infer.Float32 || in.DType == infer.Float64 {
+				fmt.Fprintf(&b, "%d.0", k)
+			} else {
+				fmt.Fprintf(&b, "%d", k)
+			}
+			return
+		}
+		b.WriteByte('[')
+		for i := range dims[level] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			rec(level + 1)
+		}
+		b.WriteByte(']')
+	}
+	rec(0)
+	return b.String()
+}

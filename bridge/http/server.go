@@ -1,0 +1,345 @@
+package httpdoor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// Submitter sends one request to a job's work queue and waits for its
+// result. *mesh.Client implements it. It must be safe for concurrent use;
+// it returns a *mesh.Error for a non-200 result, mesh.ErrQueueFull when
+// the queue is full and ctx.Err() when ctx ends first.
+type Submitter interface {
+	Submit(ctx context.Context, job string, req mesh.Request) (mesh.Result, error)
+}
+
+// Model is one served model: what the door lists and where it sends work.
+type Model struct {
+	// Name and Version identify the model in URLs. Version default "1".
+	Name    string
+	Version string
+	// Job is the mesh job whose workers serve the model.
+	Job string
+	// Info describes the inputs and outputs (metadata, request checks).
+	Info infer.ModelInfo
+}
+
+// Defaults applied by Config for zero fields.
+const (
+	DefaultAddr           = "0.0.0.0:10020"
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultMaxBodyBytes   = 16 << 20
+	DefaultShutdownGrace  = 30 * time.Second
+)
+
+// Config configures a Server. The zero value, with Models set, means all
+// defaults.
+type Config struct {
+	// Addr is the host:port to listen on. Default 0.0.0.0:10020.
+	Addr string
+	// Models lists the served models; the first is the default model of
+	// POST /predict. Required.
+	Models []Model
+	// RequestTimeout bounds each inference request; past it the door
+	// answers 504 and the work, carrying the deadline, is dropped unrun by
+	// the worker. Default 30s.
+	RequestTimeout time.Duration
+	// MaxBodyBytes bounds request bodies; larger ones get 413. Default 16 MiB.
+	MaxBodyBytes int64
+	// TokensPerSecond, when > 0, turns on a token bucket (burst
+	// max(1, TokensPerSecond)) in front of inference; a request that gets
+	// no token within TokenAcquireTimeout is answered 429.
+	TokensPerSecond     float64
+	TokenAcquireTimeout time.Duration
+	// Ready reports whether every model is loaded and warmed; nil means
+	// always. /v2/health/ready and the model ready routes answer 503 until
+	// it returns true.
+	Ready func() bool
+	// Version is the server version /v2 reports. Default "0.0.0".
+	Version string
+	// ShutdownGrace bounds how long Run waits for requests in flight after
+	// ctx ends. Default 30s.
+	ShutdownGrace time.Duration
+	// Logger logs listen, shutdown and 5xx answers. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
+var ErrInvalidConfig = errors.New("httpdoor: invalid config")
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	if len(c.Models) == 0 {
+		return fmt.Errorf("%w: Models is empty", ErrInvalidConfig)
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Models {
+		v := m.Version
+		if v == "" {
+			v = "1"
+		}
+		switch {
+		case !nameRE.MatchString(m.Name):
+			return fmt.Errorf("%w: Models: name %q may hold only letters, digits, '_', '.' and '-'", ErrInvalidConfig, m.Name)
+		case !nameRE.MatchString(v):
+			return fmt.Errorf("%w: Models: version %q of %s may hold only letters, digits, '_', '.' and '-'", ErrInvalidConfig, v, m.Name)
+		case seen[m.Name+"/"+v]:
+			return fmt.Errorf("%w: Models: %s version %s listed twice", ErrInvalidConfig, m.Name, v)
+		}
+		seen[m.Name+"/"+v] = true
+		if err := mesh.ValidateJob(m.Job); err != nil {
+			return fmt.Errorf("%w: Models: %s: %w", ErrInvalidConfig, m.Name, err)
+		}
+	}
+	switch {
+	case c.RequestTimeout < 0:
+		return fmt.Errorf("%w: RequestTimeout %v negative", ErrInvalidConfig, c.RequestTimeout)
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("%w: MaxBodyBytes %d negative", ErrInvalidConfig, c.MaxBodyBytes)
+	case c.TokensPerSecond < 0:
+		return fmt.Errorf("%w: TokensPerSecond %v negative", ErrInvalidConfig, c.TokensPerSecond)
+	case c.TokenAcquireTimeout < 0:
+		return fmt.Errorf("%w: TokenAcquireTimeout %v negative", ErrInvalidConfig, c.TokenAcquireTimeout)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("%w: ShutdownGrace %v negative", ErrInvalidConfig, c.ShutdownGrace)
+	}
+	return nil
+}
+
+// Server is the HTTP door. Its handler is safe for concurrent use; Run or
+// Serve it once.
+type Server struct {
+	cfg     Config
+	sub     Submitter
+	limiter *rate.Limiter
+	metrics *registry
+	log     *slog.Logger
+	mux     *http.ServeMux
+}
+
+// New validates cfg and builds the routes. The caller keeps ownership of s.
+func New(s Submitter, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.Version == "" {
+		cfg.Version = "0.0.0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Models = append([]Model(nil), cfg.Models...)
+	for i := range cfg.Models {
+		if cfg.Models[i].Version == "" {
+			cfg.Models[i].Version = "1"
+		}
+	}
+	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger}
+	if cfg.TokensPerSecond > 0 {
+		srv.limiter = rate.NewLimiter(rate.Limit(cfg.TokensPerSecond), max(1, int(cfg.TokensPerSecond)))
+	}
+	srv.routes()
+	return srv, nil
+}
+
+// Handler returns the door's routes.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Run listens on Config.Addr and serves until ctx ends (see Serve).
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("httpdoor: listen: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, lets requests in flight finish within ShutdownGrace and then
+// closes what is left. It closes ln and returns an error only when serving
+// fails.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("HTTP door listening", "addr", ln.Addr().String(), "models", len(s.cfg.Models))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("httpdoor: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		s.log.Warn("HTTP door: requests still in flight at the end of the grace period", "err", err)
+		_ = hs.Close()
+	}
+	<-errc // http.ErrServerClosed
+	return nil
+}
+
+// model finds name at version ("" = the last listed version of name).
+func (s *Server) model(name, version string) (Model, error) {
+	var found *Model
+	for i := range s.cfg.Models {
+		m := &s.cfg.Models[i]
+		if m.Name != name {
+			continue
+		}
+		if version == "" || m.Version == version {
+			found = m
+		}
+	}
+	if found != nil {
+		return *found, nil
+	}
+	for _, m := range s.cfg.Models {
+		if m.Name == name {
+			return Model{}, &httpError{http.StatusNotFound, fmt.Sprintf("model %q has no version %q", name, version)}
+		}
+	}
+	return Model{}, &httpError{http.StatusNotFound, fmt.Sprintf("unknown model %q", name)}
+}
+
+// httpError is an error the door itself answers with its status.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+// submit reads the body, waits for a token and sends the body to m's job.
+// It returns the worker's answer or an error for writeError.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, contentType string, check func([]byte) error) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes (httpMaxBodyBytes)", mbe.Limit)}
+		}
+		return nil, &httpError{http.StatusBadRequest, "read body: " + err.Error()}
+	}
+	if err := check(body); err != nil {
+		return nil, err
+	}
+	if s.limiter != nil {
+		tctx, cancel := context.WithTimeout(r.Context(), s.cfg.TokenAcquireTimeout)
+		err := s.limiter.Wait(tctx)
+		cancel()
+		if err != nil {
+			return nil, &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many requests: no token within %v (tokensPerSecond %g)", s.cfg.TokenAcquireTimeout, s.cfg.TokensPerSecond)}
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.sub.Submit(ctx, m.Job, mesh.Request{ContentType: contentType, Body: body, Header: traceHeader(r)})
+	if err != nil {
+		return nil, err
+	}
+	return res.Body, nil
+}
+
+// traceHeader passes W3C trace context on to the worker.
+func traceHeader(r *http.Request) map[string][]string {
+	var h map[string][]string
+	for _, k := range []string{mesh.HeaderTraceParent, mesh.HeaderTraceState} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			if h == nil {
+				h = map[string][]string{}
+			}
+			h[k] = v
+		}
+	}
+	return h
+}
+
+// status maps an error to its HTTP status and message.
+func status(err error) (int, string) {
+	var he *httpError
+	var me *mesh.Error
+	switch {
+	case errors.As(err, &he):
+		return he.status, he.msg
+	case errors.As(err, &me):
+		switch me.Status {
+		case mesh.StatusTimeout:
+			return me.Status, "timed out (httpRequestTimeout): " + me.Message
+		case mesh.StatusBadInput, mesh.StatusBusy:
+			return me.Status, me.Message
+		}
+		return http.StatusInternalServerError, me.Message
+	case errors.Is(err, mesh.ErrQueueFull):
+		return http.StatusServiceUnavailable, "queue full: retry later"
+	case errors.Is(err, mesh.ErrClosed):
+		return http.StatusServiceUnavailable, "shutting down"
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, "timed out waiting for a worker (httpRequestTimeout)"
+	case errors.Is(err, context.Canceled):
+		return 499, "client closed the request"
+	}
+	return http.StatusInternalServerError, err.Error()
+}
+
+// writeError answers {"error": msg} with err's status.
+func (s *Server) writeError(w http.ResponseWriter, err error, hint string) int {
+	st, msg := status(err)
+	if st >= 500 {
+		s.log.Warn("HTTP door", "status", st, "err", err)
+	}
+	if hint != "" && st == http.StatusBadRequest {
+		msg += hint
+	}
+	writeJSON(w, st, map[string]string{"error": msg})
+	return st
+}
+
+func writeJSON(w http.ResponseWriter, st int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		st, b = http.StatusInternalServerError, []byte(`{"error":"encode answer"}`)
+	}
+	writeRaw(w, st, b)
+}
+
+func writeRaw(w http.ResponseWriter, st int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(st)
+	_, _ = w.Write(b)
+}

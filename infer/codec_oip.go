@@ -1,0 +1,349 @@
+package infer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// MediaTypeOIP is the Open Inference Protocol (KServe v2) tensor format:
+// {"inputs":[{"name","datatype","shape","data"}]} in and
+// {"outputs":[{"name","datatype","shape","data"}]} out. The HTTP door sends
+// the /v2/models/{m}/infer body through the mesh under this media type.
+const MediaTypeOIP = "application/vnd.cluster-serving.oip+json"
+
+// oipCodec is the MediaTypeOIP codec. One OIP request holds every input
+// with its batch dim; Decode splits it along dim 0 into one record per row
+// so that the Batcher can stack rows of concurrent requests, and Encode
+// stacks the rows' outputs back.
+type oipCodec struct{}
+
+func init() { RegisterCodec(MediaTypeOIP, oipCodec{}) }
+
+// OIPDatatype returns the OIP datatype name of d: FP32, FP64, INT32, INT64,
+// UINT8 or BOOL ("" for Invalid).
+func OIPDatatype(d DType) string {
+	switch d {
+	case Float32:
+		return "FP32"
+	case Float64:
+		return "FP64"
+	case Int32:
+		return "INT32"
+	case Int64:
+		return "INT64"
+	case Uint8:
+		return "UINT8"
+	case Bool:
+		return "BOOL"
+	}
+	return ""
+}
+
+type oipInput struct {
+	Name     string          `json:"name"`
+	Datatype string          `json:"datatype"`
+	Shape    []int64         `json:"shape"`
+	Data     json.RawMessage `json:"data"`
+}
+
+type oipRequest struct {
+	Inputs []oipInput `json:"inputs"`
+}
+
+func (oipCodec) Decode(body []byte, info ModelInfo, alreadyBatched bool) ([][]Tensor, error) {
+	var req oipRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, inputErr(-1, "", "malformed OIP request: %v", err)
+	}
+	if len(req.Inputs) == 0 {
+		return nil, inputErr(-1, "", `OIP request has no "inputs"`)
+	}
+	byName := make(map[string]int, len(req.Inputs))
+	for i, in := range req.Inputs {
+		if _, dup := byName[in.Name]; dup {
+			return nil, inputErr(-1, in.Name, "given twice")
+		}
+		byName[in.Name] = i
+	}
+	full := make([]Tensor, len(info.Inputs))
+	rows := int64(-1)
+	for j, mi := range info.Inputs {
+		i, ok := byName[mi.Name]
+		if !ok {
+			return nil, inputErr(-1, mi.Name, "missing: the model's inputs are %v", info.InputNames())
+		}
+		delete(byName, mi.Name)
+		t, err := decodeOIPTensor(req.Inputs[i], mi)
+		if err != nil {
+			return nil, err
+		}
+		if len(t.Shape) > 0 {
+			if rows >= 0 && t.Shape[0] != rows {
+				return nil, inputErr(-1, mi.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
+			}
+			rows = t.Shape[0]
+		}
+		full[j] = t
+	}
+	for name := range byName {
+		return nil, inputErr(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
+	}
+	// A model without a batch dim (rank 0, or a fixed dim 0 other than 1
+	// while inputs come batched) takes the request as one record.
+	if rows < 0 || (alreadyBatched && !info.DynamicBatch) {
+		return [][]Tensor{full}, nil
+	}
+	if rows == 0 {
+		return nil, inputErr(-1, info.Inputs[0].Name, "batch dim is 0: send at least one row")
+	}
+	ns := make([]int64, rows)
+	for r := range ns {
+		ns[r] = 1
+	}
+	records := make([][]Tensor, rows)
+	for r := range records {
+		records[r] = make([]Tensor, len(full))
+	}
+	for j, t := range full {
+		for r, part := range split(t, ns) {
+			if !alreadyBatched {
+				part.Shape = part.Shape[1:]
+			}
+			records[r][j] = part
+		}
+	}
+	return records, nil
+}
+
+// decodeOIPTensor checks one OIP input against the model input and parses
+// its data, flat or nested, into a Tensor of the given shape.
+func decodeOIPTensor(in oipInput, mi IO) (Tensor, error) {
+	want := OIPDatatype(mi.DType)
+	if in.Datatype != want {
+		return Tensor{}, inputErr(-1, mi.Name, "datatype %q does not match the model's %s", in.Datatype, want)
+	}
+	if in.Shape == nil {
+		return Tensor{}, inputErr(-1, mi.Name, `"shape" is required`)
+	}
+	for _, d := range in.Shape {
+		if d < 0 {
+			return Tensor{}, inputErr(-1, mi.Name, "shape %s has a negative dim", shapeString(in.Shape))
+		}
+	}
+	if !fitsShape(in.Shape, mi.Shape) {
+		return Tensor{}, inputErr(-1, mi.Name, "shape %s does not match model %s (OIP shapes include the batch dim)", shapeString(in.Shape), shapeString(mi.Shape))
+	}
+	n := numElems(in.Shape)
+	if n > 1<<31 {
+		return Tensor{}, inputErr(-1, mi.Name, "shape %s is too large", shapeString(in.Shape))
+	}
+	leaves, err := flattenJSON(in.Data, int(n))
+	if err != nil {
+		return Tensor{}, inputErr(-1, mi.Name, "data: %v", err)
+	}
+	if int64(len(leaves)) != n {
+		return Tensor{}, inputErr(-1, mi.Name, "data has %d elements, shape %s needs %d", len(leaves), shapeString(in.Shape), n)
+	}
+	data, err := parseLeaves(leaves, mi.DType)
+	if err != nil {
+		return Tensor{}, inputErr(-1, mi.Name, "data: %v", err)
+	}
+	return Tensor{DType: mi.DType, Shape: append([]int64(nil), in.Shape...), Data: data}, nil
+}
+
+// flattenJSON returns the scalar leaves of a JSON value (arrays nested to
+// any depth), in order, as raw JSON tokens.
+func flattenJSON(raw json.RawMessage, hint int) ([]any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, fmt.Errorf(`"data" is required`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	out := make([]any, 0, hint)
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			if depth == 0 && len(out) > 0 || depth == 0 && err.Error() == "EOF" {
+				return out, nil
+			}
+			return nil, err
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '[':
+				depth++
+			case ']':
+				depth--
+			default:
+				return nil, fmt.Errorf("objects are not tensor elements")
+			}
+		case json.Number, bool:
+			out = append(out, v)
+		case string:
+			return nil, fmt.Errorf("string %q is not a number (BYTES is not supported)", v)
+		case nil:
+			out = append(out, nil)
+		}
+		if depth == 0 {
+			return out, nil
+		}
+	}
+}
+
+func parseLeaves(leaves []any, dt DType) (any, error) {
+	num := func(i int) (json.Number, error) {
+		switch v := leaves[i].(type) {
+		case json.Number:
+			return v, nil
+		case nil:
+			if dt == Float32 || dt == Float64 {
+				return "NaN", nil
+			}
+		}
+		return "", fmt.Errorf("element %d: %v is not a %s", i, leaves[i], OIPDatatype(dt))
+	}
+	switch dt {
+	case Float32, Float64:
+		bits := 32
+		if dt == Float64 {
+			bits = 64
+		}
+		f64 := make([]float64, len(leaves))
+		for i := range leaves {
+			s, err := num(i)
+			if err != nil {
+				return nil, err
+			}
+			if s == "NaN" {
+				f64[i] = math.NaN()
+				continue
+			}
+			f, err := strconv.ParseFloat(string(s), bits)
+			if err != nil {
+				return nil, fmt.Errorf("element %d: %s out of range for %s", i, s, OIPDatatype(dt))
+			}
+			f64[i] = f
+		}
+		if dt == Float64 {
+			return f64, nil
+		}
+		f32 := make([]float32, len(f64))
+		for i, f := range f64 {
+			f32[i] = float32(f)
+		}
+		return f32, nil
+	case Int32, Int64, Uint8:
+		lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
+		switch dt {
+		case Int64:
+			lo, hi = math.MinInt64, math.MaxInt64
+		case Uint8:
+			lo, hi = 0, 255
+		}
+		vals := make([]int64, len(leaves))
+		for i := range leaves {
+			s, err := num(i)
+			if err != nil {
+				return nil, err
+			}
+			v, err := strconv.ParseInt(string(s), 10, 64)
+			if err != nil || v < lo || v > hi {
+				return nil, fmt.Errorf("element %d: %s is not a %s", i, s, OIPDatatype(dt))
+			}
+			vals[i] = v
+		}
+		switch dt {
+		case Int64:
+			return vals, nil
+		case Int32:
+			out := make([]int32, len(vals))
+			for i, v := range vals {
+				out[i] = int32(v)
+			}
+			return out, nil
+		default:
+			out := make([]uint8, len(vals))
+			for i, v := range vals {
+				out[i] = uint8(v)
+			}
+			return out, nil
+		}
+	case Bool:
+		out := make([]bool, len(leaves))
+		for i, l := range leaves {
+			b, ok := l.(bool)
+			if !ok {
+				return nil, fmt.Errorf("element %d: %v is not a BOOL", i, l)
+			}
+			out[i] = b
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrUnsupportedDType, dt)
+}
+
+// Encode stacks the records' outputs back along dim 0 and writes every
+// model output. Post-processing does not apply to OIP answers: they are
+// typed tensors.
+func (oipCodec) Encode(outs [][]Tensor, info ModelInfo, _ PostProcess) ([]byte, error) {
+	if len(outs) == 0 {
+		return nil, fmt.Errorf("no records to encode")
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, `{"outputs":[`...)
+	for j := range outs[0] {
+		col := make([]Tensor, len(outs))
+		for r, rec := range outs {
+			if len(rec) != len(outs[0]) {
+				return nil, fmt.Errorf("record %d has %d outputs, record 0 has %d", r, len(rec), len(outs[0]))
+			}
+			t := rec[j]
+			// A record's output lost its batch dim of 1 unless the inputs
+			// came batched: give it back.
+			if j < len(info.Outputs) && len(t.Shape) == len(info.Outputs[j].Shape)-1 || len(t.Shape) == 0 {
+				t.Shape = append([]int64{1}, t.Shape...)
+			}
+			if r > 0 && !equalDims(t.Shape[1:], col[0].Shape[1:]) {
+				return nil, fmt.Errorf("output %d: rows have shapes %s and %s", j, shapeString(col[0].Shape), shapeString(t.Shape))
+			}
+			col[r] = t
+		}
+		t := stack(col)
+		name := ""
+		if j < len(info.Outputs) {
+			name = info.Outputs[j].Name
+		}
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendQuoted(b, name)
+		b = append(b, `,"datatype":"`...)
+		b = append(b, OIPDatatype(t.DType)...)
+		b = append(b, `","shape":[`...)
+		for i, d := range t.Shape {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, d, 10)
+		}
+		b = append(b, `],"data":`...)
+		b = appendTensorData(b, t)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...), nil
+}
+
+// appendTensorData appends t's elements as one flat JSON array.
+func appendTensorData(b []byte, t Tensor) []byte {
+	full := AppendTensorJSON(nil, Tensor{DType: t.DType, Data: t.Data})
+	// full is {"data":[...],"shape":[]}: keep the array.
+	start := len(`{"data":`)
+	end := len(full) - len(`,"shape":[]}`)
+	return append(b, full[start:end]...)
+}

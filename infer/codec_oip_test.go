@@ -1,0 +1,130 @@
+package infer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+)
+
+type oipOut struct {
+	Outputs []struct {
+		Name     string          `json:"name"`
+		Datatype string          `json:"datatype"`
+		Shape    []int64         `json:"shape"`
+		Data     json.RawMessage `json:"data"`
+	} `json:"outputs"`
+}
+
+func TestOIPCodecMatchesSession(t *testing.T) {
+	requireORT(t)
+	tests := []struct {
+		model, body string
+		in          infer.Tensor
+	}{
+		{"add_f32", `{"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"data":[[1,2,3,4],[5,6,7,8.5]]}]}`,
+			infer.Tensor{DType: infer.Float32, Shape: []int64{2, 4}, Data: []float32{1, 2, 3, 4, 5, 6, 7, 8.5}}},
+		{"add_f64", `{"inputs":[{"name":"x","datatype":"FP64","shape":[1,4],"data":[1,2,3,0.25]}]}`,
+			infer.Tensor{DType: infer.Float64, Shape: []int64{1, 4}, Data: []float64{1, 2, 3, 0.25}}},
+		{"add_i32", `{"inputs":[{"name":"x","datatype":"INT32","shape":[1,4],"data":[1,-2,3,4]}]}`,
+			infer.Tensor{DType: infer.Int32, Shape: []int64{1, 4}, Data: []int32{1, -2, 3, 4}}},
+		{"add_i64", `{"inputs":[{"name":"x","datatype":"INT64","shape":[3,4],"data":[1,2,3,4,5,6,7,8,9,10,11,12]}]}`,
+			infer.Tensor{DType: infer.Int64, Shape: []int64{3, 4}, Data: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}},
+		{"identity_u8", `{"inputs":[{"name":"x","datatype":"UINT8","shape":[1,4],"data":[0,1,254,255]}]}`,
+			infer.Tensor{DType: infer.Uint8, Shape: []int64{1, 4}, Data: []uint8{0, 1, 254, 255}}},
+		{"not_bool", `{"inputs":[{"name":"x","datatype":"BOOL","shape":[2,4],"data":[true,false,true,false,false,false,true,true]}]}`,
+			infer.Tensor{DType: infer.Bool, Shape: []int64{2, 4}, Data: []bool{true, false, true, false, false, false, true, true}}},
+	}
+	for _, tt := range tests {
+		for _, batched := range []bool{false, true} {
+			name := tt.model
+			if batched {
+				name += "/alreadyBatched"
+			}
+			t.Run(name, func(t *testing.T) {
+				sess, err := infer.NewSession(model(tt.model), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sess.Close()
+				want, err := sess.Run([]infer.Tensor{tt.in})
+				if err != nil {
+					t.Fatal(err)
+				}
+				e, err := infer.New(infer.Config{ModelPath: model(tt.model), InputAlreadyBatched: batched})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				body, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(tt.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got oipOut
+				if err := json.Unmarshal(body, &got); err != nil || len(got.Outputs) != 1 {
+					t.Fatalf("answer %s: %v", body, err)
+				}
+				o := got.Outputs[0]
+				wantData, _ := json.Marshal(want[0].Data)
+				if tt.in.DType == infer.Uint8 { // json.Marshal writes []uint8 as base64
+					wantData = []byte("[0,1,254,255]")
+				}
+				if o.Name != "y" || o.Datatype != infer.OIPDatatype(tt.in.DType) || !reflect.DeepEqual(o.Shape, want[0].Shape) || string(o.Data) != string(wantData) {
+					t.Errorf("got %s, want y %v %s", body, want[0].Shape, wantData)
+				}
+			})
+		}
+	}
+}
+
+func TestOIPCodecTwoInputsTwoOutputs(t *testing.T) {
+	requireORT(t)
+	e, err := infer.New(infer.Config{ModelPath: model("two_io")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	body := `{"inputs":[{"name":"b","datatype":"FP32","shape":[2,3],"data":[1,1,1,2,2,2]},{"name":"a","datatype":"FP32","shape":[2,3],"data":[1,2,3,4,5,6]}]}`
+	out, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"outputs":[{"name":"sum","datatype":"FP32","shape":[2,3],"data":[2,3,4,6,7,8]},{"name":"prod","datatype":"FP32","shape":[2,3],"data":[1,2,3,8,10,12]}]}`
+	if string(out) != want {
+		t.Errorf("got %s, want %s", out, want)
+	}
+}
+
+func TestOIPCodecErrors(t *testing.T) {
+	requireORT(t)
+	e, err := infer.New(infer.Config{ModelPath: model("add_f32")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	tests := []struct{ name, body, want string }{
+		{"malformed", `{"inputs":`, "malformed OIP request"},
+		{"no inputs", `{"inputs":[]}`, `no "inputs"`},
+		{"dtype", `{"inputs":[{"name":"x","datatype":"FP64","shape":[1,4],"data":[1,2,3,4]}]}`, `datatype "FP64" does not match the model's FP32`},
+		{"shape", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}`, "shape [1 3] does not match model [-1 4]"},
+		{"count", `{"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"data":[1,2,3,4]}]}`, "data has 4 elements, shape [2 4] needs 8"},
+		{"missing", `{"inputs":[{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "x": missing`},
+		{"unknown", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "z": unknown input`},
+		{"string", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":["a",2,3,4]}]}`, "BYTES is not supported"},
+		{"zero rows", `{"inputs":[{"name":"x","datatype":"FP32","shape":[0,4],"data":[]}]}`, "batch dim is 0"},
+		{"no shape", `{"inputs":[{"name":"x","datatype":"FP32","data":[1,2,3,4]}]}`, `"shape" is required`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(tt.body))
+			var ie *infer.InputError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %v, want an *InputError containing %q", err, tt.want)
+			}
+		})
+	}
+}
