@@ -3,7 +3,6 @@ package telemetry_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
@@ -41,42 +39,21 @@ func (r *receiver) add(req *coltracepb.ExportTraceServiceRequest) {
 	}
 }
 
-func (r *receiver) snapshot() ([]*tracepb.Span, []string) {
+func (r *receiver) Spans() ([]*tracepb.Span, []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.spans), slices.Clone(r.services)
 }
 
-type grpcTraceServer struct {
-	coltracepb.UnimplementedTraceServiceServer
-	r *receiver
-}
-
-func (s *grpcTraceServer) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	s.r.add(req)
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
 // startGRPCReceiver runs an OTLP/gRPC trace receiver on 127.0.0.1:0.
-func startGRPCReceiver(tb testing.TB) (*receiver, string) {
+func startGRPCReceiver(tb testing.TB) (*telemetry.Receiver, string) {
 	tb.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := telemetry.StartReceiver("127.0.0.1:0", true)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r := &receiver{}
-	srv := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(srv, &grpcTraceServer{r: r})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	tb.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return r, lis.Addr().String()
+	tb.Cleanup(r.Close)
+	return r, r.Addr()
 }
 
 // startHTTPReceiver runs an OTLP/HTTP (protobuf) trace receiver.
@@ -115,7 +92,9 @@ func TestOTLPExport(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  telemetry.Config
-		recv *receiver
+		recv interface {
+			Spans() ([]*tracepb.Span, []string)
+		}
 	}{
 		{"grpc host:port", telemetry.Config{TracesExporter: telemetry.ExporterOTLPGRPC, OTLPEndpoint: grpcAddr, OTLPInsecure: true}, grpcRecv},
 		{"http url", telemetry.Config{TracesExporter: telemetry.ExporterOTLPHTTP, OTLPEndpoint: httpURL + "/v1/traces"}, httpRecv},
@@ -141,7 +120,7 @@ func TestOTLPExport(t *testing.T) {
 			if err := tel.Shutdown(t.Context()); err != nil {
 				t.Fatalf("Shutdown: %v (log: %s)", err, logs.String())
 			}
-			spans, services := tt.recv.snapshot()
+			spans, services := tt.recv.Spans()
 			var names []string
 			for _, s := range spans {
 				if [16]byte(s.GetTraceId()) == traceID {

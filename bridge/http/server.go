@@ -17,6 +17,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Submitter sends one request to a job's work queue and waits for its
@@ -76,6 +77,8 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Logger logs listen, shutdown and 5xx answers. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics counts inference requests at this door; nil records none.
+	Metrics *telemetry.Metrics
 }
 
 // ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
@@ -173,8 +176,8 @@ func New(s Submitter, cfg Config) (*Server, error) {
 	return srv, nil
 }
 
-// Handler returns the door's routes.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the door's routes, each request in a server span.
+func (s *Server) Handler() http.Handler { return traced(s.mux) }
 
 // Run listens on Config.Addr and serves until ctx ends (see Serve).
 func (s *Server) Run(ctx context.Context) error {
@@ -191,7 +194,7 @@ func (s *Server) Run(ctx context.Context) error {
 // fails.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
-		Handler:           s.mux,
+		Handler:           traced(s.mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
@@ -268,25 +271,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, content
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.sub.Submit(ctx, m.Job, mesh.Request{ContentType: contentType, Body: body, Header: traceHeader(r)})
+	// ctx carries the door's server span (traced): the mesh continues it.
+	start := time.Now()
+	res, err := s.sub.Submit(ctx, m.Job, mesh.Request{ContentType: contentType, Body: body})
+	st := http.StatusOK
+	if err != nil {
+		st, _ = status(err)
+	}
+	s.record(ctx, m.Job, st, start)
 	if err != nil {
 		return nil, err
 	}
 	return res.Body, nil
-}
-
-// traceHeader passes W3C trace context on to the worker.
-func traceHeader(r *http.Request) map[string][]string {
-	var h map[string][]string
-	for _, k := range []string{mesh.HeaderTraceParent, mesh.HeaderTraceState} {
-		if v := r.Header.Values(k); len(v) > 0 {
-			if h == nil {
-				h = map[string][]string{}
-			}
-			h[k] = v
-		}
-	}
-	return h
 }
 
 // status maps an error to its HTTP status and message.

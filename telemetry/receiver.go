@@ -1,0 +1,93 @@
+package telemetry
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+)
+
+// Receiver is a minimal OTLP/gRPC trace receiver: it keeps every span it
+// is sent. `cluster-serving bench` exports to one on loopback to measure
+// what tracing costs, and tests assert what processes exported. Safe for
+// concurrent use; Close is idempotent.
+type Receiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+
+	srv  *grpc.Server
+	addr string
+	done chan struct{}
+	once sync.Once
+
+	mu       sync.Mutex
+	spans    []*tracepb.Span
+	services []string
+	keep     bool
+	count    int
+}
+
+// StartReceiver listens on addr ("127.0.0.1:0" for a free port) and serves
+// until Close. With keep false it only counts spans (for benchmarks).
+func StartReceiver(addr string, keep bool) (*Receiver, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	r := &Receiver{srv: grpc.NewServer(), addr: ln.Addr().String(), done: make(chan struct{}), keep: keep}
+	coltracepb.RegisterTraceServiceServer(r.srv, r)
+	go func() {
+		defer close(r.done)
+		_ = r.srv.Serve(ln)
+	}()
+	return r, nil
+}
+
+// Addr is the host:port the receiver listens on.
+func (r *Receiver) Addr() string { return r.addr }
+
+// Export implements the OTLP trace service.
+func (r *Receiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" && r.keep {
+				r.services = append(r.services, kv.GetValue().GetStringValue())
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			r.count += len(ss.GetSpans())
+			if r.keep {
+				r.spans = append(r.spans, ss.GetSpans()...)
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// Spans returns the spans kept so far and the service.name of each
+// resource they came with.
+func (r *Receiver) Spans() ([]*tracepb.Span, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.spans), slices.Clone(r.services)
+}
+
+// Count is the number of spans received.
+func (r *Receiver) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
+
+// Close stops the server and waits for it.
+func (r *Receiver) Close() {
+	r.once.Do(func() {
+		r.srv.Stop()
+		<-r.done
+	})
+}
