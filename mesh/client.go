@@ -221,6 +221,9 @@ func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSub
 	ctx, span := c.startPublish(ctx, job, req)
 	m := workMsg(ctx, job, req)
 	m.Header.Set(HeaderResultTo, resultSubject)
+	// A durable record waits in the queue as long as it must: ctx bounds
+	// only this publish, not the record's life.
+	m.Header.Del(HeaderDeadline)
 	_, err := c.js.PublishMsg(ctx, m)
 	if err != nil {
 		err = fmt.Errorf("mesh: enqueue to %s: %w", job, mapPublishErr(err))

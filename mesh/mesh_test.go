@@ -385,8 +385,9 @@ func TestGiveUpAfterAckWaitExpiries(t *testing.T) {
 	stuck.block = make(chan struct{})
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc, ShutdownGrace: 50 * time.Millisecond}, stuck)
 
-	// A record without Cs-Deadline gets no InProgress heartbeat, so its
-	// hung attempt runs out of AckWait like a crashed worker's.
+	// A record without Cs-Deadline (a durable door's) has its attempt
+	// bounded by 10 AckWaits: the hung attempt ends and, with no attempt
+	// left, the record is answered 500.
 	replies, err := nc.SubscribeSync(nats.NewInbox())
 	if err != nil {
 		t.Fatalf("SubscribeSync: %v", err)

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -140,8 +141,8 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  DuplicateWindow,
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, work); err != nil {
-		return fmt.Errorf("mesh: ensure stream %s: %w", work.Name, err)
+	if err := ensureStream(ctx, js, work); err != nil {
+		return err
 	}
 	cons := jetstream.ConsumerConfig{
 		Durable:       WorkersConsumer,
@@ -152,7 +153,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		MaxAckPending: cfg.MaxAckPending,
 		FilterSubject: WorkSubject(cfg.Job),
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, work.Name, cons); err != nil {
+	if c, err := js.Consumer(ctx, work.Name, cons.Durable); err == nil && sameConsumer(c.CachedInfo().Config, cons) {
+		// Up to date: leave it alone (see ensureStream).
+	} else if _, err := js.CreateOrUpdateConsumer(ctx, work.Name, cons); err != nil {
 		return fmt.Errorf("mesh: ensure consumer %s/%s: %w", work.Name, cons.Durable, err)
 	}
 	results := jetstream.StreamConfig{
@@ -165,8 +168,31 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		MaxAge:      cfg.ResultTTL,
 		Duplicates:  min(DuplicateWindow, cfg.ResultTTL),
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, results); err != nil {
-		return fmt.Errorf("mesh: ensure stream %s: %w", results.Name, err)
+	return ensureStream(ctx, js, results)
+}
+
+// ensureStream creates cfg's stream, or updates it when its settings
+// differ. A stream that is already as wanted is left alone: every process
+// calls EnsureStreams at start, and needless updates of a live stream
+// race with its consumers inside nats-server's file store.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	if st, err := js.Stream(ctx, cfg.Name); err == nil && sameStream(st.CachedInfo().Config, cfg) {
+		return nil
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("mesh: ensure stream %s: %w", cfg.Name, err)
 	}
 	return nil
+}
+
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention &&
+		have.Storage == want.Storage && have.Replicas == want.Replicas && have.MaxMsgs == want.MaxMsgs &&
+		have.MaxBytes == want.MaxBytes && have.Discard == want.Discard && have.Duplicates == want.Duplicates &&
+		have.MaxAge == want.MaxAge
+}
+
+func sameConsumer(have, want jetstream.ConsumerConfig) bool {
+	return have.AckPolicy == want.AckPolicy && have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver &&
+		have.MaxAckPending == want.MaxAckPending && have.FilterSubject == want.FilterSubject
 }

@@ -22,6 +22,9 @@ import (
 const (
 	DefaultMaxInflight   = 64
 	DefaultShutdownGrace = 30 * time.Second
+	// maxAttempt bounds one attempt of a record without a deadline, in
+	// AckWaits.
+	maxAttempt = 10
 	// resultPublishTimeout bounds the PubAck wait for a durable result.
 	resultPublishTimeout = 10 * time.Second
 )
@@ -275,19 +278,29 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	attempts := uint64(w.cfg.Stream.MaxDeliver)
 
 	pctx := ctx
+	callerDeadline := h.Get(HeaderDeadline) != ""
 	if v := h.Get(HeaderDeadline); v != "" {
 		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
 			dl := time.Unix(0, ns)
 			if !time.Now().Before(dl) {
+				// Nobody waits any more: answer 504 unrun (a durable door
+				// records the failure) and end the record.
 				w.expired.Add(1)
 				status = StatusTimeout
-				w.ack(msg)
+				w.fail(ctx, msg, h, StatusTimeout, "deadline passed before a worker took the request")
 				return
 			}
 			var cancel context.CancelFunc
 			pctx, cancel = context.WithDeadline(ctx, dl)
 			defer cancel()
 		}
+	} else {
+		// No caller deadline (a durable door's record): still bound one
+		// attempt, so that a hung Predict cannot hold the record for ever
+		// while the heartbeat keeps JetStream from redelivering it.
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithTimeout(ctx, maxAttempt*w.cfg.Stream.AckWait)
+		defer cancel()
 	}
 
 	if delivered > attempts {
@@ -329,7 +342,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		status = StatusBusy
 		w.retried.Add(1)
 		w.nak(msg, 0)
-	case pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+	case callerDeadline && pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		// The caller's deadline passed while we ran it; nobody waits.
 		status = StatusTimeout
 		w.fail(ctx, msg, h, StatusTimeout, "deadline exceeded: "+err.Error())
@@ -400,10 +413,10 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 
 // heartbeat tells JetStream the record is still being worked on, every
 // half AckWait, so a Predict slower than AckWait (a loaded model) is not
-// redelivered to another worker meanwhile. It beats only while ctx carries
-// the caller's deadline: without one, AckWait bounds the attempt so a hung
-// Predict cannot hold a record for ever. The returned func stops it and
-// waits for its goroutine.
+// redelivered to another worker meanwhile. It beats until ctx ends: the
+// caller's deadline, or maxAttempt AckWaits for a record without one, so
+// a hung Predict cannot hold a record for ever. The returned func stops it
+// and waits for its goroutine.
 func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
 	if _, ok := ctx.Deadline(); !ok {
 		return func() {}
