@@ -1,0 +1,171 @@
+package redis
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// Defaults of Config.
+const (
+	DefaultJob           = "serving_stream"
+	DefaultTimeout       = 5 * time.Second
+	DefaultDurable       = "redis-bridge"
+	DefaultBatch         = 64
+	DefaultBlock         = time.Second
+	DefaultRescan        = 5 * time.Second
+	DefaultRetryInterval = 500 * time.Millisecond
+)
+
+// Names on the Redis side (SPEC §2).
+const (
+	// Group is the consumer group the clients create and the door reads with.
+	Group = "serving"
+	// ResultKeyPrefix starts every result key: cluster-serving_<job>:<uri>.
+	ResultKeyPrefix = "cluster-serving_"
+	// ResultField is the hash field holding the result.
+	ResultField = "value"
+	// NaN is the value written for a failed record.
+	NaN = "NaN"
+	// DoorName is the door's part of the results subject: serving.<job>.results.redis.
+	DoorName = "redis"
+)
+
+// Content types the workers decode the entries' data with.
+const (
+	// ContentTypeArrow is data as it came: base64 of an Arrow IPC stream.
+	ContentTypeArrow = "application/vnd.cluster-serving.redis-arrow"
+	// ContentTypeJSON is data of an entry with serde=stream: {"instances":[...]}.
+	ContentTypeJSON = "application/vnd.cluster-serving.redis-json"
+)
+
+// Config configures a Door. The zero value is invalid only for lack of Addr;
+// every other field has a default.
+type Config struct {
+	// Addr is the Redis server: host:port, or a redis:// or rediss:// URL
+	// (redis://:password@host:port/db). Required.
+	Addr string
+	// Job is the job name: the request stream's name and the middle of the
+	// result keys. Default serving_stream.
+	Job string
+	// Timeout is the dial, read and write timeout of Redis commands.
+	// Default 5s (config redisTimeout).
+	Timeout time.Duration
+	// TLS, when set, makes the connection use TLS with it. See TLSConfig.
+	TLS *tls.Config
+	// Consumer is the door's name in the consumer group; keep it stable
+	// across restarts so the door finds its own pending entries. Default
+	// <hostname>-<job>.
+	Consumer string
+	// Durable is the durable consumer of the results stream. Default redis-bridge.
+	Durable string
+	// Batch is how many entries one XREADGROUP reads and how many results
+	// one pipeline writes at most. Default 64.
+	Batch int
+	// Block is how long one XREADGROUP waits for new entries. Default 1s.
+	Block time.Duration
+	// Rescan is how often the door looks for entries the group skipped (a
+	// client created it with $ after they were added). Default 5s.
+	Rescan time.Duration
+	// RetryInterval is the wait before a failed enqueue or Redis command is
+	// tried again (a full work queue, Redis down). Default 500ms.
+	RetryInterval time.Duration
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.Addr == "":
+		return fmt.Errorf("%w: Addr empty", ErrInvalidConfig)
+	case c.Job != "" && mesh.ValidateJob(c.Job) != nil:
+		return fmt.Errorf("%w: Job %q may hold only letters, digits, '_' and '-'", ErrInvalidConfig, c.Job)
+	case c.Timeout < 0, c.Block < 0, c.Rescan < 0, c.RetryInterval < 0, c.Batch < 0:
+		return fmt.Errorf("%w: negative Timeout, Block, Rescan, RetryInterval or Batch", ErrInvalidConfig)
+	}
+	if _, err := c.options(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c *Config) defaults() {
+	if c.Job == "" {
+		c.Job = DefaultJob
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Consumer == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "bridge"
+		}
+		c.Consumer = host + "-" + c.Job
+	}
+	if c.Durable == "" {
+		c.Durable = DefaultDurable
+	}
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.Block == 0 {
+		c.Block = DefaultBlock
+	}
+	if c.Rescan == 0 {
+		c.Rescan = DefaultRescan
+	}
+	if c.RetryInterval == 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+}
+
+// options turns Addr, Timeout and TLS into go-redis options.
+func (c Config) options() (*goredis.Options, error) {
+	var opt *goredis.Options
+	if strings.Contains(c.Addr, "://") {
+		o, err := goredis.ParseURL(c.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Addr: %w", ErrInvalidConfig, err)
+		}
+		opt = o
+	} else {
+		opt = &goredis.Options{Addr: c.Addr}
+	}
+	if c.TLS != nil {
+		opt.TLSConfig = c.TLS
+	}
+	if c.Timeout > 0 {
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = c.Timeout, c.Timeout, c.Timeout
+	}
+	return opt, nil
+}
+
+// TLSConfig returns a TLS config trusting the CA certificates of the PEM
+// file caFile (config redisSecureTrustStorePath), or the system roots when
+// caFile is empty.
+func TLSConfig(caFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("redis: trust store: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("redis: trust store %s: no PEM certificate found", caFile)
+	}
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+// ResultKey is the key the result of uri is written to: cluster-serving_<job>:<uri>.
+func ResultKey(job, uri string) string { return ResultKeyPrefix + job + ":" + uri }

@@ -1,0 +1,17 @@
+// Package redis is the Redis door: it lets the Analytics Zoo / BigDL
+// Cluster Serving Python clients (InputQueue.enqueue, OutputQueue.query)
+// work unchanged against a real Redis server.
+//
+// A Door reads the job's request stream (consumer group "serving") with
+// XREADGROUP, hands each entry as it came to the mesh through Mesh.Enqueue
+// (the entry's data, a content type from its serde field, and its
+// traceparent), and XACKs and XDELs the entry only once JetStream stored
+// the request. A durable results consumer writes every result with
+// HSET cluster-serving_<job>:<uri> value <v> (NaN for a failed record),
+// pipelined, and acks results only after Redis accepted them. Every entry
+// that reached the stream is served once: a request's JetStream message id
+// is <job>:<entry id>, so an entry handed over twice (after a crash
+// between the publish and the XACK) runs once.
+//
+// The package does not import NATS; cmd passes a *mesh.Client as the Mesh.
+package redis

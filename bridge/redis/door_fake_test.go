@@ -1,0 +1,237 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// fakeMesh records enqueued requests, fails the first failures Enqueues
+// with mesh.ErrQueueFull and hands the results sent on results to the door.
+type fakeMesh struct {
+	mu       sync.Mutex
+	reqs     []mesh.Request
+	failures int
+	results  chan []mesh.Result
+	written  chan error
+}
+
+func newFakeMesh(failures int) *fakeMesh {
+	return &fakeMesh{failures: failures, results: make(chan []mesh.Result), written: make(chan error)}
+}
+
+func (f *fakeMesh) Enqueue(_ context.Context, job string, req mesh.Request, subject string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if subject != mesh.ResultsSubject(job, "redis") {
+		return fmt.Errorf("subject %q", subject)
+	}
+	if f.failures > 0 {
+		f.failures--
+		return fmt.Errorf("publish: %w", mesh.ErrQueueFull)
+	}
+	f.reqs = append(f.reqs, req)
+	return nil
+}
+
+func (f *fakeMesh) ConsumeResultBatches(ctx context.Context, job, durable, door string, maxBatch int, handle func(context.Context, []mesh.Result) error) error {
+	for {
+		select {
+		case rs := <-f.results:
+			f.written <- handle(ctx, rs)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (f *fakeMesh) requests() []mesh.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]mesh.Request(nil), f.reqs...)
+}
+
+func TestEntriesBecomeRequests(t *testing.T) {
+	addr, rdb := startRedis(t)
+	f := newFakeMesh(3) // the queue is full three times: the entry waits, never drops
+	d, err := redis.New(redis.Config{Addr: addr, Job: "fake", RetryInterval: 10 * time.Millisecond}, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, d.Run)
+	ctx := context.Background()
+	arrowID := enqueue(t, rdb, "fake", "a", "QVJST1c=", false)
+	jsonID, err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: "fake", Values: []any{
+		"uri", "j", "data", `{"instances":[{"x":[1,2,3,4]}]}`, "serde", "stream",
+		"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two requests", func() bool { return len(f.requests()) == 2 })
+	want := map[string]mesh.Request{
+		"a": {URI: "a", ContentType: redis.ContentTypeArrow, Body: []byte("QVJST1c="), MsgID: "fake:" + arrowID},
+		"j": {URI: "j", ContentType: redis.ContentTypeJSON, Body: []byte(`{"instances":[{"x":[1,2,3,4]}]}`), MsgID: "fake:" + jsonID},
+	}
+	for _, got := range f.requests() {
+		w := want[got.URI]
+		if got.ContentType != w.ContentType || string(got.Body) != string(w.Body) || got.MsgID != w.MsgID {
+			t.Errorf("got request %+v, want %+v", got, w)
+		}
+		if tp := got.Header["traceparent"]; (got.URI == "j") != (len(tp) == 1) {
+			t.Errorf("uri %s: got traceparent %v", got.URI, tp)
+		}
+	}
+	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "fake").Val() == 0 })
+	if p := rdb.XPending(ctx, "fake", "serving").Val(); p.Count != 0 {
+		t.Errorf("got %d pending, want 0", p.Count)
+	}
+}
+
+// pipelineCounter counts pipelines and the HSETs they carry.
+type pipelineCounter struct {
+	mu        sync.Mutex
+	pipelines []int // HSETs per pipeline that holds any
+	single    int   // HSETs sent alone
+}
+
+func (*pipelineCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *pipelineCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "hset") {
+			c.mu.Lock()
+			c.single++
+			c.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *pipelineCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		n := 0
+		for _, cmd := range cmds {
+			if strings.EqualFold(cmd.Name(), "hset") {
+				n++
+			}
+		}
+		if n > 0 {
+			c.mu.Lock()
+			c.pipelines = append(c.pipelines, n)
+			c.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func TestResultsWrittenInOnePipeline(t *testing.T) {
+	addr, rdb := startRedis(t)
+	f := newFakeMesh(0)
+	d, err := redis.New(redis.Config{Addr: addr, Job: "pipe"}, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := &pipelineCounter{}
+	d.Client().AddHook(hook)
+	runInBackground(t, d.Run)
+
+	var batch []mesh.Result
+	for i := range 10 {
+		r := mesh.Result{URI: fmt.Sprint("u", i), Status: mesh.StatusOK, Body: []byte(fmt.Sprint("v", i))}
+		if i == 3 {
+			r = mesh.Result{URI: "u3", Status: mesh.StatusBadInput, Message: "bad"}
+		}
+		batch = append(batch, r)
+	}
+	f.results <- batch
+	if err := <-f.written; err != nil {
+		t.Fatalf("handle: %v", err)
+	}
+	hook.mu.Lock()
+	pipes, single := hook.pipelines, hook.single
+	hook.mu.Unlock()
+	if len(pipes) != 1 || pipes[0] != 10 || single != 0 {
+		t.Errorf("got pipelines %v and %d lone HSETs, want one pipeline of 10", pipes, single)
+	}
+	for i := range 10 {
+		want := fmt.Sprint("v", i)
+		if i == 3 {
+			want = "NaN"
+		}
+		if got := query(t, rdb, "pipe", fmt.Sprint("u", i)); got != want {
+			t.Errorf("u%d: got %q, want %q", i, got, want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  redis.Config
+		want string // "" means valid
+	}{
+		{"zero", redis.Config{}, "Addr"},
+		{"host:port", redis.Config{Addr: "localhost:6379"}, ""},
+		{"url with password", redis.Config{Addr: "redis://:secret@localhost:6379/0"}, ""},
+		{"bad url", redis.Config{Addr: "redis://host:port:x/zz"}, "Addr"},
+		{"bad job", redis.Config{Addr: "localhost:6379", Job: "a.b"}, "Job"},
+		{"negative timeout", redis.Config{Addr: "localhost:6379", Timeout: -1}, "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("got %v, want error naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// errMesh fails every Enqueue with err.
+type errMesh struct {
+	*fakeMesh
+	err error
+}
+
+func (e errMesh) Enqueue(context.Context, string, mesh.Request, string) error { return e.err }
+
+func TestTooLargeRecordAnswersNaN(t *testing.T) {
+	addr, rdb := startRedis(t)
+	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", errors.New("nats: maximum payload exceeded"))}
+	d, err := redis.New(redis.Config{Addr: addr, Job: "big"}, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, d.Run)
+	enqueue(t, rdb, "big", "huge", "data", false)
+	if got := query(t, rdb, "big", "huge"); got != "NaN" {
+		t.Errorf("got %q, want NaN", got)
+	}
+	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(context.Background(), "big").Val() == 0 })
+}
+
+func TestTLSConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeCerts(t, dir)
+	notPEM := filepath.Join(dir, "x.txt")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := redis.TLSConfig(filepath.Join(dir, "ca.pem")); err != nil || c.RootCAs == nil {
+		t.Errorf("PEM CA: got %v, %v; want RootCAs", c, err)
+	}
+	for _, p := range []string{notPEM, filepath.Join(dir, "missing.pem")} {
+		if _, err := redis.TLSConfig(p); err == nil {
+			t.Errorf("%s: got nil error, want one", p)
+		}
+	}
+}
