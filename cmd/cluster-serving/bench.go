@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,7 +67,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "cluster-serving bench — %d cores, %d intra-op threads, GOMAXPROCS default\n\n", runtimeCores(), *threads)
 
 	if want("tiny") {
-		if err := benchTiny(stdout, bin, *tiny, *dur, *threads); err != nil {
+		if err := benchTiny(stdout, bin, *tiny, *dur); err != nil {
 			return fmt.Errorf("tiny model: %w", err)
 		}
 	}
@@ -98,11 +96,12 @@ var benchStorage = "file"
 
 // child is a `cluster-serving start` process serving one model.
 type child struct {
-	cmd  *exec.Cmd
-	url  string
-	job  string
-	dir  string
-	logs *bytes.Buffer
+	cmd     *exec.Cmd
+	url     string
+	httpURL string
+	job     string
+	dir     string
+	logs    *bytes.Buffer
 }
 
 func startChild(bin, model string, extra map[string]string) (*child, error) {
@@ -119,6 +118,11 @@ func startChild(bin, model string, extra map[string]string) (*child, error) {
 	fmt.Fprintf(&cfg, "modelPath: %s\njobName: %s\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nlogLevel: warn\n",
 		model, job, port, filepath.Join(dir, "js"))
 	fmt.Fprintf(&cfg, "queueStorage: %s\n", benchStorage)
+	hp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\nmetricsListen: off\n", hp)
 	for k, v := range extra {
 		fmt.Fprintf(&cfg, "%s: %s\n", k, v)
 	}
@@ -126,7 +130,7 @@ func startChild(bin, model string, extra map[string]string) (*child, error) {
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		return nil, err
 	}
-	c := &child{url: fmt.Sprintf("nats://127.0.0.1:%d", port), job: job, dir: dir, logs: &bytes.Buffer{}}
+	c := &child{url: fmt.Sprintf("nats://127.0.0.1:%d", port), httpURL: fmt.Sprintf("http://127.0.0.1:%d", hp), job: job, dir: dir, logs: &bytes.Buffer{}}
 	c.cmd = exec.Command(bin, "start", "-c", cfgPath)
 	c.cmd.Stdout = io.Discard
 	c.cmd.Stderr = &lockedWriter{w: c.logs}
@@ -195,146 +199,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// loadResult is what one load run measured.
-type loadResult struct {
-	n       int
-	errs    int
-	elapsed time.Duration
-	lat     []time.Duration
-	lastErr error
-}
-
-func (r loadResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
-
-func (r loadResult) pct(p float64) time.Duration {
-	if len(r.lat) == 0 {
-		return 0
-	}
-	slices.Sort(r.lat)
-	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
-}
-
-// load sends body to subject from conc goroutines over a few connections
-// until d has passed or total requests were answered (total 0: no limit).
-func load(url, subject string, body []byte, conc int, d time.Duration, total int) (loadResult, error) {
-	const conns = 4
-	ncs := make([]*nats.Conn, conns)
-	for i := range ncs {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			return loadResult{}, err
-		}
-		defer nc.Close()
-		ncs[i] = nc
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var (
-		mu    sync.Mutex
-		res   loadResult
-		sent  atomic.Int64
-		wg    sync.WaitGroup
-		start = time.Now()
-	)
-	for g := range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nc := ncs[g%conns]
-			var lat []time.Duration
-			errs := 0
-			var lastErr error
-			for ctx.Err() == nil && (total == 0 || sent.Add(1) <= int64(total)) {
-				msg := nats.NewMsg(subject)
-				msg.Data = body
-				t0 := time.Now()
-				reply, err := nc.RequestMsgWithContext(ctx, msg)
-				if err == nil && reply.Header.Get("Nats-Service-Error-Code") != "" {
-					err = fmt.Errorf("%s: %s", reply.Header.Get("Nats-Service-Error-Code"), reply.Header.Get("Nats-Service-Error"))
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						errs++
-						lastErr = err
-					}
-					continue
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			mu.Lock()
-			res.lat = append(res.lat, lat...)
-			res.errs += errs
-			if lastErr != nil {
-				res.lastErr = lastErr
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	res.n = len(res.lat)
-	return res, nil
-}
-
-// trivialResponder answers every request on subject with its own body.
-func trivialResponder(url, subject string) (func(), error) {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	if err := nc.Flush(); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return nc.Close, nil
-}
-
-func benchTiny(w io.Writer, bin, model string, d time.Duration, threads int) error {
-	c, err := startChild(bin, model, map[string]string{"threadPerModel": "1"})
-	if err != nil {
-		return err
-	}
-	defer c.stop()
-	closeTrivial, err := trivialResponder(c.url, "bench.trivial")
-	if err != nil {
-		return err
-	}
-	defer closeTrivial()
-	body := []byte(`{"instances":[{"x":[1.5,2.5,3.5,4.5]}]}`)
-	subject := mesh.PredictSubject(c.job)
-	// Warm both paths up before measuring.
-	if _, err := load(c.url, subject, body, 8, time.Second, 500); err != nil {
-		return err
-	}
-	if _, err := load(c.url, "bench.trivial", body, 8, time.Second, 500); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "== tiny model (%s), NATS request-reply, %s per run\n", filepath.Base(model), d)
-	fmt.Fprintf(w, "%-38s %12s %10s %10s %7s\n", "path", "req/s", "p50", "p99", "errors")
-	row := func(name string, r loadResult) {
-		fmt.Fprintf(w, "%-38s %12.0f %10s %10s %7d\n", name, r.rate(), r.pct(0.50).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), r.errs)
-		if r.lastErr != nil {
-			fmt.Fprintf(w, "   last error: %v\n", r.lastErr)
-		}
-	}
-	triv32, _ := load(c.url, "bench.trivial", body, 32, d, 0)
-	serv32, _ := load(c.url, subject, body, 32, d, 0)
-	triv1, _ := load(c.url, "bench.trivial", body, 1, d/2, 0)
-	serv1, _ := load(c.url, subject, body, 1, d/2, 0)
-	row("trivial NATS responder, concurrency 32", triv32)
-	row("cluster-serving, concurrency 32", serv32)
-	row("trivial NATS responder, concurrency 1", triv1)
-	row("cluster-serving, concurrency 1", serv1)
-	fmt.Fprintf(w, "(b) throughput ratio at concurrency 32: %.3f (target >= 0.5)\n", serv32.rate()/triv32.rate())
-	fmt.Fprintf(w, "(c) p50 at concurrency 1: %.2fx the trivial responder's (target <= 3x); p99 %s\n\n",
-		float64(serv1.pct(0.5))/float64(triv1.pct(0.5)), serv1.pct(0.99).Round(time.Microsecond))
-	return nil
-}
-
 // imageRequest is one {"instances":[{"input": 3×h×w}]} with 0–255 values,
 // like pixels: the realistic size of a JSON image request.
 func imageRequest(name string, h, w int) []byte {
@@ -392,37 +256,6 @@ func rawThroughput(model string, batch, threads, h, w int, d time.Duration) (flo
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-func benchResNet(w io.Writer, bin, model string, d time.Duration, batch, threads int) error {
-	fmt.Fprintf(w, "== ResNet-50-shaped model, 3×224×224 float32, batch %d, %d threads, %s per run\n", batch, threads, d)
-	raw, err := rawThroughput(model, batch, threads, 224, 224, d)
-	if err != nil {
-		return err
-	}
-	c, err := startChild(bin, model, map[string]string{
-		"threadPerModel": strconv.Itoa(threads), "modelParallelism": "1", "maxBatch": strconv.Itoa(batch)})
-	if err != nil {
-		return err
-	}
-	defer c.stop()
-	body := imageRequest("input", 224, 224)
-	subject := mesh.PredictSubject(c.job)
-	if _, err := load(c.url, subject, body, 2*batch, d/2, 0); err != nil { // warm-up
-		return err
-	}
-	r, err := load(c.url, subject, body, 2*batch, d, 0)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "raw ONNX Runtime:             %8.2f images/s\n", raw)
-	fmt.Fprintf(w, "NATS request-reply (conc %2d): %8.2f images/s  p50 %s  errors %d (request body %d KB)\n",
-		2*batch, r.rate(), r.pct(0.5).Round(time.Millisecond), r.errs, len(body)/1024)
-	if r.lastErr != nil {
-		fmt.Fprintf(w, "   last error: %v\n", r.lastErr)
-	}
-	fmt.Fprintf(w, "(a) ratio serving/raw: %.3f (target >= 0.95)\n\n", r.rate()/raw)
-	return nil
-}
-
 func benchMemory(w io.Writer, bin, model string, batch, threads, size, total int) error {
 	c, err := startChild(bin, model, map[string]string{
 		"threadPerModel": strconv.Itoa(threads), "modelParallelism": "1", "maxBatch": strconv.Itoa(batch)})
@@ -431,21 +264,19 @@ func benchMemory(w io.Writer, bin, model string, batch, threads, size, total int
 	}
 	defer c.stop()
 	body := imageRequest("input", size, size)
-	subject := mesh.PredictSubject(c.job)
-	fmt.Fprintf(w, "== memory of `cluster-serving start` serving the ResNet-50-shaped model (requests 3×%d×%d)\n", size, size)
-	start := time.Now()
-	r1, err := load(c.url, subject, body, 2*batch, time.Hour, 1000)
+	do, closeDo, err := natsOp(c.url, mesh.PredictSubject(c.job), body)
 	if err != nil {
 		return err
 	}
+	defer closeDo()
+	fmt.Fprintf(w, "== memory of `cluster-serving start` serving the ResNet-50-shaped model (requests 3×%d×%d)\n", size, size)
+	start := time.Now()
+	r1 := runLoad(2*batch, time.Hour, 1000, do)
 	rss1, err := c.rssKiB()
 	if err != nil {
 		return err
 	}
-	r2, err := load(c.url, subject, body, 2*batch, time.Hour, total-1000)
-	if err != nil {
-		return err
-	}
+	r2 := runLoad(2*batch, time.Hour, total-1000, do)
 	rss2, err := c.rssKiB()
 	if err != nil {
 		return err

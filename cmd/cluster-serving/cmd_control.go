@@ -101,7 +101,7 @@ func cmdSignal(args []string, stdout, stderr io.Writer, sig syscall.Signal, name
 
 func signalJob(job string, sig syscall.Signal, timeout time.Duration, stdout io.Writer) ([]pidFile, error) {
 	var found []pidFile
-	for _, cmd := range []string{"start", "worker"} {
+	for _, cmd := range []string{"start", "worker", "bridge", "http"} {
 		p, err := readPID(pidPath(job, cmd))
 		if err != nil || !alive(p.PID) {
 			continue

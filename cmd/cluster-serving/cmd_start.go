@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +21,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // ortVersion is the ONNX Runtime release the Makefile pins (the C API that
@@ -67,15 +69,17 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.LogLevel)) // validated with the config
 	opts := &slog.HandlerOptions{Level: lvl}
+	// Lines logged with a request's ctx carry its trace_id and span_id.
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(telemetry.NewTraceHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(telemetry.NewTraceHandler(slog.NewTextHandler(w, opts)))
 }
 
 // cmdStart runs everything one machine needs: the embedded NATS server
-// (unless natsUrl names an external one), the job's streams, one worker and
-// the NATS request-reply door.
+// (unless natsUrl names an external one), and for each model its job's
+// streams, engine and worker; then the NATS request-reply door, the Redis
+// door (when redisUrl is set) and the HTTP door (unless httpPort is -1).
 func cmdStart(ctx context.Context, stop <-chan stopKind, args []string, stdout, stderr io.Writer) error {
 	f, cfg, err := parseServeFlags("start", args, stderr)
 	if err != nil {
@@ -99,6 +103,11 @@ func cmdWorker(ctx context.Context, stop <-chan stopKind, args []string, stdout,
 func serve(ctx context.Context, stop <-chan stopKind, f *serveFlags, cfg *Config, role string, stdout, stderr io.Writer) error {
 	log := newLogger(cfg, stderr)
 	log.Debug("effective config", "config", cfg)
+	tel, metrics, err := setupTelemetry(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel, log)
 	removePID, err := writePID(cfg.JobName, role, f.args())
 	if err != nil {
 		return err
@@ -114,15 +123,37 @@ func serve(ctx context.Context, stop <-chan stopKind, f *serveFlags, cfg *Config
 	if err := infer.Init(lib); err != nil {
 		return err
 	}
-	loadStart := time.Now()
-	engine, err := infer.New(engineConfig(cfg))
-	if err != nil {
-		return err
+	served := cfg.servedModels()
+	var engines []*infer.Engine
+	defer func() {
+		for _, e := range engines {
+			e.Close()
+		}
+	}()
+	for i := range served {
+		m := &served[i]
+		loadStart := time.Now()
+		ecfg := engineConfig(cfg, m.path)
+		ecfg.Hooks = engineHooks(metrics, m.job, m.name)
+		engine, err := infer.New(ecfg)
+		outcome := telemetry.OutcomeOK
+		if err != nil {
+			outcome = telemetry.OutcomeError
+		}
+		metrics.RecordModelLoad(ctx, m.name, outcome, time.Since(loadStart))
+		if err != nil {
+			if len(served) > 1 {
+				return fmt.Errorf("model %s version %s: %w", m.name, m.version, err)
+			}
+			return err
+		}
+		engines = append(engines, engine)
+		m.info = engine.Info()
+		log.Info("model loaded", "name", m.name, "version", m.version, "job", m.job, "model", m.info.Path,
+			"inputs", ioString(m.info.Inputs), "outputs", ioString(m.info.Outputs),
+			"sessions", cfg.ModelParallelism, "threads", cfg.ThreadPerModel, "took", time.Since(loadStart).Round(time.Millisecond))
 	}
-	defer engine.Close()
-	info := engine.Info()
-	log.Info("model loaded", "model", info.Path, "inputs", ioString(info.Inputs), "outputs", ioString(info.Outputs),
-		"sessions", cfg.ModelParallelism, "threads", cfg.ThreadPerModel, "took", time.Since(loadStart).Round(time.Millisecond))
+	info := served[0].info
 
 	natsURL := cfg.NatsURL
 	var srv *embedded.Server
@@ -146,37 +177,67 @@ func serve(ctx context.Context, stop <-chan stopKind, f *serveFlags, cfg *Config
 		return err
 	}
 	// Streams exist before the door opens, so its first publish lands.
-	if err := mesh.EnsureStreams(ctx, js, streamConfig(cfg)); err != nil {
-		return err
-	}
-	worker, err := mesh.NewWorker(nc, mesh.WorkerConfig{
-		Stream:        streamConfig(cfg),
-		MaxInflight:   cfg.WorkerInflight,
-		ShutdownGrace: cfg.grace(),
-		Logger:        log,
-	}, engine)
-	if err != nil {
-		return err
+	var workers []*mesh.Worker
+	jobs := make([]string, len(served))
+	for i, m := range served {
+		jobs[i] = m.job
+		sc := streamConfigFor(cfg, m.job)
+		if err := mesh.EnsureStreams(ctx, js, sc); err != nil {
+			return err
+		}
+		worker, err := mesh.NewWorker(nc, mesh.WorkerConfig{
+			Stream:        sc,
+			MaxInflight:   cfg.WorkerInflight,
+			ShutdownGrace: cfg.grace(),
+			Logger:        log,
+			Metrics:       metrics,
+			Model:         m.name,
+			Version:       semver(version),
+		}, engines[i])
+		if err != nil {
+			return err
+		}
+		workers = append(workers, worker)
 	}
 
+	if err := observeQueues(metrics, js, jobs); err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return worker.Run(gctx) })
+	serveMetrics(gctx, g, cfg, tel, log)
+	for _, w := range workers {
+		g.Go(func() error { return w.Run(gctx) })
+	}
 	if role == "start" {
 		client, err := mesh.NewClient(nc, mesh.ClientConfig{})
 		if err != nil {
 			return err
 		}
 		defer client.Close()
-		svc, err := mesh.NewService(nc, client, mesh.ServiceConfig{Jobs: []string{cfg.JobName}, Version: semver(version)})
+		svc, err := mesh.NewService(nc, client, mesh.ServiceConfig{Jobs: jobs, Version: semver(version), Metrics: metrics})
 		if err != nil {
 			return err
 		}
 		g.Go(func() error { return svc.Run(gctx) })
+		var ready atomic.Bool
+		infos := make([]infer.ModelInfo, len(served))
+		for i, m := range served {
+			infos[i] = m.info
+		}
+		doors := doorDeps{cfg: cfg, client: client, nc: nc, log: log, models: infos, served: served, ready: ready.Load, metrics: metrics}
+		if err := startRedisDoor(gctx, g, doors); err != nil {
+			return err
+		}
+		if err := startHTTPDoor(gctx, g, doors); err != nil {
+			return err
+		}
 		g.Go(func() error {
 			// Say how to call it once the endpoint answers, not before.
 			for gctx.Err() == nil {
 				if _, err := nc.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second); err == nil {
+					ready.Store(true)
 					printHowToCall(stdout, cfg, f.shownConfig, natsURL, info)
+					printOtherModels(stdout, cfg, served)
 					return nil
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -195,7 +256,9 @@ func serve(ctx context.Context, stop <-chan stopKind, f *serveFlags, cfg *Config
 		case kind := <-stop:
 			if kind == stopNow {
 				log.Info("stopping now: in-flight requests go back to the queue")
-				engine.Close()
+				for _, e := range engines {
+					e.Close()
+				}
 			} else {
 				log.Info("shutting down: finishing in-flight requests", "grace", cfg.grace())
 			}
@@ -210,7 +273,11 @@ func serve(ctx context.Context, stop <-chan stopKind, f *serveFlags, cfg *Config
 	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
 		log.Warn("nats drain", "err", derr)
 	}
-	log.Info("stopped", "processed", worker.Stats().Processed)
+	var processed uint64
+	for _, w := range workers {
+		processed += w.Stats().Processed
+	}
+	log.Info("stopped", "processed", processed)
 	return err
 }
 
@@ -226,25 +293,57 @@ func semver(v string) string {
 	return "0.0.0-" + strings.Trim(clean, "-")
 }
 
-func engineConfig(cfg *Config) infer.Config {
+// doorDeps is what a door started by `start` gets.
+type doorDeps struct {
+	cfg    *Config
+	client *mesh.Client
+	nc     *nats.Conn
+	log    *slog.Logger
+	// models describes the served models, the default (job cfg.JobName) first.
+	models []infer.ModelInfo
+	// served lists the same models with their names, versions and jobs.
+	served []servedModel
+	// ready reports whether every model is loaded and the NATS door answers.
+	ready func() bool
+	// metrics records requests at the door; nil records none.
+	metrics *telemetry.Metrics
+}
+
+func engineConfig(cfg *Config, path string) infer.Config {
+	var resize [2]int
+	if cfg.ImageResize != "" {
+		resize[0], resize[1], _ = parseResize(cfg.ImageResize) // validated with the config
+	}
+	mean, _ := parseTriple(cfg.ImageMean)
+	std, _ := parseTriple(cfg.ImageStd)
 	return infer.Config{
-		ModelPath:           cfg.ModelPath,
+		ModelPath:           path,
 		Parallelism:         cfg.ModelParallelism,
 		Threads:             cfg.ThreadPerModel,
 		MaxBatch:            cfg.MaxBatch,
 		MaxWait:             cfg.maxWait(),
 		PostProcessing:      cfg.PostProcessing,
 		InputAlreadyBatched: cfg.InputAlreadyBatched,
+		ImageResize:         resize,
+		ImageLayout:         cfg.ImageLayout,
+		ImageChannels:       cfg.ImageChannels,
+		ImageScale:          float32(cfg.ImageScale),
+		ImageMean:           mean,
+		ImageStd:            std,
 	}
 }
 
-func streamConfig(cfg *Config) mesh.StreamConfig {
+// streamConfig is the stream of the default model's job, cfg.JobName.
+func streamConfig(cfg *Config) mesh.StreamConfig { return streamConfigFor(cfg, cfg.JobName) }
+
+// streamConfigFor is the work queue and results stream of job.
+func streamConfigFor(cfg *Config, job string) mesh.StreamConfig {
 	storage := jetstream.FileStorage
 	if cfg.QueueStorage == "memory" {
 		storage = jetstream.MemoryStorage
 	}
 	return mesh.StreamConfig{
-		Job:        cfg.JobName,
+		Job:        job,
 		Replicas:   cfg.QueueReplicas,
 		Storage:    storage,
 		MaxMsgs:    cfg.QueueMaxMsgs,
@@ -318,4 +417,23 @@ Stop with Ctrl-C (in-flight work goes back to the queue) or: bin/cluster-serving
 
 `, cfg.JobName, info.Path, ioString(info.Inputs), ioString(info.Outputs), url, subject,
 		cfgPath, cfgPath, subject, cfgPath)
+}
+
+// printOtherModels says where the HTTP door listens and, when there are
+// several models, each model's NATS subject and HTTP route.
+func printOtherModels(w io.Writer, cfg *Config, served []servedModel) {
+	if cfg.HTTPPort > 0 {
+		fmt.Fprintf(w, "  HTTP:    http://%s   POST /predict, /v2/models/%s/infer; GET /models, /metrics, /v2/health/ready\n",
+			httpAddr(cfg), served[0].name)
+	}
+	if len(served) > 1 {
+		for _, m := range served {
+			fmt.Fprintf(w, "  model %s version %s: NATS subject %s", m.name, m.version, mesh.PredictSubject(m.job))
+			if cfg.HTTPPort > 0 {
+				fmt.Fprintf(w, ", HTTP /v2/models/%s/versions/%s/infer", m.name, m.version)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
 }

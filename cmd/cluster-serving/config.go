@@ -59,6 +59,37 @@ type Config struct {
 	ShutdownGrace   int    `yaml:"shutdownGrace"`
 	LogFormat       string `yaml:"logFormat"`
 	LogLevel        string `yaml:"logLevel"`
+
+	// Several models (see models.go); exclusive with modelPath.
+	Models []ModelEntry `yaml:"models"`
+
+	// HTTP door (SPEC §3 start options). timeWindow and countWindow are the
+	// original's names of maxWait and maxBatch: aliases folded into those
+	// two fields by resolveAliases, so the batching window has one source
+	// of truth.
+	HTTPInterface       string  `yaml:"httpInterface"`
+	HTTPPort            int     `yaml:"httpPort"`
+	HTTPRequestTimeout  int     `yaml:"httpRequestTimeout"`
+	HTTPMaxBodyBytes    int64   `yaml:"httpMaxBodyBytes"`
+	TimeWindow          int     `yaml:"timeWindow"`
+	CountWindow         int     `yaml:"countWindow"`
+	TokenBucketEnabled  bool    `yaml:"tokenBucketEnabled"`
+	TokensPerSecond     float64 `yaml:"tokensPerSecond"`
+	TokenAcquireTimeout int     `yaml:"tokenAcquireTimeout"`
+
+	// Image pre-processing beyond the original's default (SPEC §7).
+	ImageLayout   string  `yaml:"imageLayout"`
+	ImageChannels string  `yaml:"imageChannels"`
+	ImageScale    float64 `yaml:"imageScale"`
+	ImageMean     string  `yaml:"imageMean"`
+	ImageStd      string  `yaml:"imageStd"`
+
+	// Telemetry (telemetry.go).
+	TracesExporter   string  `yaml:"tracesExporter"`
+	OtlpEndpoint     string  `yaml:"otlpEndpoint"`
+	OtlpInsecure     bool    `yaml:"otlpInsecure"`
+	TraceSampleRatio float64 `yaml:"traceSampleRatio"`
+	MetricsListen    string  `yaml:"metricsListen"`
 }
 
 const defaultJob = "serving_stream"
@@ -108,6 +139,35 @@ func (c *Config) defaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	if c.TracesExporter == "" {
+		c.TracesExporter = "none"
+	}
+	if c.MetricsListen == "" {
+		c.MetricsListen = "127.0.0.1:9464"
+	}
+	if c.HTTPInterface == "" {
+		c.HTTPInterface = "0.0.0.0"
+	}
+	if c.HTTPPort == 0 {
+		c.HTTPPort = 10020
+	}
+	if c.HTTPRequestTimeout == 0 {
+		c.HTTPRequestTimeout = 30000
+	}
+	if c.HTTPMaxBodyBytes == 0 {
+		c.HTTPMaxBodyBytes = 16 << 20
+	}
+	if c.TokensPerSecond == 0 {
+		c.TokensPerSecond = 100
+	}
+	if c.TokenAcquireTimeout == 0 {
+		c.TokenAcquireTimeout = 100
+	}
+	for i := range c.Models {
+		if c.Models[i].Version == "" {
+			c.Models[i].Version = "1"
+		}
+	}
 	// coreNumberPerMachine derives the other two when they are not set:
 	// modelParallelism sessions × threadPerModel threads = the cores given.
 	cores := c.CoreNumberPerMachine
@@ -130,8 +190,45 @@ func (c *Config) validate() error {
 	bad := func(key, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("config key %q: %s", key, fmt.Sprintf(format, a...)))
 	}
-	if c.ModelPath == "" {
-		bad("modelPath", "required: a directory holding exactly one .onnx model")
+	switch {
+	case c.ModelPath == "" && len(c.Models) == 0:
+		bad("modelPath", "required: a directory holding exactly one .onnx model (or list several under \"models\")")
+	case c.ModelPath != "" && len(c.Models) > 0:
+		bad("models", "set modelPath (one model) or models (several), not both")
+	}
+	errs = append(errs, validateModels(c.Models)...)
+	if c.ImageLayout != "" && c.ImageLayout != "CHW" && c.ImageLayout != "HWC" {
+		bad("imageLayout", "%q is not CHW or HWC", c.ImageLayout)
+	}
+	if c.ImageChannels != "" && c.ImageChannels != "BGR" && c.ImageChannels != "RGB" {
+		bad("imageChannels", "%q is not BGR or RGB", c.ImageChannels)
+	}
+	for key, v := range map[string]string{"imageMean": c.ImageMean, "imageStd": c.ImageStd} {
+		if _, err := parseTriple(v); err != nil {
+			bad(key, "%v", err)
+		}
+	}
+	switch c.TracesExporter {
+	case "", "none", "otlp-grpc", "otlp-http":
+	default:
+		bad("tracesExporter", "%q is not none, otlp-grpc or otlp-http", c.TracesExporter)
+	}
+	if c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1 {
+		bad("traceSampleRatio", "%v is not within [0, 1]", c.TraceSampleRatio)
+	}
+	if c.MetricsListen != "" && c.MetricsListen != "off" {
+		if _, _, err := splitHostPort(c.MetricsListen); err != nil {
+			bad("metricsListen", "%q is not host:port or off", c.MetricsListen)
+		}
+	}
+	if c.HTTPPort < -1 || c.HTTPPort > 65535 {
+		bad("httpPort", "%d: want 1 to 65535, or -1 for no HTTP door", c.HTTPPort)
+	}
+	if c.HTTPMaxBodyBytes < 0 {
+		bad("httpMaxBodyBytes", "%d is negative", c.HTTPMaxBodyBytes)
+	}
+	if c.TokensPerSecond < 0 {
+		bad("tokensPerSecond", "%v is negative", c.TokensPerSecond)
 	}
 	if !jobNameRE.MatchString(c.JobName) {
 		bad("jobName", "%q may hold only letters, digits, '_' and '-' (it names a NATS subject and stream)", c.JobName)
@@ -147,7 +244,9 @@ func (c *Config) validate() error {
 	for key, v := range map[string]int{"coreNumberPerMachine": c.CoreNumberPerMachine, "modelParallelism": c.ModelParallelism,
 		"threadPerModel": c.ThreadPerModel, "maxBatch": c.MaxBatch, "maxWait": c.MaxWait, "redisTimeout": c.RedisTimeout,
 		"ackWait": c.AckWait, "maxDeliver": c.MaxDeliver, "resultTTL": c.ResultTTL, "workerInflight": c.WorkerInflight,
-		"shutdownGrace": c.ShutdownGrace, "queueReplicas": c.QueueReplicas, "natsMaxPayload": c.NatsMaxPayload} {
+		"shutdownGrace": c.ShutdownGrace, "queueReplicas": c.QueueReplicas, "natsMaxPayload": c.NatsMaxPayload,
+		"httpRequestTimeout": c.HTTPRequestTimeout, "tokenAcquireTimeout": c.TokenAcquireTimeout,
+		"timeWindow": c.TimeWindow, "countWindow": c.CountWindow} {
 		if v < 0 {
 			bad(key, "%d is negative", v)
 		}
@@ -195,6 +294,26 @@ func parseResize(s string) (h, w int, err error) {
 func (c *Config) maxWait() time.Duration { return time.Duration(c.MaxWait) * time.Millisecond }
 func (c *Config) ackWait() time.Duration { return time.Duration(c.AckWait) * time.Millisecond }
 func (c *Config) grace() time.Duration   { return time.Duration(c.ShutdownGrace) * time.Second }
+
+// resolveAliases folds timeWindow into maxWait and countWindow into
+// maxBatch; giving both names of one setting with different values is an
+// error naming them.
+func (c *Config) resolveAliases() error {
+	var errs []error
+	fold := func(alias string, av int, key string, kv *int) {
+		switch {
+		case av == 0:
+		case *kv != 0 && *kv != av:
+			errs = append(errs, fmt.Errorf("config key %q: %d conflicts with %s: %d (%s is the original's name of %s; set one)", alias, av, key, *kv, alias, key))
+		default:
+			*kv = av
+		}
+	}
+	fold("timeWindow", c.TimeWindow, "maxWait", &c.MaxWait)
+	fold("countWindow", c.CountWindow, "maxBatch", &c.MaxBatch)
+	c.TimeWindow, c.CountWindow = 0, 0
+	return errors.Join(errs...)
+}
 
 // LogValue redacts secrets when the effective config is logged.
 func (c Config) LogValue() slog.Value {
@@ -261,12 +380,20 @@ func parseConfig(data []byte) (*Config, error) {
 				continue
 			}
 			if err := val.Decode(v.Field(idx).Addr().Interface()); err != nil {
+				var me *modelsError
+				if errors.As(err, &me) {
+					errs = append(errs, me)
+					continue
+				}
 				errs = append(errs, fmt.Errorf("config key %q (line %d): want %s, got %q", k.Value, val.Line, v.Field(idx).Kind(), val.Value))
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
+	}
+	if err := cfg.resolveAliases(); err != nil {
+		return nil, err
 	}
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
@@ -295,4 +422,24 @@ func loadConfig(path string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// parseTriple reads "a,b,c" (per-channel values); "" gives zeros.
+func parseTriple(s string) ([3]float32, error) {
+	var out [3]float32
+	if s == "" {
+		return out, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		return out, fmt.Errorf("%q is not three numbers \"a,b,c\"", s)
+	}
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		if err != nil {
+			return out, fmt.Errorf("%q is not three numbers \"a,b,c\"", s)
+		}
+		out[i] = float32(f)
+	}
+	return out, nil
 }

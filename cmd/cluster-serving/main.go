@@ -25,7 +25,10 @@ Commands:
   init      write a commented config.yaml with every key
   start     serve: embedded NATS (unless natsUrl is set), workers and the NATS door
   worker    join an external NATS as one more inference worker
+  bridge    run the Redis door alone against an external NATS
+  http      run the HTTP door alone against an external NATS
   predict   send one request to a running job and print the answer
+  status    live throughput, latency, queue depth and workers of the mesh
   stop      stop the running job now; in-flight work goes back to the queue
   shutdown  stop taking work, finish what is in flight, then exit
   restart   stop the running job and start it again
@@ -61,8 +64,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return withSignals(func(ctx context.Context, stop <-chan stopKind) error {
 			return cmdWorker(ctx, stop, rest, stdout, stderr)
 		})
+	case "bridge":
+		return withSignals(func(ctx context.Context, stop <-chan stopKind) error {
+			return cmdBridge(ctx, stop, rest, stdout, stderr)
+		})
+	case "http":
+		return withSignals(func(ctx context.Context, stop <-chan stopKind) error { return cmdHTTP(ctx, stop, rest, stdout, stderr) })
 	case "predict":
 		return cmdPredict(rest, stdout, stderr)
+	case "status":
+		return withSignals(func(ctx context.Context, _ <-chan stopKind) error { return cmdStatus(ctx, rest, stdout, stderr) })
 	case "stop":
 		return cmdSignal(rest, stdout, stderr, syscall.SIGINT, "stop")
 	case "shutdown":

@@ -119,6 +119,17 @@ func testJob(t *testing.T, extra string) (cfgPath, url, job string, env []string
 		t.Fatal(err)
 	}
 	job = "t" + strconv.Itoa(port)
+	if !strings.Contains(extra, "httpPort:") {
+		// start serves HTTP by default on 10020: keep tests off that port.
+		hp, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra += fmt.Sprintf("httpInterface: 127.0.0.1\nhttpPort: %d\n", hp)
+	}
+	if !strings.Contains(extra, "metricsListen:") {
+		extra += "metricsListen: off\n" // tests run side by side: no shared port
+	}
 	cfg := fmt.Sprintf("modelPath: %s\njobName: %s\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nthreadPerModel: 1\n%s",
 		model, job, port, filepath.Join(dir, "js"), extra)
 	cfgPath = filepath.Join(dir, "config.yaml")

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// cmdStatus prints what the mesh is doing: per job the request rate,
+// queue depth and latency, and every worker it finds (micro service
+// discovery of cluster-serving-worker plus JetStream consumer info). It
+// refreshes every -interval until Ctrl-C; -once prints one snapshot.
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("c", "config.yaml", "config (natsUrl, else the embedded server's natsListen)")
+	url := fs.String("nats", "", "NATS URL; overrides the config")
+	interval := fs.Duration("interval", 2*time.Second, "refresh period")
+	once := fs.Bool("once", false, "print one snapshot and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	target := *url
+	var creds string
+	if target == "" {
+		cfg, err := loadConfig(*cfgPath)
+		if err != nil {
+			return fmt.Errorf("%w (or pass -nats nats://host:4222)", err)
+		}
+		target, creds = cfg.NatsURL, cfg.NatsCredentials
+		if target == "" {
+			target = "nats://" + cfg.NatsListen
+		}
+	}
+	opts := []nats.Option{nats.Name("cluster-serving status")}
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	nc, err := nats.Connect(target, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w", target, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	tty := isTerminal(stdout)
+	var prev *snapshot
+	for {
+		snap, err := takeSnapshot(ctx, nc, js)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if tty && !*once {
+			fmt.Fprint(stdout, "\033[H\033[2J") // home and clear
+		}
+		snap.print(stdout, prev, target)
+		if *once {
+			return nil
+		}
+		prev = snap
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*interval):
+		}
+	}
+}
+
+type jobStatus struct {
+	job                              string
+	pending, ackPending, redelivered uint64
+	delivered                        uint64
+	waiting                          int
+}
+
+type snapshot struct {
+	at      time.Time
+	jobs    []jobStatus
+	workers []mesh.WorkerInfo
+}
+
+func takeSnapshot(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*snapshot, error) {
+	s := &snapshot{at: time.Now()}
+	ws, err := mesh.DiscoverWorkers(ctx, nc, 300*time.Millisecond)
+	if err != nil {
+		return nil, fmt.Errorf("discover workers: %w", err)
+	}
+	s.workers = ws
+	// Jobs are the work-queue streams SERVING_<job> (not the _RESULTS ones).
+	lister := js.StreamNames(ctx)
+	var jobs []string
+	for name := range lister.Name() {
+		if job, ok := strings.CutPrefix(name, mesh.StreamPrefix); ok && !strings.HasSuffix(name, mesh.ResultsStreamSuffix) {
+			jobs = append(jobs, job)
+		}
+	}
+	if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, fmt.Errorf("list streams: %w", err)
+	}
+	slices.Sort(jobs)
+	for _, job := range jobs {
+		js1 := jobStatus{job: job}
+		if c, err := js.Consumer(ctx, mesh.StreamName(job), mesh.WorkersConsumer); err == nil {
+			if info, err := c.Info(ctx); err == nil {
+				js1.pending = info.NumPending
+				js1.ackPending = uint64(info.NumAckPending)
+				js1.redelivered = uint64(info.NumRedelivered)
+				js1.delivered = info.Delivered.Consumer
+				js1.waiting = info.NumWaiting
+			}
+		}
+		s.jobs = append(s.jobs, js1)
+	}
+	return s, nil
+}
+
+func (s *snapshot) print(w io.Writer, prev *snapshot, url string) {
+	fmt.Fprintf(w, "cluster-serving status — %s — %s\n\n", url, s.at.Format("15:04:05"))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tREQ/S\tQUEUED\tIN FLIGHT\tREDELIVERED\tWORKERS\tP50\tP99")
+	for _, j := range s.jobs {
+		rate := "-"
+		if prev != nil {
+			for _, p := range prev.jobs {
+				if p.job == j.job && j.delivered >= p.delivered {
+					rate = fmt.Sprintf("%.1f", float64(j.delivered-p.delivered)/s.at.Sub(prev.at).Seconds())
+				}
+			}
+		}
+		n, p50, p99 := 0, time.Duration(0), time.Duration(0)
+		for _, wk := range s.workers {
+			if wk.Job == j.job {
+				n++
+				p50 = max(p50, wk.Stats.P50)
+				p99 = max(p99, wk.Stats.P99)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", j.job, rate, j.pending, j.ackPending, j.redelivered, n, round(p50), round(p99))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tJOB\tMODEL\tHOST\tPID\tPROCESSED\tFAILED\tRETRIED\tIN FLIGHT\tP50\tP90\tP99")
+	for _, wk := range s.workers {
+		st := wk.Stats
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", shortID(wk.ID), wk.Job, wk.Model, wk.Host, wk.PID,
+			st.Processed, st.Failed, st.Retried, st.Inflight, round(st.P50), round(st.P90), round(st.P99))
+	}
+	tw.Flush()
+	if len(s.workers) == 0 {
+		fmt.Fprintln(w, "(no workers answered: start one with `cluster-serving start` or `cluster-serving worker`)")
+	}
+	if prev == nil {
+		fmt.Fprintln(w, "\n(REQ/S appears from the second refresh on: it is the rate of deliveries between two refreshes)")
+	}
+}
+
+// P50 style: "1.234ms", "-" when unknown.
+func round(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
