@@ -20,6 +20,10 @@ type Result struct {
 	Status int
 	// Message is the error message of a non-200 status.
 	Message string
+	// Header is the result message's headers: trace context (the
+	// worker's span), Nats-Msg-Id of a durable record. Nil for a
+	// synchronous Submit.
+	Header nats.Header
 }
 
 // Err returns nil for StatusOK and a *Error otherwise.

@@ -39,7 +39,9 @@ func ConsumeResults(ctx context.Context, js jetstream.JetStream, job, durableNam
 			_ = msg.Nak()
 			return
 		}
-		if err := handle(ctx, parseResult(msg.Headers(), msg.Data())); err != nil {
+		r := parseResult(msg.Headers(), msg.Data())
+		r.Header = msg.Headers()
+		if err := handle(ctx, r); err != nil {
 			_ = msg.NakWithDelay(DefaultBackoff)
 			return
 		}
@@ -112,7 +114,9 @@ func ConsumeResultBatches(ctx context.Context, js jetstream.JetStream, job, dura
 		}
 		results = results[:0]
 		for _, m := range batch {
-			results = append(results, parseResult(m.Headers(), m.Data()))
+			r := parseResult(m.Headers(), m.Data())
+			r.Header = m.Headers()
+			results = append(results, r)
 		}
 		err := handle(hctx, results)
 		for _, m := range batch {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 	"os"
 	"strings"
 	"time"
@@ -77,6 +78,9 @@ type Config struct {
 	// RetryInterval is the wait before a failed enqueue or Redis command is
 	// tried again (a full work queue, Redis down). Default 500ms.
 	RetryInterval time.Duration
+	// Metrics counts records at this door (outcome and time from XADD to
+	// the result write); nil records none.
+	Metrics *telemetry.Metrics
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.

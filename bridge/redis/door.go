@@ -119,7 +119,13 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 	if n == 0 {
 		return nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	ctx, span := d.writeSpan(ctx, rs)
+	_, err := pipe.Exec(ctx)
+	endSpan(span, err)
+	if err == nil {
+		d.recordResults(ctx, rs)
+	}
+	if err != nil {
 		// Redis full or away: the results stay in JetStream and come back.
 		// Say so once per outage, not once per retry.
 		if !d.writeFailing.Swap(true) {
@@ -376,7 +382,11 @@ func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			switch d.enqueue(ctx, req) {
+			// The entry's optional traceparent field makes this span the
+			// client's child; the mesh continues it.
+			ectx, span := d.receiveSpan(ctx, m.ID, req)
+			defer span.End()
+			switch d.enqueue(ectx, req) {
 			case stored:
 				mu.Lock()
 				done = append(done, m.ID)

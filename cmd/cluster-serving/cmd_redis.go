@@ -15,6 +15,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // redisConfig maps config.yaml's redis keys to the door's Config.
@@ -38,11 +39,12 @@ func redisConfig(cfg *Config) (redis.Config, error) {
 }
 
 // newRedisDoor builds the door of cfg on m.
-func newRedisDoor(cfg *Config, m redis.Mesh, log *slog.Logger) (*redis.Door, error) {
+func newRedisDoor(cfg *Config, m redis.Mesh, log *slog.Logger, metrics *telemetry.Metrics) (*redis.Door, error) {
 	rc, err := redisConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
+	rc.Metrics = metrics
 	if cfg.RedisSecureTrustStorePassword != "" {
 		log.Warn("redisSecureTrustStorePassword is not used: the trust store is a PEM file; put a Redis password in redisUrl (redis://:password@host:port)")
 	}
@@ -54,7 +56,7 @@ func startRedisDoor(ctx context.Context, g *errgroup.Group, d doorDeps) error {
 	if d.cfg.RedisURL == "" {
 		return nil
 	}
-	door, err := newRedisDoor(d.cfg, d.client, d.log)
+	door, err := newRedisDoor(d.cfg, d.client, d.log, d.metrics)
 	if err != nil {
 		return err
 	}
@@ -83,6 +85,11 @@ func cmdBridge(ctx context.Context, stop <-chan stopKind, args []string, stdout,
 		return err
 	}
 	defer removePID()
+	tel, metrics, err := setupTelemetry(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel, log)
 
 	nc, err := connect(cfg.NatsURL, cfg, nil, "bridge")
 	if err != nil {
@@ -105,7 +112,7 @@ func cmdBridge(ctx context.Context, stop <-chan stopKind, args []string, stdout,
 		return err
 	}
 	defer client.Close()
-	door, err := newRedisDoor(cfg, client, log)
+	door, err := newRedisDoor(cfg, client, log, metrics)
 	if err != nil {
 		return err
 	}
@@ -113,6 +120,7 @@ func cmdBridge(ctx context.Context, stop <-chan stopKind, args []string, stdout,
 		cfg.JobName, cfg.JobName, redis.Group, redactURL(cfg.RedisURL), cfg.NatsURL, redis.ResultKey(cfg.JobName, ""))
 
 	g, gctx := errgroup.WithContext(ctx)
+	serveMetrics(gctx, g, cfg, tel, log)
 	g.Go(func() error { return door.Run(gctx) })
 	g.Go(func() error {
 		select {

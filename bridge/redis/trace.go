@@ -1,0 +1,96 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+var tracer = otel.Tracer(telemetry.ScopeName + "/bridge/redis")
+
+// receiveSpan starts the consumer span of one stream entry, the child of
+// the entry's traceparent field when it has one.
+func (d *Door) receiveSpan(ctx context.Context, id string, req mesh.Request) (context.Context, trace.Span) {
+	ctx = telemetry.Extract(ctx, req.Header)
+	return tracer.Start(ctx, telemetry.SpanDoorRedis, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.system", "redis"), attribute.String("messaging.destination.name", d.cfg.Job),
+			attribute.String("messaging.message.id", id), attribute.String("cluster_serving.uri", req.URI),
+			telemetry.AttrJob.String(d.cfg.Job)))
+}
+
+// writeSpan starts the span of one pipelined HSET batch, linked to the
+// worker span of each result it writes.
+func (d *Door) writeSpan(ctx context.Context, rs []mesh.Result) (context.Context, trace.Span) {
+	links := make([]trace.Link, 0, len(rs))
+	for _, r := range rs {
+		if l := telemetry.Link(r.Header); l.SpanContext.IsValid() {
+			links = append(links, l)
+		}
+	}
+	return tracer.Start(ctx, telemetry.SpanResultDeliver, trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("cluster_serving.results", len(rs)), telemetry.AttrJob.String(d.cfg.Job)))
+}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// recordResults counts written results by outcome, with the time from the
+// client's XADD (the entry id's milliseconds) to the write.
+func (d *Door) recordResults(ctx context.Context, rs []mesh.Result) {
+	if d.cfg.Metrics == nil {
+		return
+	}
+	now := time.Now()
+	for _, r := range rs {
+		if r.URI == "" {
+			continue
+		}
+		var took time.Duration
+		if added, ok := entryTime(r.Header.Get(mesh.HeaderMsgID)); ok {
+			took = now.Sub(added)
+		}
+		d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorRedis, d.cfg.Job, metricOutcome(r.Status), took)
+	}
+}
+
+// entryTime reads the XADD time from a message id "<job>:<ms>-<seq>".
+func entryTime(msgID string) (time.Time, bool) {
+	i := strings.LastIndexByte(msgID, ':')
+	ms, _, ok := strings.Cut(msgID[i+1:], "-")
+	if !ok {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(n), true
+}
+
+func metricOutcome(status int) string {
+	switch status {
+	case mesh.StatusOK:
+		return telemetry.OutcomeOK
+	case mesh.StatusBadInput:
+		return telemetry.OutcomeBadInput
+	case mesh.StatusTimeout:
+		return telemetry.OutcomeTimeout
+	case mesh.StatusBusy:
+		return telemetry.OutcomeRejected
+	}
+	return telemetry.OutcomeError
+}
