@@ -44,7 +44,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	soakSize := fs.Int("soak-size", 64, "image side of the memory soak requests (the model takes any H×W; 224 is the full size)")
 	soakN := fs.Int("soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	storage := fs.String("storage", "file", "queueStorage of the serving process: file or memory")
-	only := fs.String("only", "", "run only these parts, comma-separated: resnet,tiny,memory")
+	only := fs.String("only", "", "run only these parts, comma-separated: tiny,redis,resnet,memory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +69,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if want("tiny") {
 		if err := benchTiny(stdout, bin, *tiny, *dur); err != nil {
 			return fmt.Errorf("tiny model: %w", err)
+		}
+	}
+	if want("redis") {
+		if err := benchRedisTiny(stdout, bin, *tiny, *dur); err != nil {
+			return fmt.Errorf("redis door: %w", err)
 		}
 	}
 	if want("resnet") || want("memory") {

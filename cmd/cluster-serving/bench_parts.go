@@ -151,6 +151,10 @@ func benchResNet(w io.Writer, bin, model string, d time.Duration, batch, threads
 			fmt.Fprintf(w, "   last error: %v\n", r.res.lastErr)
 		}
 	}
+	c.stop()
+	if err := benchRedisResNet(w, bin, model, d, batch, threads, raw); err != nil {
+		return fmt.Errorf("redis door: %w", err)
+	}
 	fmt.Fprintf(w, "(request body %d KB of JSON, decoded on the worker)\n\n", len(body)/1024)
 	return nil
 }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cluster-serving/cluster-serving/bridge/redis"
+)
+
+// redisServer is a redis-server the bench starts on a free port.
+type redisServer struct {
+	cmd  *exec.Cmd
+	addr string
+	port int
+}
+
+func startBenchRedis() (*redisServer, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("redis-server (apt-get install redis-server): %w", err)
+	}
+	r := &redisServer{cmd: cmd, addr: fmt.Sprintf("127.0.0.1:%d", port), port: port}
+	rdb := goredis.NewClient(&goredis.Options{Addr: r.addr})
+	defer rdb.Close()
+	for range 100 {
+		if rdb.Ping(context.Background()).Err() == nil {
+			return r, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.stop()
+	return nil, errors.New("redis-server did not answer")
+}
+
+func (r *redisServer) stop() {
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+}
+
+// redisOp is one client of the original's Python API: XADD a record, then
+// poll HGETALL on its result key until it holds a value, then DEL it. poll
+// is the pause between polls (0: poll back to back).
+func redisOp(addr, job string, data []byte, poll time.Duration, conc int) (op, func()) {
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: conc + 4})
+	var seq atomic.Int64
+	return func(ctx context.Context, g int) error {
+		uri := "b" + strconv.FormatInt(seq.Add(1), 10)
+		if err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: job, Values: []any{"uri", uri, "data", data, "serde", "stream"}}).Err(); err != nil {
+			return err
+		}
+		key := redis.ResultKey(job, uri)
+		for {
+			v, err := rdb.HGet(ctx, key, redis.ResultField).Result()
+			if err == nil {
+				rdb.Del(ctx, key)
+				if v == redis.NaN {
+					return errors.New("NaN result")
+				}
+				return nil
+			}
+			if !errors.Is(err, goredis.Nil) {
+				return err
+			}
+			if poll > 0 {
+				select {
+				case <-time.After(poll):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+	}, func() { _ = rdb.Close() }
+}
+
+var rpsRE = regexp.MustCompile(`([0-9.]+) requests per second`)
+
+// redisBenchmarkXADD is redis-benchmark's XADD rate with 50 clients.
+func redisBenchmarkXADD(port int) (float64, error) {
+	out, err := exec.Command("redis-benchmark", "-p", strconv.Itoa(port), "-c", "50", "-n", "200000", "-q",
+		"XADD", "benchstream", "*", "uri", "u", "data", "d").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %v: %s", err, out)
+	}
+	m := rpsRE.FindAllStringSubmatch(string(out), -1)
+	if len(m) == 0 {
+		return 0, fmt.Errorf("redis-benchmark said %q", out)
+	}
+	return strconv.ParseFloat(m[len(m)-1][1], 64)
+}
+
+// benchRedisTiny: records/s end to end through the Redis door with many
+// clients beside redis-benchmark's XADD rate, and the latency from XADD to
+// a readable result for one client.
+func benchRedisTiny(w io.Writer, bin, model string, d time.Duration) error {
+	rs, err := startBenchRedis()
+	if err != nil {
+		return err
+	}
+	defer rs.stop()
+	c, err := startChild(bin, model, map[string]string{"threadPerModel": "1", "redisUrl": rs.addr})
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	data := []byte(`{"instances":[{"x":[1.5,2.5,3.5,4.5]}]}`)
+	const clients = 50
+	many, closeMany := redisOp(rs.addr, c.job, data, 500*time.Microsecond, clients)
+	defer closeMany()
+	one, closeOne := redisOp(rs.addr, c.job, data, 0, 1)
+	defer closeOne()
+	runLoad(8, time.Second, 500, many) // warm-up
+	e2e := runLoad(clients, d, 0, many)
+	single := runLoad(1, d/2, 0, one)
+	xadd, err := redisBenchmarkXADD(rs.port)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "== Redis door, tiny model (serde=stream JSON records), %s per run\n", d)
+	t := table{w}
+	t.header()
+	t.row(fmt.Sprintf("Redis door, %d clients (XADD, poll, DEL)", clients), e2e)
+	t.row("Redis door, 1 client, back-to-back polls", single)
+	fmt.Fprintf(w, "redis-benchmark XADD, 50 clients: %.0f req/s\n", xadd)
+	fmt.Fprintf(w, "records/s end to end / redis-benchmark XADD rate: %.3f (issue 3 target >= 0.15)\n", e2e.rate()/xadd)
+	fmt.Fprintf(w, "XADD to readable result, 1 client: p50 %s, p99 %s (issue 3 target p50 <= 1ms)\n\n",
+		single.pct(0.5).Round(time.Microsecond), single.pct(0.99).Round(time.Microsecond))
+	return nil
+}
+
+// benchRedisResNet is the ResNet-50 throughput through the Redis door, for
+// the ratio to raw ONNX Runtime that benchResNet measured.
+func benchRedisResNet(w io.Writer, bin, model string, d time.Duration, batch, threads int, raw float64) error {
+	rs, err := startBenchRedis()
+	if err != nil {
+		return err
+	}
+	defer rs.stop()
+	c, err := startChild(bin, model, map[string]string{
+		"threadPerModel": strconv.Itoa(threads), "modelParallelism": "1", "maxBatch": strconv.Itoa(batch), "redisUrl": rs.addr})
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	conc := 2 * batch
+	do, closeDo := redisOp(rs.addr, c.job, imageRequest("input", 224, 224), 2*time.Millisecond, conc)
+	defer closeDo()
+	runLoad(conc, d/2, 0, do) // warm-up
+	r := runLoad(conc, d, 0, do)
+	fmt.Fprintf(w, "%-10s (concurrency %2d): %8.2f images/s  p50 %s  errors %d  ratio to raw %.3f (target >= 0.95)\n",
+		"Redis door", conc, r.rate(), r.pct(0.5).Round(time.Millisecond), r.errs, r.rate()/raw)
+	if r.lastErr != nil {
+		fmt.Fprintf(w, "   last error: %v\n", r.lastErr)
+	}
+	return nil
+}
