@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,6 +122,17 @@ func TestPrometheusMetricsMove(t *testing.T) {
 	if v := sample(after, "cluster_serving_workers", jobL); v != 1 {
 		t.Errorf("cluster_serving_workers: got %v, want 1", v)
 	}
+	// Every metric the Grafana dashboard charts exists.
+	dash, err := os.ReadFile("../../deploy/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`cluster_serving_[a-z_]+`).FindAllString(string(dash), -1) {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_sum"), "_count")
+		if _, ok := after[base]; !ok {
+			t.Errorf("deploy/grafana-dashboard.json charts %s; the metrics have no %s", m, base)
+		}
+	}
 	if v := sample(after, "cluster_serving_model_load_duration_seconds", nil); v < 1 {
 		t.Errorf("cluster_serving_model_load_duration_seconds: got count %v, want >= 1", v)
 	}
@@ -209,6 +221,34 @@ func TestTraceAcrossProcesses(t *testing.T) {
 			t.Errorf("%s: got parent %x, want %s's %x", w.name, parent[w.name], w.parent, byName[w.parent])
 		}
 	}
+}
+
+func TestStatusShowsWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	cfg, url, job, env := testJob(t, "")
+	start := spawn(t, env, "start", "-c", cfg)
+	nc := waitReady(t, url, start)
+	for i := range 7 {
+		if err := predictAdd(nc, job, [4]float32{float32(i), 0, 0, 0}, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := spawn(t, env, "status", "-c", cfg, "-once")
+	<-st.done
+	out := st.logs()
+	if st.cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("status failed:\n%s", out)
+	}
+	// The job's row and one worker row that served the 7 requests.
+	if !regexp.MustCompile(`(?m)^` + job + `\s+-\s+0\s+0\s+0\s+1\s`).MatchString(out) {
+		t.Errorf("no job row with 0 queued, 1 worker in:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^\S+\s+` + job + `\s+` + job + `\s+\S+\s+\d+\s+7\s+0\s`).MatchString(out) {
+		t.Errorf("no worker row with 7 processed in:\n%s", out)
+	}
+	start.signalAndWait(t, syscall.SIGTERM)
 }
 
 func keys(m map[string][]byte) []string {
