@@ -10,13 +10,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer"
-	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // httpAddr is where the HTTP door listens: httpInterface:httpPort.
@@ -73,83 +70,26 @@ func cmdHTTP(ctx context.Context, stop <-chan stopKind, args []string, stdout, s
 	if err != nil {
 		return err
 	}
-	if cfg.NatsURL == "" {
-		return errors.New("http joins an existing NATS: set natsUrl in the config or pass -nats nats://host:4222")
-	}
 	if cfg.HTTPPort < 0 {
 		return errors.New("config key \"httpPort\": -1 disables the HTTP door; set a port to run `http`")
 	}
-	log := newLogger(cfg, stderr)
-	log.Debug("effective config", "config", cfg)
-	removePID, err := writePID(cfg.JobName, "http", f.args())
-	if err != nil {
-		return err
-	}
-	defer removePID()
-	tel, metrics, err := setupTelemetry(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer shutdownTelemetry(tel, log)
-
 	served, err := loadModelInfo(cfg)
 	if err != nil {
 		return err
 	}
-	nc, err := connect(cfg.NatsURL, cfg, nil, "http")
-	if err != nil {
-		return err
+	jobs := make([]string, len(served))
+	for i, m := range served {
+		jobs[i] = m.job
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	// The streams exist whichever process comes up first.
-	for _, m := range served {
-		if err := mesh.EnsureStreams(ctx, js, streamConfigFor(cfg, m.job)); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+	return runDoorProcess(ctx, stop, "http", f, cfg, jobs, stderr, func(ctx context.Context, g *errgroup.Group, d doorDeps) error {
+		d.served = served
+		if err := startHTTPDoor(ctx, g, d); err != nil {
 			return err
 		}
-	}
-	client, err := mesh.NewClient(nc, mesh.ClientConfig{})
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	d := doorDeps{cfg: cfg, client: client, nc: nc, log: log, served: served, ready: nc.IsConnected, metrics: metrics}
-	door, err := httpdoor.New(client, httpConfig(cfg, served, d.ready, d))
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", httpAddr(cfg))
-	if err != nil {
-		return fmt.Errorf("HTTP door (config keys \"httpInterface\", \"httpPort\"): %w", err)
-	}
-	fmt.Fprintf(stdout, "HTTP door on http://%s for %d model(s), queues on NATS %s\n", ln.Addr(), len(served), cfg.NatsURL)
-	printOtherModels(stdout, cfg, served)
-
-	g, gctx := errgroup.WithContext(ctx)
-	serveMetrics(gctx, g, cfg, tel, log)
-	g.Go(func() error { return door.Serve(gctx, ln) })
-	g.Go(func() error {
-		select {
-		case <-stop:
-			log.Info("stopping: finishing requests in flight", "grace", cfg.grace())
-		case <-gctx.Done():
-		}
+		fmt.Fprintf(stdout, "HTTP door on http://%s for %d model(s), queues on NATS %s\n", httpAddr(cfg), len(served), cfg.NatsURL)
+		printOtherModels(stdout, cfg, served)
 		return nil
 	})
-	err = g.Wait()
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
-		log.Warn("nats drain", "err", derr)
-	}
-	return err
 }
 
 // loadModelInfo reads each served model's description without keeping a

@@ -9,12 +9,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
-	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -72,73 +69,17 @@ func cmdBridge(ctx context.Context, stop <-chan stopKind, args []string, stdout,
 	if err != nil {
 		return err
 	}
-	if cfg.NatsURL == "" {
-		return errors.New("bridge joins an existing NATS: set natsUrl in the config or pass -nats nats://host:4222")
-	}
 	if cfg.RedisURL == "" {
 		return errors.New("bridge needs a Redis: set redisUrl in the config (host:port or redis://:password@host:port)")
 	}
-	log := newLogger(cfg, stderr)
-	log.Debug("effective config", "config", cfg)
-	removePID, err := writePID(cfg.JobName, "bridge", f.args())
-	if err != nil {
-		return err
-	}
-	defer removePID()
-	tel, metrics, err := setupTelemetry(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer shutdownTelemetry(tel, log)
-
-	nc, err := connect(cfg.NatsURL, cfg, nil, "bridge")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	// The streams exist whichever process comes up first.
-	if err := mesh.EnsureStreams(ctx, js, streamConfig(cfg)); err != nil {
-		if ctx.Err() != nil {
-			return nil
+	return runDoorProcess(ctx, stop, "bridge", f, cfg, []string{cfg.JobName}, stderr, func(ctx context.Context, g *errgroup.Group, d doorDeps) error {
+		if err := startRedisDoor(ctx, g, d); err != nil {
+			return err
 		}
-		return err
-	}
-	client, err := mesh.NewClient(nc, mesh.ClientConfig{})
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	door, err := newRedisDoor(cfg, client, log, metrics)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
-		cfg.JobName, cfg.JobName, redis.Group, redactURL(cfg.RedisURL), cfg.NatsURL, redis.ResultKey(cfg.JobName, ""))
-
-	g, gctx := errgroup.WithContext(ctx)
-	serveMetrics(gctx, g, cfg, tel, log)
-	g.Go(func() error { return door.Run(gctx) })
-	g.Go(func() error {
-		select {
-		case <-stop:
-			log.Info("stopping: finishing in-flight enqueues and result writes; unread entries stay in Redis")
-		case <-gctx.Done():
-		}
+		fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
+			cfg.JobName, cfg.JobName, redis.Group, redactURL(cfg.RedisURL), cfg.NatsURL, redis.ResultKey(cfg.JobName, ""))
 		return nil
 	})
-	err = g.Wait()
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
-		log.Warn("nats drain", "err", derr)
-	}
-	log.Info("stopped")
-	return err
 }
 
 // redactURL hides the password of a redis:// URL.
