@@ -151,6 +151,17 @@ def small_models(out):
     )
     # 128-value vectors, the shape of the ndarray-128 Redis fixture.
     save(affine("add_f32_128", TensorProto.FLOAT, np.float32, ["batch", 128]), os.path.join(out, "add_f32_128.onnx"))
+    # Row means of a [100,10000] tensor, the dense shape of the sparse
+    # arrowBytes Redis fixture (its input is named like the fixture's column).
+    save(
+        make(
+            "sparse_rows",
+            [helper.make_node("ReduceMean", ["my-img"], ["rows"], axes=[2], keepdims=0)],
+            [vi("my-img", TensorProto.FLOAT, ["batch", 100, 10000])],
+            [vi("rows", TensorProto.FLOAT, ["batch", 100])],
+        ),
+        os.path.join(out, "sparse_rows.onnx"),
+    )
 
 
 def resnet50(path):
