@@ -36,6 +36,9 @@ func DecodeRedisArrow(data []byte, info ModelInfo, alreadyBatched bool) (rec []T
 			rec, err = nil, inputErr(-1, "", "corrupt Arrow stream: %v", r)
 		}
 	}()
+	if err := checkIPCVectors(raw); err != nil {
+		return nil, inputErr(-1, "", "corrupt Arrow stream: %v", err)
+	}
 	mem := &limitAllocator{left: 16<<20 + 4*int64(len(raw))}
 	rd, err := ipc.NewReader(bytes.NewReader(raw), ipc.WithAllocator(mem))
 	if err != nil {
