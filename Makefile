@@ -55,7 +55,7 @@ test-short:
 ## bench: the figures of the closing notes, from one run (see README "Benchmarks").
 RESNET := $(CACHE)/models/resnet50/resnet50.onnx
 bench: deps build $(RESNET)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./mesh
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./mesh ./bridge/http ./telemetry
 	$(BIN) bench -resnet $(RESNET) $(BENCH_FLAGS)
 
 # The ResNet-50-shaped model (random weights, ~100 MB) is generated, not committed.
@@ -65,8 +65,9 @@ $(RESNET): infer/testdata/gen_models.py | debs
 
 ## fuzz: run each decoder fuzzer for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
+FUZZERS := FuzzDecodeInstances FuzzDecodeRedisArrow FuzzDecodeOIP
 fuzz: deps
-	$(GO) test ./infer -run '^$$' -fuzz FuzzDecodeInstances -fuzztime $(FUZZTIME)
+	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 deps: debs ort
 
