@@ -4,33 +4,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // These tests put the real *infer.Engine (ONNX Runtime, a generated model)
 // behind the workers; they fail in CI (CLUSTER_SERVING_REQUIRE_DEPS=1) and
 // skip elsewhere when the library is missing.
-
-func requireORT(tb testing.TB) {
-	tb.Helper()
-	lib, err := infer.FindLibrary("", os.Getenv("ONNXRUNTIME_LIB"))
-	if err == nil {
-		err = infer.Init(lib)
-	}
-	if err != nil {
-		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-			tb.Fatal(err)
-		}
-		tb.Skip(err)
-	}
-}
 
 func newEngine(tb testing.TB, model string) *infer.Engine {
 	tb.Helper()
@@ -61,7 +47,7 @@ func predictionData(tb testing.TB, body []byte) []float32 {
 }
 
 func TestEngineThroughTwoWorkers(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	const model = "../infer/testdata/add_f32.onnx"
 	direct, err := infer.NewSession(model, 1)
 	if err != nil {
@@ -133,7 +119,7 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 }
 
 func TestEngineBadInputKeepsServing(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	s := startServer(t)
 	job := "engbad"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}

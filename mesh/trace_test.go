@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"context"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"io"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 // publish -> (queue wait, worker process -> reply), with the batch span
 // linked to the worker's span and the ONNX Runtime run under the batch.
 func TestTraceCrossesTheMesh(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", Output: io.Discard})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package httpdoor_test
 
 import (
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"io"
 	"net/http"
 	"strings"
@@ -17,7 +18,7 @@ import (
 // model through the HTTP door and through the NATS door (micro endpoint),
 // with 32 concurrent callers each.
 func BenchmarkDoors(b *testing.B) {
-	requireORT(b)
+	infertest.RequireLibrary(b)
 	const body = `{"instances":[{"x":[1,2,3,4]}]}`
 	e := startDoor(b, httpdoor.Config{}, served{name: "add", file: "add_f32"})
 	b.Run("http", func(b *testing.B) {

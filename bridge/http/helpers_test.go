@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -27,20 +26,6 @@ import (
 // the generated models of infer/testdata. They fail in CI
 // (CLUSTER_SERVING_REQUIRE_DEPS=1) and skip elsewhere when ONNX Runtime is
 // missing.
-
-func requireORT(tb testing.TB) {
-	tb.Helper()
-	lib, err := infer.FindLibrary("", os.Getenv("ONNXRUNTIME_LIB"))
-	if err == nil {
-		err = infer.Init(lib)
-	}
-	if err != nil {
-		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-			tb.Fatal(err)
-		}
-		tb.Skip(err)
-	}
-}
 
 func modelPath(name string) string { return "../../infer/testdata/" + name + ".onnx" }
 

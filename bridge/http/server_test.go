@@ -3,6 +3,7 @@ package httpdoor_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"net/http"
 	"reflect"
 	"strings"
@@ -17,7 +18,7 @@ import (
 )
 
 func TestPredictShapes(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	e := startDoor(t, httpdoor.Config{},
 		served{name: "add", file: "add_f32"},
 		served{name: "two", version: "2", file: "two_io"})
@@ -76,7 +77,7 @@ type oipCase struct {
 }
 
 func TestOIPInferEveryDatatype(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	cases := []oipCase{
 		{"add_f32", infer.Tensor{DType: infer.Float32, Shape: []int64{2, 4}, Data: []float32{1, 2, 3, 4, 5, 6, 7, 8.5}}, `[[1,2,3,4],[5,6,7,8.5]]`},
 		{"add_f64", infer.Tensor{DType: infer.Float64, Shape: []int64{1, 4}, Data: []float64{1, 2, 3, 0.125}}, `[1,2,3,0.125]`},
@@ -170,7 +171,7 @@ func sameData(tb testing.TB, raw json.RawMessage, data any) bool {
 }
 
 func TestMetadataRoutes(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	e := startDoor(t, httpdoor.Config{Version: "1.2.3"},
 		served{name: "add", file: "add_f32"},
 		served{name: "add", version: "2", file: "add_f64"})
@@ -212,7 +213,7 @@ func TestMetadataRoutes(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	e := startDoor(t, httpdoor.Config{}, served{name: "add", file: "add_f32"})
 	for range 5 {
 		if st, body := call(t, "POST", e.url+"/predict", `{"instances":[{"x":[1,2,3,4]}]}`); st != 200 {
@@ -246,7 +247,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestErrorStatuses(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	release := make(chan struct{})
 	defer close(release)
 	var ready atomic.Bool
@@ -315,7 +316,7 @@ func TestErrorStatuses(t *testing.T) {
 }
 
 func TestTokenBucket(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	e := startDoor(t, httpdoor.Config{TokensPerSecond: 1, TokenAcquireTimeout: 10 * time.Millisecond},
 		served{name: "add", file: "add_f32"})
 	var codes []int
@@ -334,7 +335,7 @@ func TestTokenBucket(t *testing.T) {
 // TestConcurrentClients sends 2,000 requests from 200 clients and checks
 // that each answer belongs to its own request.
 func TestConcurrentClients(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	e := startDoor(t, httpdoor.Config{}, served{name: "add", file: "add_f32", engineCfg: infer.Config{MaxBatch: 32}})
 	const clients, perClient = 200, 10
 	var wg sync.WaitGroup
@@ -390,7 +391,7 @@ func TestConcurrentClients(t *testing.T) {
 // TestGracefulShutdown stops the door while a request is in flight: the
 // request still gets its answer.
 func TestGracefulShutdown(t *testing.T) {
-	requireORT(t)
+	infertest.RequireLibrary(t)
 	release := make(chan struct{})
 	info := infer.ModelInfo{Inputs: []infer.IO{{Name: "x", DType: infer.Float32, Shape: []int64{-1, 4}}}}
 	e := startDoor(t, httpdoor.Config{}, served{name: "slow", predictor: blockingPredictor{release}, info: info})

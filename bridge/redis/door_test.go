@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,20 +23,6 @@ import (
 // server and workers on the real ONNX Runtime (infer/testdata models).
 
 const addModel = "../../infer/testdata/add_f32.onnx" // x [-1,4] float32, y = 2x+1
-
-func requireORT(tb testing.TB) {
-	tb.Helper()
-	lib, err := infer.FindLibrary("", os.Getenv("ONNXRUNTIME_LIB"))
-	if err == nil {
-		err = infer.Init(lib)
-	}
-	if err != nil {
-		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-			tb.Fatal(err)
-		}
-		tb.Skip(err)
-	}
-}
 
 // mesh1 is one job's mesh: its streams, a worker on the model and a client.
 type mesh1 struct {
@@ -67,7 +53,7 @@ func connect(tb testing.TB, s *embedded.Server) *nats.Conn {
 // startJob creates job's streams on s and runs one worker on model.
 func startJob(tb testing.TB, s *embedded.Server, job, model string) mesh1 {
 	tb.Helper()
-	requireORT(tb)
+	infertest.RequireLibrary(tb)
 	nc := connect(tb, s)
 	js, err := jetstream.New(nc)
 	if err != nil {

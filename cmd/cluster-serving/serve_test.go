@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -38,22 +39,7 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func requireORT(t testing.TB) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("ONNXRUNTIME_LIB"), filepath.Join(os.Getenv("HOME"), ".cache/cluster-serving/onnxruntime-"+ortVersion+"/libonnxruntime.so.1")} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-		t.Fatal("ONNX Runtime library not found; run `make ort`")
-	}
-	t.Skip("ONNX Runtime library not found; run `make ort`")
-	return ""
-}
+func requireORT(t testing.TB) string { return infertest.RequireLibrary(t) }
 
 type proc struct {
 	cmd    *exec.Cmd
