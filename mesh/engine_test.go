@@ -3,6 +3,8 @@ package mesh_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/nats-io/nats.go"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -61,17 +63,7 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 	ensure(t, connect(t, s), cfg.Stream)
 	w1, _ := runWorker(t, connect(t, s), cfg, newEngine(t, model))
 	w2, _ := runWorker(t, connect(t, s), cfg, newEngine(t, model))
-	client := newClient(t, connect(t, s))
-	svc, err := mesh.NewService(connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, svc.Run)
-	caller := connect(t, s)
-	waitFor(t, "service", func() bool {
-		_, err := caller.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
-		return err == nil
-	})
+	caller := serveNATS(t, s, job)
 
 	const total, conc = 1000, 32
 	var next atomic.Int64
@@ -125,17 +117,7 @@ func TestEngineBadInputKeepsServing(t *testing.T) {
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
 	ensure(t, connect(t, s), cfg.Stream)
 	runWorker(t, connect(t, s), cfg, newEngine(t, "../infer/testdata/two_io.onnx"))
-	client := newClient(t, connect(t, s))
-	svc, err := mesh.NewService(connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, svc.Run)
-	caller := connect(t, s)
-	waitFor(t, "service", func() bool {
-		_, err := caller.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
-		return err == nil
-	})
+	caller := serveNATS(t, s, job)
 	info := newEngine(t, "../infer/testdata/two_io.onnx").Info()
 	good := goodTwoIO(t, info)
 
@@ -194,4 +176,22 @@ func replaceFirstInput(info infer.ModelInfo, good, value string) string {
 	m["instances"][0][info.Inputs[0].Name] = json.RawMessage(value)
 	b, _ := json.Marshal(m)
 	return string(b)
+}
+
+// serveNATS runs the NATS door of job on s and returns a separate caller
+// connection once the service answers.
+func serveNATS(t *testing.T, s *embedded.Server, job string) *nats.Conn {
+	t.Helper()
+	client := newClient(t, connect(t, s))
+	svc, err := mesh.NewService(connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, svc.Run)
+	caller := connect(t, s)
+	waitFor(t, "service", func() bool {
+		_, err := caller.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
+		return err == nil
+	})
+	return caller
 }

@@ -35,17 +35,7 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
 	ensure(t, connect(t, s), cfg.Stream)
 	runWorker(t, connect(t, s), cfg, newEngine(t, "../infer/testdata/add_f32.onnx"))
-	client := newClient(t, connect(t, s))
-	svc, err := mesh.NewService(connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, svc.Run)
-	caller := connect(t, s)
-	waitFor(t, "service", func() bool {
-		_, err := caller.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
-		return err == nil
-	})
+	caller := serveNATS(t, s, job)
 
 	// The caller's own span, propagated as a W3C traceparent header.
 	ctx, callerSpan := otel.Tracer("test").Start(context.Background(), "caller")

@@ -266,13 +266,7 @@ func serve(ctx context.Context, stop <-chan stopKind, f *serveFlags, cfg *Config
 		}
 		return nil
 	})
-	err = g.Wait()
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
-		log.Warn("nats drain", "err", derr)
-	}
+	err = waitAndDrain(g, nc, log)
 	var processed uint64
 	for _, w := range workers {
 		processed += w.Stats().Processed

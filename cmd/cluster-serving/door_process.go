@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,13 +73,21 @@ func runDoorProcess(ctx context.Context, stop <-chan stopKind, role string, f *s
 		}
 		return nil
 	})
-	err = g.Wait()
+	err = waitAndDrain(g, nc, log)
+	log.Info("stopped")
+	return err
+}
+
+// waitAndDrain waits for a process's parts to stop, then drains its NATS
+// connection so that acks and results still buffered reach the server. A
+// ctx cancelled by a signal is not an error.
+func waitAndDrain(g *errgroup.Group, nc *nats.Conn, log *slog.Logger) error {
+	err := g.Wait()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
 		log.Warn("nats drain", "err", derr)
 	}
-	log.Info("stopped")
 	return err
 }
