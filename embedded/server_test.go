@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/embedded"
 )
 
 func TestStartJetStreamShutdownTwice(t *testing.T) {

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // echoPredictor is the cheapest Predictor: it returns the body.

@@ -3,14 +3,15 @@ package mesh_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/cluster-serving/cluster-serving/embedded"
-	"github.com/nats-io/nats.go"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/embedded"
-	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // startServer runs an embedded NATS server on a random port for one test.

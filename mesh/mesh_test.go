@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 func TestSubmitThroughTwoWorkers(t *testing.T) {

@@ -2,10 +2,11 @@ package mesh_test
 
 import (
 	"context"
-	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"

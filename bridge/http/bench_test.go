@@ -1,12 +1,13 @@
 package httpdoor_test
 
 import (
-	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 
 	"github.com/nats-io/nats.go"
 

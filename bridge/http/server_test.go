@@ -3,7 +3,6 @@ package httpdoor_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"net/http"
 	"reflect"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer"

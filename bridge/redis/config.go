@@ -4,10 +4,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"github.com/cluster-serving/cluster-serving/telemetry"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
 
 	goredis "github.com/redis/go-redis/v9"
 

@@ -10,13 +10,14 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // These tests run the door against a real redis-server, an embedded NATS
