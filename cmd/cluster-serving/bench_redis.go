@@ -117,7 +117,7 @@ func benchRedisTiny(w io.Writer, bin, model string, d time.Duration) error {
 	defer c.stop()
 	data := []byte(`{"instances":[{"x":[1.5,2.5,3.5,4.5]}]}`)
 	const clients = 50
-	many, closeMany := redisOp(rs.addr, c.job, data, 500*time.Microsecond, clients)
+	many, closeMany := redisOp(rs.addr, c.job, data, 2*time.Millisecond, clients)
 	defer closeMany()
 	one, closeOne := redisOp(rs.addr, c.job, data, 0, 1)
 	defer closeOne()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -39,6 +40,13 @@ Run "cluster-serving <command> -h" for a command's flags.
 `
 
 func main() {
+	// CLUSTER_SERVING_CPUPROFILE=prefix writes a CPU profile of the whole
+	// process life to prefix.<pid>, for `go tool pprof`.
+	if path := os.Getenv("CLUSTER_SERVING_CPUPROFILE"); path != "" {
+		if f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid())); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "cluster-serving:", err)
