@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -404,13 +406,33 @@ cluster-serving is serving job %q
   NATS:    %s   request-reply subject: %s
 
 Call it from another terminal:
-  bin/cluster-serving predict -c %s -fill 0.5      # a request of the model's shape, every value 0.5
+  bin/cluster-serving predict -c %s -fill 0.5%s   # one request, every value 0.5
   bin/cluster-serving predict -c %s -d '{"instances":[{...}]}'
   nats req %s '{"instances":[{...}]}'    # with the nats CLI
+  bin/cluster-serving status -c %s       # throughput, queue depth, latency, workers
 Stop with Ctrl-C (in-flight work goes back to the queue) or: bin/cluster-serving shutdown -c %s
 
 `, cfg.JobName, info.Path, ioString(info.Inputs), ioString(info.Outputs), url, subject,
-		cfgPath, cfgPath, subject, cfgPath)
+		cfgPath, shapeHint(info), cfgPath, subject, cfgPath, cfgPath)
+}
+
+// shapeHint suggests -shape when an input has dynamic dimensions besides
+// the batch: -fill alone would set them to 1.
+func shapeHint(info infer.ModelInfo) string {
+	for _, in := range info.Inputs {
+		if len(in.Shape) < 2 || !slices.Contains(in.Shape[1:], -1) {
+			continue
+		}
+		dims := make([]string, len(in.Shape)-1)
+		for i, d := range in.Shape[1:] {
+			dims[i] = strconv.FormatInt(d, 10)
+			if d < 0 {
+				dims[i] = "N"
+			}
+		}
+		return " -shape " + strings.Join(dims, ",")
+	}
+	return ""
 }
 
 // printOtherModels says where the HTTP door listens and, when there are
