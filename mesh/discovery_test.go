@@ -29,6 +29,7 @@ func TestDiscoverWorkers(t *testing.T) {
 		ws, err = mesh.DiscoverWorkers(context.Background(), nc, 200*time.Millisecond)
 		return err == nil && len(ws) == 2
 	})
+	// (Processed is counted before each reply leaves, so all 20 show.)
 	var total uint64
 	for _, w := range ws {
 		if w.Job != job || w.Model != "fake" || w.PID == "" {

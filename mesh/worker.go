@@ -324,14 +324,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	switch {
 	case err == nil:
 		status = StatusOK
+		// Counted before the reply leaves, so that a caller who has its
+		// answer never sees a count without it; taken back if it fails.
+		w.processed.Add(1)
 		if perr := w.publish(ctx, h, StatusOK, out, ""); perr != nil {
+			w.processed.Add(^uint64(0))
 			status = StatusInternal
 			w.log.WarnContext(ctx, "mesh: publish result", "uri", h.Get(HeaderURI), "err", perr)
 			w.retried.Add(1)
 			w.nak(msg, w.cfg.Stream.backoff(delivered))
 			return
 		}
-		w.processed.Add(1)
 		w.ack(msg)
 		w.lat.add(time.Since(began))
 	case badInput(err):
@@ -364,13 +367,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 // fail publishes an error result and terminates the record. When the
 // result cannot be published the record is nakked to try again.
 func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, h nats.Header, status int, message string) {
+	w.failed.Add(1) // before the answer leaves, as processed
 	if err := w.publish(ctx, h, status, nil, message); err != nil {
+		w.failed.Add(^uint64(0))
 		w.log.Warn("mesh: publish error result", "uri", h.Get(HeaderURI), "err", err)
 		w.retried.Add(1)
 		w.nak(msg, w.cfg.Stream.backoff(1))
 		return
 	}
-	w.failed.Add(1)
 	if err := msg.Term(); err != nil {
 		w.log.Warn("mesh: term", "err", err)
 	}
