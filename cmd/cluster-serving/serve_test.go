@@ -201,43 +201,53 @@ func processed(t *testing.T, p *proc) int {
 	return n
 }
 
-func TestStartAndSecondWorkerShareTheLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
-	cfg, url, job, env := testJob(t, "")
-	start := spawn(t, env, "start", "-c", cfg)
-	nc := waitReady(t, url, start)
-	worker := spawn(t, env, "worker", "-c", cfg, "-nats", url)
-	// The worker is in once the consumer shows two pull subscribers' worth of
-	// waiting requests; simpler and exact: wait for its "joined" line.
+// startAndWorker runs `start` and a second `worker` process of one job and
+// returns them with a caller connection once both serve.
+func startAndWorker(t *testing.T, extra string) (start, worker *proc, nc *nats.Conn, job string) {
+	t.Helper()
+	cfg, url, job, env := testJob(t, extra)
+	start = spawn(t, env, "start", "-c", cfg)
+	nc = waitReady(t, url, start)
+	worker = spawn(t, env, "worker", "-c", cfg, "-nats", url)
 	waitLog(t, worker, "joined")
+	return start, worker, nc, job
+}
 
-	const total, conc = 1000, 32
+// sendAdds sends total add_f32 requests (x built from the request number
+// by input) from conc goroutines, reports each wrong or missing answer as
+// a test error, and counts answers in answered.
+func sendAdds(t *testing.T, nc *nats.Conn, job string, total, conc int, timeout time.Duration,
+	input func(i float32) [4]float32, answered *atomic.Int64) {
+	t.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, total)
 	for range conc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := next.Add(1) - 1
-				if i >= total {
+				if i >= int64(total) {
 					return
 				}
-				f := float32(i)
-				if err := predictAdd(nc, job, [4]float32{f, -f, f / 4, 0.5}, 30*time.Second); err != nil {
-					errs <- fmt.Errorf("request %d: %w", i, err)
+				if err := predictAdd(nc, job, input(float32(i)), timeout); err != nil {
+					t.Errorf("request %d: %v", i, err)
 				}
+				answered.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+}
+
+func TestStartAndSecondWorkerShareTheLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
 	}
+	start, worker, nc, job := startAndWorker(t, "")
+	const total = 1000
+	var answered atomic.Int64
+	sendAdds(t, nc, job, total, 32, 30*time.Second, func(f float32) [4]float32 { return [4]float32{f, -f, f / 4, 0.5} }, &answered)
 	worker.signalAndWait(t, syscall.SIGTERM)
 	start.signalAndWait(t, syscall.SIGTERM)
 	a, b := processed(t, start), processed(t, worker)
@@ -270,44 +280,21 @@ func TestWorkerKilledMidBatchLosesNothing(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	// A short ackWait so that the killed worker's messages come back quickly.
-	cfg, url, job, env := testJob(t, "ackWait: 1500\n")
-	start := spawn(t, env, "start", "-c", cfg)
-	nc := waitReady(t, url, start)
-	worker := spawn(t, env, "worker", "-c", cfg, "-nats", url)
-	waitLog(t, worker, "joined")
-
-	const total, conc = 600, 64
-	var next, answered atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, total)
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= total {
-					return
-				}
-				f := float32(i)
-				if err := predictAdd(nc, job, [4]float32{f, 1, 2, 3}, 60*time.Second); err != nil {
-					errs <- fmt.Errorf("request %d: %w", i, err)
-				}
-				answered.Add(1)
-			}
-		}()
-	}
+	start, worker, nc, job := startAndWorker(t, "ackWait: 1500\n")
+	const total = 600
+	var answered atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sendAdds(t, nc, job, total, 64, 60*time.Second, func(f float32) [4]float32 { return [4]float32{f, 1, 2, 3} }, &answered)
+	}()
 	// Kill the worker hard while requests are in flight.
 	for answered.Load() < total/4 {
 		time.Sleep(time.Millisecond)
 	}
 	_ = worker.cmd.Process.Kill()
 	<-worker.done
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	<-done
 	if got := answered.Load(); got != total {
 		t.Errorf("got %d answers, want %d", got, total)
 	}
