@@ -24,6 +24,8 @@ const (
 	EndpointName = "predict"
 	// MetadataJob is the endpoint metadata key holding the job name.
 	MetadataJob = "job"
+	// DefaultJob is the job of a config that names none (SPEC: jobName).
+	DefaultJob = "serving_stream"
 )
 
 // Headers on work and result messages.

@@ -17,7 +17,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultJob           = "serving_stream"
+	DefaultJob           = mesh.DefaultJob
 	DefaultTimeout       = 5 * time.Second
 	DefaultDurable       = "redis-bridge"
 	DefaultBatch         = 64
