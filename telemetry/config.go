@@ -33,6 +33,10 @@ const (
 // Config.ServiceName is empty.
 const DefaultServiceName = "cluster-serving"
 
+// DefaultMetricsListen is where a process serves MetricsHandler when its
+// configuration names no address: loopback, Prometheus's usual 9464.
+const DefaultMetricsListen = "127.0.0.1:9464"
+
 // Config configures Setup. The zero value means all defaults: no tracing,
 // no metrics, text logs at INFO on stderr.
 //
