@@ -1,0 +1,211 @@
+package serving
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// File is config.yaml. The keys of SPEC §4 keep the original's names; the
+// ones the original never had (NATS, batching, queue limits, logs) are ours.
+// Every key is documented in Template, which `cluster-serving init` writes;
+// a test keeps the two in step.
+//
+// A zero value means the default of the package that uses the setting
+// (infer, mesh, embedded, the doors, telemetry); ParseFile fills only what
+// the file's own semantics derive (jobName, model versions, the split of
+// coreNumberPerMachine into sessions and threads). The methods of File map
+// it onto those packages' Configs; cmd maps the door keys.
+type File struct {
+	// SPEC §4 keys.
+	ModelPath                     string `yaml:"modelPath"`
+	JobName                       string `yaml:"jobName"`
+	PostProcessing                string `yaml:"postProcessing"`
+	ImageResize                   string `yaml:"imageResize"`
+	InputAlreadyBatched           bool   `yaml:"inputAlreadyBatched"`
+	CoreNumberPerMachine          int    `yaml:"coreNumberPerMachine"`
+	ModelParallelism              int    `yaml:"modelParallelism"`
+	ThreadPerModel                int    `yaml:"threadPerModel"`
+	RedisURL                      string `yaml:"redisUrl"`
+	RedisMaxmemory                string `yaml:"redisMaxmemory"`
+	RedisTimeout                  int    `yaml:"redisTimeout"`
+	RedisSecureEnabled            bool   `yaml:"redisSecureEnabled"`
+	RedisSecureTrustStorePath     string `yaml:"redisSecureTrustStorePath"`
+	RedisSecureTrustStorePassword string `yaml:"redisSecureTrustStorePassword"`
+	ModelEncrypted                bool   `yaml:"modelEncrypted"`
+	RecordEncrypted               bool   `yaml:"recordEncrypted"`
+
+	// Ours.
+	OnnxruntimeLib  string `yaml:"onnxruntimeLib"`
+	NatsURL         string `yaml:"natsUrl"`
+	NatsCredentials string `yaml:"natsCredentials"`
+	NatsListen      string `yaml:"natsListen"`
+	NatsStoreDir    string `yaml:"natsStoreDir"`
+	NatsMaxPayload  int    `yaml:"natsMaxPayload"`
+	QueueStorage    string `yaml:"queueStorage"`
+	QueueReplicas   int    `yaml:"queueReplicas"`
+	QueueMaxMsgs    int64  `yaml:"queueMaxMsgs"`
+	QueueMaxBytes   int64  `yaml:"queueMaxBytes"`
+	AckWait         int    `yaml:"ackWait"`
+	MaxDeliver      int    `yaml:"maxDeliver"`
+	ResultTTL       int    `yaml:"resultTTL"`
+	MaxBatch        int    `yaml:"maxBatch"`
+	MaxWait         int    `yaml:"maxWait"`
+	WorkerInflight  int    `yaml:"workerInflight"`
+	ShutdownGrace   int    `yaml:"shutdownGrace"`
+	LogFormat       string `yaml:"logFormat"`
+	LogLevel        string `yaml:"logLevel"`
+
+	// Several models (see file_models.go); exclusive with modelPath.
+	Models []ModelEntry `yaml:"models"`
+
+	// HTTP door (SPEC §3 start options). timeWindow and countWindow are the
+	// original's names of maxWait and maxBatch: aliases folded into those
+	// two fields by resolveAliases, so the batching window has one source
+	// of truth.
+	HTTPInterface       string  `yaml:"httpInterface"`
+	HTTPPort            int     `yaml:"httpPort"`
+	HTTPRequestTimeout  int     `yaml:"httpRequestTimeout"`
+	HTTPMaxBodyBytes    int64   `yaml:"httpMaxBodyBytes"`
+	TimeWindow          int     `yaml:"timeWindow"`
+	CountWindow         int     `yaml:"countWindow"`
+	TokenBucketEnabled  bool    `yaml:"tokenBucketEnabled"`
+	TokensPerSecond     float64 `yaml:"tokensPerSecond"`
+	TokenAcquireTimeout int     `yaml:"tokenAcquireTimeout"`
+
+	// Image pre-processing beyond the original's default (SPEC §7).
+	ImageLayout   string  `yaml:"imageLayout"`
+	ImageChannels string  `yaml:"imageChannels"`
+	ImageScale    float64 `yaml:"imageScale"`
+	ImageMean     string  `yaml:"imageMean"`
+	ImageStd      string  `yaml:"imageStd"`
+
+	// Telemetry.
+	TracesExporter   string  `yaml:"tracesExporter"`
+	OtlpEndpoint     string  `yaml:"otlpEndpoint"`
+	OtlpInsecure     bool    `yaml:"otlpInsecure"`
+	TraceSampleRatio float64 `yaml:"traceSampleRatio"`
+	MetricsListen    string  `yaml:"metricsListen"`
+}
+
+// LogValue redacts secrets when the effective config is logged.
+func (f File) LogValue() slog.Value {
+	v := reflect.ValueOf(f)
+	t := v.Type()
+	attrs := make([]slog.Attr, 0, t.NumField())
+	for i := range t.NumField() {
+		key := t.Field(i).Tag.Get("yaml")
+		val := v.Field(i).Interface()
+		if strings.Contains(strings.ToLower(key), "password") || strings.Contains(strings.ToLower(key), "credentials") {
+			if s, _ := val.(string); s != "" {
+				val = "REDACTED"
+			}
+		}
+		attrs = append(attrs, slog.Any(key, val))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// fileKeys maps each yaml key to its field index.
+var fileKeys = func() map[string]int {
+	m := map[string]int{}
+	t := reflect.TypeFor[File]()
+	for i := range t.NumField() {
+		m[t.Field(i).Tag.Get("yaml")] = i
+	}
+	return m
+}()
+
+// ParseFile reads config.yaml. Keys are decoded one by one so that an
+// unknown key or a malformed value is reported with its name and line;
+// then aliases are folded, derived values filled and every value checked.
+// Each error names its key; several are joined.
+func ParseFile(data []byte) (*File, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil && err.Error() != "EOF" {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	f := &File{}
+	if len(root.Content) > 0 {
+		if err := f.decode(root.Content[0]); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.resolveAliases(); err != nil {
+		return nil, err
+	}
+	f.derive()
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// decode sets the fields of the keys in doc, a mapping.
+func (f *File) decode(doc *yaml.Node) error {
+	if doc.Kind != yaml.MappingNode {
+		if doc.Kind == yaml.ScalarNode && doc.Tag == "!!null" {
+			return nil
+		}
+		return fmt.Errorf("config: line %d: want a mapping of key: value", doc.Line)
+	}
+	v := reflect.ValueOf(f).Elem()
+	var errs []error
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, val := doc.Content[i], doc.Content[i+1]
+		idx, ok := fileKeys[k.Value]
+		if !ok {
+			errs = append(errs, fmt.Errorf("config key %q (line %d): unknown key%s", k.Value, k.Line, suggest(k.Value)))
+			continue
+		}
+		if seen[k.Value] {
+			errs = append(errs, fmt.Errorf("config key %q (line %d): given twice", k.Value, k.Line))
+			continue
+		}
+		seen[k.Value] = true
+		if val.Tag == "!!null" {
+			continue
+		}
+		if err := val.Decode(v.Field(idx).Addr().Interface()); err != nil {
+			var me *modelsError
+			if errors.As(err, &me) {
+				errs = append(errs, me)
+				continue
+			}
+			errs = append(errs, fmt.Errorf("config key %q (line %d): want %s, got %q", k.Value, val.Line, v.Field(idx).Kind(), val.Value))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// suggest names a known key that differs only in case, the commonest slip.
+func suggest(key string) string {
+	for k := range fileKeys {
+		if strings.EqualFold(k, key) {
+			return fmt.Sprintf(" (did you mean %q?)", k)
+		}
+	}
+	return ""
+}
+
+// LoadFile reads and parses the config file at path. Its errors name the
+// file, or say how to write one when it cannot be read.
+func LoadFile(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w (write one with `cluster-serving init`)", err)
+	}
+	f, err := ParseFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}

@@ -1,0 +1,227 @@
+package serving
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// derive fills what the file's own semantics define, after parsing, so
+// that a key present with its zero value means "default" too, as in the
+// original. Every other zero stays zero: the package that uses the value
+// applies its default.
+func (f *File) derive() {
+	if f.JobName == "" {
+		f.JobName = mesh.DefaultJob
+	}
+	for i := range f.Models {
+		if f.Models[i].Version == "" {
+			f.Models[i].Version = "1"
+		}
+	}
+	// coreNumberPerMachine derives the other two when they are not set:
+	// modelParallelism sessions × threadPerModel threads = the cores given.
+	cores := f.CoreNumberPerMachine
+	if cores <= 0 {
+		cores = runtime.NumCPU()
+	}
+	if f.ModelParallelism == 0 {
+		f.ModelParallelism = infer.DefaultParallelism
+	}
+	if f.ThreadPerModel == 0 {
+		f.ThreadPerModel = max(1, cores/f.ModelParallelism)
+	}
+}
+
+// problems collects the errors of validate; each names its key.
+type problems []error
+
+func (p *problems) bad(key, format string, a ...any) {
+	*p = append(*p, fmt.Errorf("config key %q: %s", key, fmt.Sprintf(format, a...)))
+}
+
+// validate checks values; each error names its key.
+func (f *File) validate() error {
+	var p problems
+	switch {
+	case f.ModelPath == "" && len(f.Models) == 0:
+		p.bad("modelPath", "required: a directory holding exactly one .onnx model (or list several under \"models\")")
+	case f.ModelPath != "" && len(f.Models) > 0:
+		p.bad("models", "set modelPath (one model) or models (several), not both")
+	}
+	p = append(p, validateModels(f.Models)...)
+	if mesh.ValidateJob(f.JobName) != nil {
+		p.bad("jobName", "%q may hold only letters, digits, '_' and '-' (it names a NATS subject and stream)", f.JobName)
+	}
+	f.validateModel(&p)
+	f.validateMesh(&p)
+	f.validateDoors(&p)
+	f.validateTelemetry(&p)
+	for key, v := range map[string]int{"coreNumberPerMachine": f.CoreNumberPerMachine, "modelParallelism": f.ModelParallelism,
+		"threadPerModel": f.ThreadPerModel, "maxBatch": f.MaxBatch, "maxWait": f.MaxWait, "redisTimeout": f.RedisTimeout,
+		"ackWait": f.AckWait, "maxDeliver": f.MaxDeliver, "resultTTL": f.ResultTTL, "workerInflight": f.WorkerInflight,
+		"shutdownGrace": f.ShutdownGrace, "queueReplicas": f.QueueReplicas, "natsMaxPayload": f.NatsMaxPayload,
+		"httpRequestTimeout": f.HTTPRequestTimeout, "tokenAcquireTimeout": f.TokenAcquireTimeout,
+		"timeWindow": f.TimeWindow, "countWindow": f.CountWindow} {
+		if v < 0 {
+			p.bad(key, "%d is negative", v)
+		}
+	}
+	return errors.Join(p...)
+}
+
+// validateModel checks the keys of the engine: pre- and post-processing.
+func (f *File) validateModel(p *problems) {
+	if f.ImageLayout != "" && f.ImageLayout != "CHW" && f.ImageLayout != "HWC" {
+		p.bad("imageLayout", "%q is not CHW or HWC", f.ImageLayout)
+	}
+	if f.ImageChannels != "" && f.ImageChannels != "BGR" && f.ImageChannels != "RGB" {
+		p.bad("imageChannels", "%q is not BGR or RGB", f.ImageChannels)
+	}
+	for key, v := range map[string]string{"imageMean": f.ImageMean, "imageStd": f.ImageStd} {
+		if _, err := parseTriple(v); err != nil {
+			p.bad(key, "%v", err)
+		}
+	}
+	if _, err := infer.ParsePostProcessing(f.PostProcessing); err != nil {
+		p.bad("postProcessing", "%q is not topN(n) or pickTopN(n)", f.PostProcessing)
+	}
+	if f.ImageResize != "" {
+		if _, _, err := parseResize(f.ImageResize); err != nil {
+			p.bad("imageResize", "%v", err)
+		}
+	}
+	if f.ModelEncrypted {
+		p.bad("modelEncrypted", "encrypted models are not supported: decrypt the model before serving it")
+	}
+	if f.RecordEncrypted {
+		p.bad("recordEncrypted", "encrypted records are not supported yet")
+	}
+}
+
+// validateMesh checks the keys of NATS, the embedded server and the queues.
+func (f *File) validateMesh(p *problems) {
+	if f.NatsListen != "" {
+		if _, _, err := splitHostPort(f.NatsListen); err != nil {
+			p.bad("natsListen", "%v", err)
+		}
+	}
+	if f.QueueReplicas > 5 {
+		p.bad("queueReplicas", "%d: JetStream allows 1 to 5", f.QueueReplicas)
+	}
+	if f.QueueStorage != "" && f.QueueStorage != "file" && f.QueueStorage != "memory" {
+		p.bad("queueStorage", "%q is not file or memory", f.QueueStorage)
+	}
+}
+
+// validateDoors checks the keys of the HTTP and Redis doors.
+func (f *File) validateDoors(p *problems) {
+	if f.HTTPPort < -1 || f.HTTPPort > 65535 {
+		p.bad("httpPort", "%d: want 1 to 65535, or -1 for no HTTP door", f.HTTPPort)
+	}
+	if f.HTTPMaxBodyBytes < 0 {
+		p.bad("httpMaxBodyBytes", "%d is negative", f.HTTPMaxBodyBytes)
+	}
+	if f.TokensPerSecond < 0 {
+		p.bad("tokensPerSecond", "%v is negative", f.TokensPerSecond)
+	}
+	if f.RedisSecureEnabled && f.RedisSecureTrustStorePath == "" {
+		p.bad("redisSecureTrustStorePath", "required when redisSecureEnabled is true (a PEM CA file)")
+	}
+}
+
+// validateTelemetry checks the keys of traces, metrics and logs.
+func (f *File) validateTelemetry(p *problems) {
+	switch f.TracesExporter {
+	case "", "none", "otlp-grpc", "otlp-http":
+	default:
+		p.bad("tracesExporter", "%q is not none, otlp-grpc or otlp-http", f.TracesExporter)
+	}
+	if f.TraceSampleRatio < 0 || f.TraceSampleRatio > 1 {
+		p.bad("traceSampleRatio", "%v is not within [0, 1]", f.TraceSampleRatio)
+	}
+	if f.MetricsListen != "" && f.MetricsListen != MetricsOff {
+		if _, _, err := splitHostPort(f.MetricsListen); err != nil {
+			p.bad("metricsListen", "%q is not host:port or off", f.MetricsListen)
+		}
+	}
+	if f.LogFormat != "" && f.LogFormat != "text" && f.LogFormat != "json" {
+		p.bad("logFormat", "%q is not text or json", f.LogFormat)
+	}
+	var lvl slog.Level
+	if f.LogLevel != "" && lvl.UnmarshalText([]byte(f.LogLevel)) != nil {
+		p.bad("logLevel", "%q is not debug, info, warn or error", f.LogLevel)
+	}
+}
+
+// resolveAliases folds timeWindow into maxWait and countWindow into
+// maxBatch; giving both names of one setting with different values is an
+// error naming them.
+func (f *File) resolveAliases() error {
+	var errs []error
+	fold := func(alias string, av int, key string, kv *int) {
+		switch {
+		case av == 0:
+		case *kv != 0 && *kv != av:
+			errs = append(errs, fmt.Errorf("config key %q: %d conflicts with %s: %d (%s is the original's name of %s; set one)", alias, av, key, *kv, alias, key))
+		default:
+			*kv = av
+		}
+	}
+	fold("timeWindow", f.TimeWindow, "maxWait", &f.MaxWait)
+	fold("countWindow", f.CountWindow, "maxBatch", &f.MaxBatch)
+	f.TimeWindow, f.CountWindow = 0, 0
+	return errors.Join(errs...)
+}
+
+func parseResize(s string) (h, w int, err error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != 2 {
+		return 0, 0, fmt.Errorf("%q is not \"height,width\"", s)
+	}
+	h, err1 := strconv.Atoi(strings.TrimSpace(parts[0]))
+	w, err2 := strconv.Atoi(strings.TrimSpace(parts[1]))
+	if err1 != nil || err2 != nil || h <= 0 || w <= 0 {
+		return 0, 0, fmt.Errorf("%q is not two positive integers \"height,width\"", s)
+	}
+	return h, w, nil
+}
+
+// parseTriple reads "a,b,c" (per-channel values); "" gives zeros.
+func parseTriple(s string) ([3]float32, error) {
+	var out [3]float32
+	if s == "" {
+		return out, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		return out, fmt.Errorf("%q is not three numbers \"a,b,c\"", s)
+	}
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		if err != nil {
+			return out, fmt.Errorf("%q is not three numbers \"a,b,c\"", s)
+		}
+		out[i] = float32(f)
+	}
+	return out, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q is not a number", p)
+	}
+	return host, port, nil
+}

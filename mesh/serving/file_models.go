@@ -1,0 +1,111 @@
+package serving
+
+import (
+	"fmt"
+	"slices"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// ModelEntry is one element of the config key models.
+type ModelEntry struct {
+	// Name names the model in URLs (/v2/models/<name>) and in its job.
+	Name string `yaml:"name"`
+	// Version is the model version, default "1".
+	Version string `yaml:"version"`
+	// Path is a directory holding exactly one .onnx model, or the file.
+	Path string `yaml:"path"`
+}
+
+// modelsError is a models entry's error; ParseFile reports it as it is.
+type modelsError struct{ msg string }
+
+func (e *modelsError) Error() string { return e.msg }
+
+var modelEntryKeys = []string{"name", "version", "path"}
+
+// UnmarshalYAML decodes one entry, rejecting keys other than name, version
+// and path by name.
+func (m *ModelEntry) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return &modelsError{fmt.Sprintf("config key \"models\" (line %d): each entry is a mapping {name, version, path}", n.Line)}
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !slices.Contains(modelEntryKeys, k.Value) {
+			return &modelsError{fmt.Sprintf("config key \"models\" (line %d): unknown key %q in a model entry: want name, version and path", k.Line, k.Value)}
+		}
+		if v.Kind != yaml.ScalarNode {
+			return &modelsError{fmt.Sprintf("config key \"models\" (line %d): %s: want a string", v.Line, k.Value)}
+		}
+		switch k.Value {
+		case "name":
+			m.Name = v.Value
+		case "version":
+			m.Version = v.Value
+		case "path":
+			m.Path = v.Value
+		}
+	}
+	return nil
+}
+
+// validateModels checks the models entries (versions already defaulted).
+func validateModels(models []ModelEntry) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, m := range models {
+		bad := func(format string, a ...any) {
+			errs = append(errs, fmt.Errorf("config key \"models\": entry %d: %s", i+1, fmt.Sprintf(format, a...)))
+		}
+		switch {
+		case mesh.ValidateJob(m.Name) != nil:
+			bad("name %q may hold only letters, digits, '_' and '-' (it names a URL path and a NATS subject)", m.Name)
+		case mesh.ValidateJob(m.Version) != nil:
+			bad("version %q may hold only letters, digits, '_' and '-'", m.Version)
+		case m.Path == "":
+			bad("path is required: a directory holding exactly one .onnx model")
+		case seen[m.Name+"/"+m.Version]:
+			bad("%s version %s is listed twice", m.Name, m.Version)
+		}
+		seen[m.Name+"/"+m.Version] = true
+	}
+	return errs
+}
+
+// Model is one model a process serves, with the job its requests go
+// through.
+type Model struct {
+	// Name and Version identify the model (URLs, metrics, discovery).
+	Name, Version string
+	// Path is the model directory or .onnx file.
+	Path string
+	// Job is the mesh job whose workers serve the model.
+	Job string
+	// Info describes the inputs and outputs: filled by a Unit once the
+	// model is loaded, or by a Node that describes models; zero otherwise.
+	Info infer.ModelInfo
+}
+
+// ServedModels lists the configured models. The first is the default
+// model: its job is jobName, so that /predict, the Redis door, "predict"
+// and serving.<jobName>.predict reach it. With modelPath it is the only
+// one, named jobName, version 1. Other entries of models get the job
+// <jobName>-<name>-v<version>.
+func (f *File) ServedModels() []Model {
+	if len(f.Models) == 0 {
+		return []Model{{Name: f.JobName, Version: "1", Path: f.ModelPath, Job: f.JobName}}
+	}
+	out := make([]Model, len(f.Models))
+	for i, m := range f.Models {
+		job := f.JobName
+		if i > 0 {
+			job = f.JobName + "-" + m.Name + "-v" + m.Version
+		}
+		out[i] = Model{Name: m.Name, Version: m.Version, Path: m.Path, Job: job}
+	}
+	return out
+}

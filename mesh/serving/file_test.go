@@ -1,0 +1,103 @@
+package serving
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestTemplateParsesAndNamesEveryKey(t *testing.T) {
+	tmpl := Template("/models/demo")
+	f, err := ParseFile(tmpl)
+	if err != nil {
+		t.Fatalf("parse template: %v", err)
+	}
+	if f.ModelPath != "/models/demo" || f.JobName != "serving_stream" {
+		t.Errorf("got modelPath %q jobName %q", f.ModelPath, f.JobName)
+	}
+	for key := range fileKeys {
+		if !strings.Contains(string(tmpl), "\n"+key+":") {
+			t.Errorf("template lacks key %q", key)
+		}
+	}
+}
+
+func TestParseFileErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "modelPath: m\nmodelpth: x\n", `config key "modelpth" (line 2): unknown key`},
+		{"case slip", "modelPath: m\njobname: x\n", `did you mean "jobName"?`},
+		{"malformed int", "modelPath: m\nmodelParallelism: two\n", `config key "modelParallelism" (line 2): want int, got "two"`},
+		{"missing model", "jobName: a\n", `config key "modelPath": required`},
+		{"bad job", "modelPath: m\njobName: a.b\n", `config key "jobName"`},
+		{"bad post", "modelPath: m\npostProcessing: top(3)\n", `config key "postProcessing"`},
+		{"bad resize", "modelPath: m\nimageResize: 224\n", `config key "imageResize"`},
+		{"twice", "modelPath: m\nmodelPath: n\n", `given twice`},
+		{"negative", "modelPath: m\nmaxBatch: -1\n", `config key "maxBatch": -1 is negative`},
+		{"not a mapping", "- a\n- b\n", "want a mapping"},
+		{"storage", "modelPath: m\nqueueStorage: disk\n", `config key "queueStorage"`},
+		{"encrypted", "modelPath: m\nmodelEncrypted: true\n", `config key "modelEncrypted"`},
+		{"listen", "modelPath: m\nnatsListen: localhost\n", `config key "natsListen"`},
+		{"log level", "modelPath: m\nlogLevel: loud\n", `config key "logLevel"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseFile([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLogValueRedacts(t *testing.T) {
+	f := File{RedisSecureTrustStorePassword: "hunter2", NatsCredentials: "/secret.creds"}
+	if s := f.LogValue().String(); strings.Contains(s, "hunter2") || strings.Contains(s, "secret.creds") {
+		t.Errorf("secret in log value: %s", s)
+	}
+}
+
+func TestServedModels(t *testing.T) {
+	f, err := ParseFile([]byte("jobName: j\nmodels:\n  - {name: a, path: /m/a}\n  - name: b\n    version: \"3\"\n    path: /m/b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Model{
+		{Name: "a", Version: "1", Path: "/m/a", Job: "j"},
+		{Name: "b", Version: "3", Path: "/m/b", Job: "j-b-v3"},
+	}
+	if got := f.ServedModels(); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	f, err = ParseFile([]byte("modelPath: /m\njobName: j\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ServedModels(); !reflect.DeepEqual(got, []Model{{Name: "j", Version: "1", Path: "/m", Job: "j"}}) {
+		t.Errorf("modelPath form: got %+v", got)
+	}
+}
+
+func TestModelsErrors(t *testing.T) {
+	tests := []struct{ name, yaml, want string }{
+		{"both", "modelPath: m\nmodels:\n  - {name: a, path: p}\n", `config key "models": set modelPath (one model) or models (several), not both`},
+		{"neither", "jobName: j\n", `config key "modelPath": required`},
+		{"unknown entry key", "models:\n  - {name: a, path: p, pth: q}\n", `unknown key "pth" in a model entry`},
+		{"no path", "models:\n  - {name: a}\n", `config key "models": entry 1: path is required`},
+		{"bad name", "models:\n  - {name: a.b, path: p}\n", `entry 1: name "a.b"`},
+		{"twice", "models:\n  - {name: a, path: p}\n  - {name: a, version: \"1\", path: q}\n", "a version 1 is listed twice"},
+		{"not a list of mappings", "models:\n  - a\n", "each entry is a mapping"},
+		{"port", "modelPath: m\nhttpPort: 70000\n", `config key "httpPort"`},
+		{"timeout", "modelPath: m\nhttpRequestTimeout: -5\n", `config key "httpRequestTimeout"`},
+		{"alias conflict", "modelPath: m\nmaxBatch: 8\ncountWindow: 4\n", `config key "countWindow": 4 conflicts with maxBatch: 8`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseFile([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,153 @@
+package serving
+
+import "fmt"
+
+// Template returns what `cluster-serving init` writes: config.yaml with
+// every key, commented, with its default, and modelPath set to modelPath.
+func Template(modelPath string) []byte { return fmt.Appendf(nil, template, modelPath) }
+
+// template is the text of Template; %s is replaced by the model path.
+const template = `# cluster-serving configuration. Every key is optional except modelPath.
+# Durations are in milliseconds unless a key says otherwise.
+
+## Model ##############################################################
+# Directory holding exactly one .onnx model (or the path of the .onnx file).
+modelPath: %s
+# Several models instead of modelPath (set one of the two, not both): a
+# list of {name, version (default "1"), path}. The first is the default
+# model: its job is jobName (/predict, the Redis door, "predict" and
+# serving.<jobName>.predict reach it); every other model gets the job
+# <jobName>-<name>-v<version>, so its NATS subject is
+# serving.<jobName>-<name>-v<version>.predict. Over HTTP each is
+# /v2/models/<name>/versions/<version>/infer. Example:
+# models:
+#   - {name: resnet, version: "1", path: models/resnet}
+#   - {name: cls, path: models/cls}
+models: []
+# Name of the serving job: the Redis stream, the NATS subjects
+# (serving.<jobName>.predict) and the JetStream stream SERVING_<jobName>.
+jobName: serving_stream
+# Post-processing of output 0: topN(n) (n best classes with scores) or
+# pickTopN(n) (first n rows). Empty: raw tensors.
+postProcessing: ""
+# Resize images to "height,width" before inference (images arrive with the
+# Redis door). Empty: keep the size.
+imageResize: ""
+# Requests already carry the batch dimension.
+inputAlreadyBatched: false
+# Cores this process may use; derives modelParallelism and threadPerModel
+# when those are 0. 0: all cores of the machine.
+coreNumberPerMachine: 0
+# ONNX Runtime sessions per process (batches run in parallel). 0: 1.
+modelParallelism: 0
+# Intra-op threads per session. 0: coreNumberPerMachine / modelParallelism.
+threadPerModel: 0
+# Largest dynamic batch. Requests that find the model idle run at once;
+# requests gather into a batch only while the model is busy.
+maxBatch: 16
+# Once the model is busy, how long a gathering batch may wait for more
+# requests (ms). 0: never wait; take what is queued.
+maxWait: 0
+# The original's names of maxWait (timeWindow, ms) and maxBatch
+# (countWindow). 0: unset. Setting both names of one setting to different
+# values is an error.
+timeWindow: 0
+countWindow: 0
+# Encrypted models and records are not supported; keep these false.
+modelEncrypted: false
+recordEncrypted: false
+# Path to libonnxruntime.so.1. Empty: $ONNXRUNTIME_LIB, then the cache that
+# "make ort" fills (~/.cache/cluster-serving/onnxruntime-1.24.1/).
+onnxruntimeLib: ""
+
+## NATS and JetStream ##################################################
+# External NATS server(s), comma-separated. Empty: run an embedded NATS
+# server with JetStream in this process (single-machine mode).
+natsUrl: ""
+# NATS credentials file (.creds) for an external NATS.
+natsCredentials: ""
+# Where the embedded NATS server listens.
+natsListen: 127.0.0.1:4222
+# JetStream store of the embedded server. Empty: ./data/jetstream.
+natsStoreDir: ""
+# Largest NATS message the embedded server accepts (bytes).
+natsMaxPayload: 8388608
+# Work queue storage: file (survives restarts) or memory.
+queueStorage: file
+# JetStream replicas of the streams (1 to 5; 3 on a production cluster).
+queueReplicas: 1
+# Limits of the work queue; when full, new requests are refused with 503
+# (never silently dropped). 0: the defaults below; -1: no limit.
+queueMaxMsgs: 100000
+queueMaxBytes: 1073741824
+# How long a worker may hold a request before it is redelivered (ms).
+ackWait: 30000
+# Deliveries of one request before it is answered with an error.
+maxDeliver: 5
+# How long durable results are kept for doors to collect (seconds).
+resultTTL: 600
+# Requests one worker process holds at once (decoding, queued, running).
+workerInflight: 64
+# On shutdown, how long in-flight work may take to finish (seconds).
+shutdownGrace: 30
+
+## Redis door (Analytics Zoo / BigDL clients) ###########################
+# host:port of the Redis the clients use (the original's default was
+# localhost:6379). Empty: no Redis door.
+redisUrl: ""
+redisMaxmemory: ""
+redisTimeout: 5000
+redisSecureEnabled: false
+redisSecureTrustStorePath: ""
+redisSecureTrustStorePassword: ""
+
+## HTTP door (REST /predict and Open Inference Protocol /v2) ##########
+# Where the HTTP door listens. httpPort -1: no HTTP door.
+httpInterface: 0.0.0.0
+httpPort: 10020
+# How long a request may wait for its answer (ms); past it the answer is
+# 504 and the queued work is dropped unrun.
+httpRequestTimeout: 30000
+# Largest request body (bytes); larger ones get 413.
+httpMaxBodyBytes: 16777216
+# Token bucket in front of inference: at most tokensPerSecond requests a
+# second (bursts of as many); a request that gets no token within
+# tokenAcquireTimeout (ms) is answered 429.
+tokenBucketEnabled: false
+tokensPerSecond: 100
+tokenAcquireTimeout: 100
+
+## Image pre-processing ################################################
+# Images decode as the original did: channel order BGR, values 0-255,
+# layout CHW. For ONNX models trained otherwise:
+# imageLayout CHW or HWC; imageChannels BGR or RGB; each value becomes
+# (value * imageScale - imageMean[c]) / imageStd[c]. Mean and std are
+# "a,b,c" per channel, in the output channel order; empty: 0 and 1.
+imageLayout: CHW
+imageChannels: BGR
+imageScale: 1
+imageMean: ""
+imageStd: ""
+
+## Telemetry ###########################################################
+# Traces: none, otlp-grpc or otlp-http. The standard OTEL_EXPORTER_OTLP_*
+# variables apply too (headers, certificates, and the endpoint when
+# otlpEndpoint is empty); OTEL_TRACES_SAMPLER_ARG sets the ratio when
+# traceSampleRatio is 0.
+tracesExporter: none
+# Collector address: host:port, or a URL (http://host:4318/v1/traces).
+otlpEndpoint: ""
+otlpInsecure: false
+# Fraction of new traces sampled (parent-based: a request arriving with a
+# traceparent follows its caller's decision). 0: 1.0.
+traceSampleRatio: 0
+# Prometheus metrics at http://<metricsListen>/metrics; off: none. Give
+# each process on a machine its own port.
+metricsListen: 127.0.0.1:9464
+
+## Logs ################################################################
+# text or json; debug, info, warn or error. Request lines carry trace_id
+# and span_id.
+logFormat: text
+logLevel: info
+`
