@@ -34,6 +34,27 @@ const (
 
 func millis(v int) time.Duration { return time.Duration(v) * time.Millisecond }
 
+// Node maps the file onto a Node's Config: NATS, the served models, the
+// engine, stream and worker keys, and ONNX Runtime (getenv looks up
+// $ONNXRUNTIME_LIB). The caller sets what depends on the command: Serve,
+// Describe, Service, Name, Version, Logger and Metrics.
+func (f *File) Node(getenv func(string) string) Config {
+	return Config{
+		URL:         f.NatsURL,
+		Credentials: f.NatsCredentials,
+		Embedded:    f.Embedded(),
+		Models:      f.ServedModels(),
+		Unit: UnitConfig{
+			Engine:        f.Engine(),
+			Stream:        f.Stream(),
+			MaxInflight:   f.WorkerInflight,
+			ShutdownGrace: f.Grace(),
+		},
+		Library:    f.OnnxruntimeLib,
+		LibraryEnv: getenv("ONNXRUNTIME_LIB"),
+	}
+}
+
 // Engine maps the model keys onto infer.Config, without ModelPath (each
 // model's path) and Hooks.
 func (f *File) Engine() infer.Config {

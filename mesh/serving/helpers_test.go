@@ -1,0 +1,121 @@
+package serving_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
+)
+
+// These tests run the real parts: an embedded nats-server with JetStream
+// and ONNX Runtime on add_f32 (y = 2x + 1, infer/testdata).
+
+const (
+	addModel = "../../infer/testdata/add_f32.onnx"
+	addBody  = `{"instances":[{"x":[1,2,3,4]}]}`
+	addData  = `[3,5,7,9]` // 2x+1, inside the prediction string
+)
+
+// addConfig is a Node config for the add model as job, on url (empty: an
+// embedded server on a random port).
+func addConfig(tb testing.TB, job, url string) serving.Config {
+	tb.Helper()
+	infertest.RequireLibrary(tb)
+	return serving.Config{
+		URL:      url,
+		Embedded: embedded.Config{Port: embedded.RandomPort},
+		Models:   []serving.Model{{Name: job, Version: "1", Path: addModel, Job: job}},
+		Unit:     serving.UnitConfig{Engine: infertestEngine(), Stream: memoryStream()},
+	}
+}
+
+// running is a Node whose Run goroutine the test owns.
+type running struct {
+	*serving.Node
+	stop func(cause error)
+	done chan error
+}
+
+// runNode starts cfg's node and runs it until the test stops it (or ends,
+// draining).
+func runNode(tb testing.TB, cfg serving.Config) *running {
+	tb.Helper()
+	n, err := serving.Start(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("Start: %v", err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := &running{Node: n, stop: cancel, done: make(chan error, 1)}
+	go func() { r.done <- n.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel(serving.ErrShutdown)
+		<-r.done
+		_ = n.Close()
+	})
+	return r
+}
+
+// wait stops r with cause and returns Run's error.
+func (r *running) wait(tb testing.TB, cause error) error {
+	tb.Helper()
+	r.stop(cause)
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		return err
+	case <-time.After(60 * time.Second):
+		tb.Fatal("Run did not return")
+		return nil
+	}
+}
+
+func submitAdd(ctx context.Context, c *mesh.Client, job string) error {
+	res, err := c.Submit(ctx, job, mesh.Request{Body: []byte(addBody)})
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(res.Body), addData) {
+		return errors.New("answer " + string(res.Body) + " lacks " + addData)
+	}
+	return nil
+}
+
+func infertestEngine() infer.Config { return infer.Config{Threads: 1} }
+
+func memoryStream() mesh.StreamConfig { return mesh.StreamConfig{Storage: jetstream.MemoryStorage} }
+
+// connectEmbedded runs an embedded server for the test and connects to it.
+func connectEmbedded(tb testing.TB) *nats.Conn {
+	tb.Helper()
+	srv, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect("", srv.ConnectOption())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,421 @@
+package serving
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/metric"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+// DefaultName names the NATS connection of a Config without Name.
+const DefaultName = "cluster-serving"
+
+// Config configures a Node. The zero value, with Models set, means all
+// defaults: an embedded NATS server and a door-only node that ensures the
+// models' streams and offers a mesh.Client.
+type Config struct {
+	// URL is the external NATS server(s), comma-separated. Empty: Start
+	// runs an embedded server configured by Embedded.
+	URL string
+	// Credentials is a NATS .creds file for URL. Default: none.
+	Credentials string
+	// Embedded configures the embedded server when URL is empty
+	// (embedded's defaults for zero fields).
+	Embedded embedded.Config
+	// Name names the NATS connection. Default "cluster-serving".
+	Name string
+	// Models lists the process's models, the default model first; each
+	// Job gets its streams. Required.
+	Models []Model
+	// Serve loads every model and runs its worker: a Unit per model
+	// (start, worker).
+	Serve bool
+	// Describe, for a node that does not Serve, reads each model's inputs
+	// and outputs once, for a door that lists them (http).
+	Describe bool
+	// Service runs the NATS door (mesh.Service) for every model's job.
+	Service bool
+	// Unit configures every Unit (Serve) but for Model, Version, Logger
+	// and Metrics, which the node sets. Its Stream (Job set per model) is
+	// also what a door-only node ensures, and its ShutdownGrace is the
+	// node's drain grace.
+	Unit UnitConfig
+	// Version is the SemVer the NATS door and the workers announce.
+	// Default 0.0.0.
+	Version string
+	// Library and LibraryEnv find ONNX Runtime when the node loads or
+	// describes models (see InitRuntime): the config key onnxruntimeLib
+	// and the value of $ONNXRUNTIME_LIB, which the caller reads.
+	Library, LibraryEnv string
+	// Logger receives the node's lines (server started, stopping) and is
+	// passed to the units. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics records the units' figures, the NATS door's requests and,
+	// for a serving node, the queue depths at each scrape; nil records none.
+	Metrics *telemetry.Metrics
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	if len(c.Models) == 0 {
+		return fmt.Errorf("%w: Models is empty", ErrInvalidConfig)
+	}
+	for _, m := range c.Models {
+		if err := mesh.ValidateJob(m.Job); err != nil {
+			return fmt.Errorf("%w: Models: %s: %w", ErrInvalidConfig, m.Name, err)
+		}
+	}
+	return nil
+}
+
+// unit is the UnitConfig of model m.
+func (c Config) unit(m Model) UnitConfig {
+	u := c.Unit
+	u.Model, u.Version, u.Logger, u.Metrics = m, c.Version, c.Logger, c.Metrics
+	return u
+}
+
+// stream is the StreamConfig of job.
+func (c Config) stream(job string) mesh.StreamConfig {
+	s := c.Unit.Stream
+	s.Job = job
+	return s
+}
+
+// Node is the mesh side of one process: the embedded NATS server (when
+// Config.URL is empty), the connection, the jobs' streams, the Units of a
+// serving node, a mesh.Client for the doors, the NATS door when asked,
+// readiness and the queue-depth gauges. Doors other than NATS are the
+// caller's: it starts them on Client and Models.
+//
+// Start builds it, Run serves until ctx ends, Close releases it in order:
+// the connection drains, the embedded server stops, the engines close.
+// Its methods are safe for concurrent use; Run it once.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	models []Model
+	units  []*Unit
+	srv    *embedded.Server
+	nc     *nats.Conn
+	client *mesh.Client
+	svc    *mesh.Service
+	queues metric.Registration
+
+	probed    atomic.Bool   // the NATS door answers (or there is none)
+	ready     chan struct{} // closed once probed
+	connClose chan struct{} // closed when the connection has closed
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start validates cfg and builds the node: the models first (loaded, or
+// described), so that a bad model directory fails before anything
+// listens; then the embedded server, the connection, each job's streams
+// and consumer, the client and the NATS door. Nothing serves until Run.
+// On error it releases what it built and returns ErrInvalidConfig, a model
+// error naming the model when there are several, or a NATS error.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	n := &Node{cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), connClose: make(chan struct{})}
+	if err := n.start(ctx); err != nil {
+		_ = n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	if err := n.loadModels(); err != nil {
+		return err
+	}
+	if err := n.connect(); err != nil {
+		return err
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return err
+	}
+	// Streams exist before a door opens, so its first publish lands.
+	for _, m := range n.models {
+		if err := mesh.EnsureStreams(ctx, js, n.cfg.stream(m.Job)); err != nil {
+			return err
+		}
+	}
+	if n.client, err = mesh.NewClient(n.nc, mesh.ClientConfig{}); err != nil {
+		return err
+	}
+	if n.cfg.Service {
+		jobs := make([]string, len(n.models))
+		for i, m := range n.models {
+			jobs[i] = m.Job
+		}
+		n.svc, err = mesh.NewService(n.nc, n.client, mesh.ServiceConfig{Jobs: jobs, Version: n.cfg.Version, Metrics: n.cfg.Metrics})
+		if err != nil {
+			return err
+		}
+	}
+	if n.cfg.Serve && n.cfg.Metrics != nil {
+		return n.observeQueues(js)
+	}
+	return nil
+}
+
+// loadModels loads a Unit per model (Serve), or reads each model's
+// description (Describe), or takes the models as they are.
+func (n *Node) loadModels() error {
+	n.models = append([]Model(nil), n.cfg.Models...)
+	if !n.cfg.Serve && !n.cfg.Describe {
+		return nil
+	}
+	if err := InitRuntime(n.cfg.Library, n.cfg.LibraryEnv); err != nil {
+		return err
+	}
+	for i, m := range n.models {
+		if !n.cfg.Serve {
+			info, err := ReadInfo(m.Path)
+			if err != nil {
+				return fmt.Errorf("model %s version %s: %w", m.Name, m.Version, err)
+			}
+			n.models[i].Info = info
+			continue
+		}
+		u, err := NewUnit(n.cfg.unit(m))
+		if err != nil {
+			if len(n.models) > 1 {
+				return fmt.Errorf("model %s version %s: %w", m.Name, m.Version, err)
+			}
+			return err
+		}
+		n.units = append(n.units, u)
+		n.models[i] = u.Model()
+	}
+	return nil
+}
+
+// connect starts the embedded server when there is no URL, and connects.
+func (n *Node) connect() error {
+	url := n.cfg.URL
+	opts := []nats.Option{
+		nats.Name(cmp.Or(n.cfg.Name, DefaultName)),
+		nats.MaxReconnects(-1),
+		nats.ClosedHandler(func(*nats.Conn) { close(n.connClose) }),
+	}
+	if url == "" {
+		srv, err := embedded.Start(n.cfg.Embedded)
+		if err != nil {
+			return err
+		}
+		n.srv, url = srv, srv.ClientURL()
+		opts = append(opts, srv.ConnectOption())
+		n.log.Info("embedded NATS server started", "url", url, "store", n.cfg.Embedded.StoreDir)
+	}
+	if n.cfg.Credentials != "" {
+		opts = append(opts, nats.UserCredentials(n.cfg.Credentials))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	n.nc = nc
+	return nil
+}
+
+// observeQueues reports the work queues' depth at each scrape: messages
+// waiting (pending) and delivered but not yet acknowledged (ack pending),
+// per job, from the shared consumer's info. These are the gauges to
+// autoscale workers on.
+func (n *Node) observeQueues(js jetstream.JetStream) error {
+	reg, err := n.cfg.Metrics.ObserveQueues(func(ctx context.Context) ([]telemetry.QueueDepth, error) {
+		out := make([]telemetry.QueueDepth, 0, len(n.models))
+		for _, m := range n.models {
+			c, err := js.Consumer(ctx, mesh.StreamName(m.Job), mesh.WorkersConsumer)
+			if err != nil {
+				return nil, err
+			}
+			info, err := c.Info(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, telemetry.QueueDepth{Job: m.Job, Pending: int64(info.NumPending), AckPending: int64(info.NumAckPending)})
+		}
+		return out, nil
+	})
+	n.queues = reg
+	return err
+}
+
+// URL is the NATS URL the node joined: the embedded server's, or Config.URL.
+func (n *Node) URL() string {
+	if n.srv != nil {
+		return n.srv.ClientURL()
+	}
+	return n.cfg.URL
+}
+
+// Conn is the node's NATS connection. The node owns it; do not close it.
+func (n *Node) Conn() *nats.Conn { return n.nc }
+
+// Client is the mesh.Client doors submit through. The node owns it and
+// closes it in Close, after the connection drained.
+func (n *Node) Client() *mesh.Client { return n.client }
+
+// Models lists the node's models, the default first, with their
+// descriptions when the node serves or describes them.
+func (n *Node) Models() []Model { return n.models }
+
+// Units lists the units of a serving node; none for a door-only node.
+func (n *Node) Units() []*Unit { return n.units }
+
+// Ready reports whether the node serves: connected, the NATS door
+// answering (when it runs one) and every unit's worker running. Doors use
+// it for their readiness routes.
+func (n *Node) Ready() bool {
+	if n.nc == nil || !n.nc.IsConnected() || !n.probed.Load() {
+		return false
+	}
+	for _, u := range n.units {
+		if !u.Ready() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitReady blocks until Run has started serving (for a node with the NATS
+// door: until the door answers a ping) or ctx ends, and returns ctx's error
+// in that case.
+func (n *Node) WaitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run serves until ctx ends: the units' workers, the NATS door and the
+// readiness probe. When ctx ends, a cause of ErrStopNow closes the engines
+// at once (in-flight requests go back to the queue); any other cause lets
+// the workers drain within ShutdownGrace. Run returns once every part has
+// stopped, nil or the first error that stopped it; then call Close.
+func (n *Node) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, u := range n.units {
+		g.Go(func() error { return u.Run(gctx, n.nc) })
+	}
+	if n.svc != nil {
+		g.Go(func() error { return n.svc.Run(gctx) })
+	}
+	g.Go(func() error {
+		n.probe(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		n.stopping(context.Cause(ctx))
+		return nil
+	})
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// probe marks the node probed once its NATS door answers a ping of the
+// micro service, or at once without a door.
+func (n *Node) probe(ctx context.Context) {
+	for n.svc != nil && ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := n.nc.RequestWithContext(pctx, "$SRV.PING."+mesh.ServiceName, nil)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if ctx.Err() == nil {
+		n.probed.Store(true)
+		close(n.ready)
+	}
+}
+
+// stopping logs how the node stops and, for ErrStopNow, closes the
+// engines so that in-flight requests fail over to the queue (the workers
+// nak them; JetStream redelivers).
+func (n *Node) stopping(cause error) {
+	grace := cmp.Or(n.cfg.Unit.ShutdownGrace, mesh.DefaultShutdownGrace)
+	asked := errors.Is(cause, ErrStopNow) || errors.Is(cause, ErrShutdown)
+	switch {
+	case asked && len(n.units) == 0:
+		n.log.Info("stopping: finishing the work in flight", "grace", grace)
+	case errors.Is(cause, ErrStopNow):
+		n.log.Info("stopping now: in-flight requests go back to the queue")
+		n.StopNow()
+	case asked:
+		n.log.Info("shutting down: finishing in-flight requests", "grace", grace)
+	}
+}
+
+// StopNow closes every unit's engine: requests in them go back to the
+// queue. Run then returns once the workers have handed them back.
+func (n *Node) StopNow() {
+	for _, u := range n.units {
+		u.StopNow()
+	}
+}
+
+// Close releases the node once Run has returned (or when Run never ran):
+// it stops the queue gauges, drains the connection so that acks and
+// results still buffered reach the server, closes the client, stops the
+// embedded server and closes the engines. It is idempotent and returns
+// the engines' close errors.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		if n.queues != nil {
+			_ = n.queues.Unregister()
+		}
+		if n.nc != nil {
+			if err := n.nc.Drain(); err == nil {
+				<-n.connClose // bounded by the connection's drain timeout
+			} else if !errors.Is(err, nats.ErrConnectionClosed) {
+				n.log.Warn("nats drain", "err", err)
+			}
+		}
+		if n.client != nil {
+			_ = n.client.Close()
+		}
+		if n.nc != nil {
+			n.nc.Close()
+		}
+		if n.srv != nil {
+			n.srv.Shutdown()
+		}
+		var errs []error
+		for _, u := range n.units {
+			errs = append(errs, u.Close())
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}

@@ -1,0 +1,200 @@
+package serving
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+// UnitConfig configures a Unit. The zero value, with Model.Path and
+// Model.Job set, means all defaults.
+type UnitConfig struct {
+	// Model names the model, where it is loaded from (Path) and the job
+	// that serves it (Job). Path and Job are required.
+	Model Model
+	// Engine configures the model's engine (infer's defaults for zero
+	// fields). ModelPath is Model.Path when empty; Hooks are set to feed
+	// Metrics.
+	Engine infer.Config
+	// Stream configures the job's streams and consumer (mesh's defaults
+	// for zero fields); its Job is Model.Job.
+	Stream mesh.StreamConfig
+	// MaxInflight bounds the requests the worker holds at once. Default
+	// mesh.DefaultMaxInflight.
+	MaxInflight int
+	// ShutdownGrace is how long a drain lets in-flight requests finish.
+	// Default mesh.DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+	// Version is the SemVer the worker announces in discovery. Default 0.0.0.
+	Version string
+	// Logger receives the load line and the worker's errors. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics records the model load, engine stages and worker figures;
+	// nil records none.
+	Metrics *telemetry.Metrics
+}
+
+// Validate reports the first invalid field: ErrInvalidConfig for Model, or
+// the engine's or worker's validation error naming its field.
+func (c UnitConfig) Validate() error {
+	if err := mesh.ValidateJob(c.Model.Job); err != nil {
+		return fmt.Errorf("%w: Model.Job: %w", ErrInvalidConfig, err)
+	}
+	if c.Model.Path == "" && c.Engine.ModelPath == "" {
+		return fmt.Errorf("%w: Model.Path is empty", ErrInvalidConfig)
+	}
+	if err := c.engine().Validate(); err != nil {
+		return err
+	}
+	return c.worker().Validate()
+}
+
+func (c UnitConfig) engine() infer.Config {
+	e := c.Engine
+	e.ModelPath = cmp.Or(e.ModelPath, c.Model.Path)
+	if c.Metrics != nil {
+		e.Hooks = engineHooks(c.Metrics, c.Model.Job, c.Model.Name)
+	}
+	return e
+}
+
+func (c UnitConfig) worker() mesh.WorkerConfig {
+	s := c.Stream
+	s.Job = c.Model.Job
+	return mesh.WorkerConfig{
+		Stream:        s,
+		MaxInflight:   c.MaxInflight,
+		ShutdownGrace: c.ShutdownGrace,
+		Logger:        c.Logger,
+		Metrics:       c.Metrics,
+		Model:         c.Model.Name,
+		Version:       c.Version,
+	}
+}
+
+// engineHooks feeds an engine's stage times and batch sizes to m.
+func engineHooks(m *telemetry.Metrics, job, model string) infer.Hooks {
+	return infer.Hooks{
+		Stage: func(ctx context.Context, stage string, d time.Duration) {
+			m.RecordStage(ctx, stage, job, model, d)
+		},
+		Batch: func(items, rows int) {
+			m.RecordBatch(context.Background(), job, model, items)
+		},
+	}
+}
+
+// predictor is what the unit's worker calls: the engine behind the
+// mesh.Predictor contract.
+func predictor(e *infer.Engine) mesh.Predictor { return e }
+
+// Unit is the life of one served model: its engine (ONNX Runtime
+// sessions behind a batcher) and the mesh.Worker that pulls the job's
+// requests into it. A Unit owns its engine; Close releases it. Its methods
+// are safe for concurrent use; Run it once.
+type Unit struct {
+	cfg    UnitConfig
+	engine *infer.Engine
+	worker atomic.Pointer[mesh.Worker]
+	// running is true while Run serves; stopped once the engine closed.
+	running, stopped atomic.Bool
+}
+
+// NewUnit validates cfg, loads the model and warms it up (infer.New),
+// records the load in Metrics and logs it. ONNX Runtime must be
+// initialised (infer.Init). It returns cfg's validation error or the
+// engine's load error (infer.ErrNotInitialized, a bad model file, ...).
+func NewUnit(cfg UnitConfig) (*Unit, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	began := time.Now()
+	ecfg := cfg.engine()
+	engine, err := infer.New(ecfg)
+	outcome := telemetry.OutcomeOK
+	if err != nil {
+		outcome = telemetry.OutcomeError
+	}
+	cfg.Metrics.RecordModelLoad(context.Background(), cfg.Model.Name, outcome, time.Since(began))
+	if err != nil {
+		return nil, err
+	}
+	u := &Unit{cfg: cfg, engine: engine}
+	u.cfg.Model.Info = engine.Info()
+	info := u.cfg.Model.Info
+	cfg.Logger.Info("model loaded", "name", cfg.Model.Name, "version", cfg.Model.Version, "job", cfg.Model.Job, "model", info.Path,
+		"inputs", FormatIO(info.Inputs), "outputs", FormatIO(info.Outputs),
+		"sessions", cmp.Or(ecfg.Parallelism, infer.DefaultParallelism), "threads", cmp.Or(ecfg.Threads, infer.DefaultThreads),
+		"took", time.Since(began).Round(time.Millisecond))
+	return u, nil
+}
+
+// Model returns the unit's model, with its description.
+func (u *Unit) Model() Model { return u.cfg.Model }
+
+// Info describes the model's inputs and outputs.
+func (u *Unit) Info() infer.ModelInfo { return u.cfg.Model.Info }
+
+// Run serves the job until ctx ends: its worker ensures the job's streams
+// and consumer (mesh.EnsureStreams), pulls requests into the engine and,
+// once ctx ends, drains: it stops pulling and lets in-flight requests
+// finish within ShutdownGrace. StopNow cuts the drain short. Run returns
+// nil when ctx ends, or the error that kept the worker from starting.
+func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
+	w, err := mesh.NewWorker(nc, u.cfg.worker(), predictor(u.engine))
+	if err != nil {
+		return err
+	}
+	if !u.worker.CompareAndSwap(nil, w) {
+		return fmt.Errorf("serving: unit %s: Run called twice", u.cfg.Model.Job)
+	}
+	u.running.Store(true)
+	defer u.running.Store(false)
+	return w.Run(ctx)
+}
+
+// Ready reports whether Run serves and the engine is open.
+func (u *Unit) Ready() bool { return u.running.Load() && !u.stopped.Load() }
+
+// Stats returns the worker's counters; zero before Run.
+func (u *Unit) Stats() mesh.WorkerStats {
+	if w := u.worker.Load(); w != nil {
+		return w.Stats()
+	}
+	return mesh.WorkerStats{}
+}
+
+// StopNow closes the engine while Run may still serve: requests queued or
+// running in it fail at once, the worker hands them back to the queue
+// (nak) and JetStream redelivers them to another worker or the next
+// start. Nothing is lost.
+func (u *Unit) StopNow() { _ = u.Close() }
+
+// Close closes the engine and destroys its sessions; call it once Run has
+// returned (or use StopNow while it runs). It is idempotent and returns the
+// engine's close error.
+func (u *Unit) Close() error {
+	u.stopped.Store(true)
+	return u.engine.Close()
+}
+
+// FormatIO lists inputs or outputs as name:dtype[shape], comma-separated,
+// as the logs and banners show them.
+func FormatIO(ios []infer.IO) string {
+	parts := make([]string, len(ios))
+	for i, io := range ios {
+		parts[i] = fmt.Sprintf("%s:%s%v", io.Name, io.DType, io.Shape)
+	}
+	return strings.Join(parts, ",")
+}
