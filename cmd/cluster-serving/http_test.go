@@ -80,18 +80,12 @@ func TestModelsAndHTTPConfigErrors(t *testing.T) {
 // checks that the HTTP door becomes ready and serves both.
 func TestStartServesHTTP(t *testing.T) {
 	dir := t.TempDir()
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := freePorts(t, 2)
+	port, hp := ports[0], ports[1]
 	add, _ := filepath.Abs("../../infer/testdata/add_f32.onnx")
 	cls, _ := filepath.Abs("../../infer/testdata/classifier.onnx")
 	requireORT(t)
 	cfgPath := filepath.Join(dir, "config.yaml")
-	hp, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := fmt.Sprintf("jobName: h%d\nmodels:\n  - {name: add, path: %s}\n  - {name: cls, version: \"2\", path: %s}\n"+
 		"natsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nthreadPerModel: 1\nhttpInterface: 127.0.0.1\nhttpPort: %d\n",
 		port, add, cls, port, filepath.Join(dir, "js"), hp)
@@ -152,10 +146,7 @@ func TestHTTPCommand(t *testing.T) {
 	start := spawn(t, env, "start", "-c", cfgPath)
 	waitReady(t, url, start)
 
-	hp, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	hp := freePorts(t, 1)[0]
 	data, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)

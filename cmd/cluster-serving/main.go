@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"syscall"
+
+	"github.com/cluster-serving/cluster-serving/cmd/cluster-serving/bench"
 )
 
 // version is set by the Makefile with -ldflags "-X main.version=...".
@@ -89,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "restart":
 		return cmdRestart(rest, stdout, stderr)
 	case "bench":
-		return cmdBench(rest, stdout, stderr)
+		return bench.Main(rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "cluster-serving %s (%s, %s/%s; ONNX Runtime %s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, ortVersion)
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,16 +43,29 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 func requireORT(t testing.TB) string { return infertest.RequireLibrary(t) }
 
 type proc struct {
-	cmd    *exec.Cmd
-	stderr *lockedWriter
-	buf    *bytes.Buffer
-	done   chan struct{}
+	cmd  *exec.Cmd
+	out  string // the file of its stdout and stderr
+	done chan struct{}
 }
 
 func (p *proc) logs() string {
-	p.stderr.mu.Lock()
-	defer p.stderr.mu.Unlock()
-	return p.buf.String()
+	b, _ := os.ReadFile(p.out)
+	return string(b)
+}
+
+// freePorts asks the kernel for n distinct free loopback ports.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 // spawn runs the binary with args; it is killed at cleanup if still running.
@@ -61,11 +75,15 @@ func spawn(t *testing.T, env []string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{buf: &bytes.Buffer{}, done: make(chan struct{})}
-	p.stderr = &lockedWriter{w: p.buf}
+	p := &proc{out: filepath.Join(t.TempDir(), "out"), done: make(chan struct{})}
+	out, err := os.Create(p.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the process has its own copy
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stderr = p.stderr
-	p.cmd.Stdout = p.stderr
+	p.cmd.Stderr = out
+	p.cmd.Stdout = out
 	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -96,10 +114,8 @@ func testJob(t *testing.T, extra string) (cfgPath, url, job string, env []string
 	t.Helper()
 	requireORT(t)
 	dir := t.TempDir()
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := freePorts(t, 2)
+	port := ports[0]
 	model, err := filepath.Abs("../../infer/testdata/add_f32.onnx")
 	if err != nil {
 		t.Fatal(err)
@@ -107,10 +123,7 @@ func testJob(t *testing.T, extra string) (cfgPath, url, job string, env []string
 	job = "t" + strconv.Itoa(port)
 	if !strings.Contains(extra, "httpPort:") {
 		// start serves HTTP by default on 10020: keep tests off that port.
-		hp, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
+		hp := ports[1]
 		extra += fmt.Sprintf("httpInterface: 127.0.0.1\nhttpPort: %d\n", hp)
 	}
 	if !strings.Contains(extra, "metricsListen:") {

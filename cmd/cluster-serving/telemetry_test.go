@@ -73,10 +73,7 @@ func TestPrometheusMetricsMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	mp, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mp := freePorts(t, 1)[0]
 	cfg, url, job, env := testJob(t, fmt.Sprintf("metricsListen: 127.0.0.1:%d\n", mp))
 	start := spawn(t, env, "start", "-c", cfg)
 	nc := waitReady(t, url, start)
@@ -165,10 +162,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	start := spawn(t, env, "start", "-c", cfg)
 	waitReady(t, url, start)
 
-	hp, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	hp := freePorts(t, 1)[0]
 	httpCfg := filepath.Join(filepath.Dir(cfg), "http.yaml")
 	data, _ := os.ReadFile(cfg)
 	data = []byte(strings.Replace(string(data), "httpPort: -1", fmt.Sprintf("httpInterface: 127.0.0.1\nhttpPort: %d", hp), 1))

@@ -1,10 +1,9 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -101,25 +100,25 @@ func redisBenchmarkXADD(port int) (float64, error) {
 	return strconv.ParseFloat(m[len(m)-1][1], 64)
 }
 
-// benchRedisTiny: records/s end to end through the Redis door with many
+// redisTiny: records/s end to end through the Redis door with many
 // clients beside redis-benchmark's XADD rate, and the latency from XADD to
 // a readable result for one client.
-func benchRedisTiny(w io.Writer, bin, model string, d time.Duration) error {
+func (r *runner) redisTiny(model string, d time.Duration) error {
+	w := r.w
 	rs, err := startBenchRedis()
 	if err != nil {
 		return err
 	}
 	defer rs.stop()
-	c, err := startChild(bin, model, map[string]string{"threadPerModel": "1", "redisUrl": rs.addr})
+	c, err := r.startChild(model, map[string]string{"threadPerModel": "1", "redisUrl": rs.addr})
 	if err != nil {
 		return err
 	}
 	defer c.stop()
-	data := []byte(`{"instances":[{"x":[1.5,2.5,3.5,4.5]}]}`)
 	const clients = 50
-	many, closeMany := redisOp(rs.addr, c.job, data, 2*time.Millisecond, clients)
+	many, closeMany := redisOp(rs.addr, c.job, tinyBody, 2*time.Millisecond, clients)
 	defer closeMany()
-	one, closeOne := redisOp(rs.addr, c.job, data, 0, 1)
+	one, closeOne := redisOp(rs.addr, c.job, tinyBody, 0, 1)
 	defer closeOne()
 	runLoad(8, time.Second, 500, many) // warm-up
 	e2e := runLoad(clients, d, 0, many)
@@ -140,15 +139,15 @@ func benchRedisTiny(w io.Writer, bin, model string, d time.Duration) error {
 	return nil
 }
 
-// benchRedisResNet is the ResNet-50 throughput through the Redis door, for
-// the ratio to raw ONNX Runtime that benchResNet measured.
-func benchRedisResNet(w io.Writer, bin, model string, d time.Duration, batch, threads int, raw float64) error {
+// redisResNet is the ResNet-50 throughput through the Redis door, for
+// the ratio to raw ONNX Runtime that resNet measured.
+func (r *runner) redisResNet(model string, d time.Duration, batch, threads int, raw float64) error {
 	rs, err := startBenchRedis()
 	if err != nil {
 		return err
 	}
 	defer rs.stop()
-	c, err := startChild(bin, model, map[string]string{
+	c, err := r.startChild(model, map[string]string{
 		"threadPerModel": strconv.Itoa(threads), "modelParallelism": "1", "maxBatch": strconv.Itoa(batch), "redisUrl": rs.addr})
 	if err != nil {
 		return err
@@ -158,11 +157,6 @@ func benchRedisResNet(w io.Writer, bin, model string, d time.Duration, batch, th
 	do, closeDo := redisOp(rs.addr, c.job, imageRequest("input", 224, 224), 2*time.Millisecond, conc)
 	defer closeDo()
 	runLoad(conc, d/2, 0, do) // warm-up
-	r := runLoad(conc, d, 0, do)
-	fmt.Fprintf(w, "%-10s (concurrency %2d): %8.2f images/s  p50 %s  errors %d  ratio to raw %.3f (target >= 0.95)\n",
-		"Redis door", conc, r.rate(), r.pct(0.5).Round(time.Millisecond), r.errs, r.rate()/raw)
-	if r.lastErr != nil {
-		fmt.Fprintf(w, "   last error: %v\n", r.lastErr)
-	}
+	imagesRow(r.w, "Redis door", conc, runLoad(conc, d, 0, do), raw)
 	return nil
 }
