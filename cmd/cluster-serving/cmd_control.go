@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
 // pidFile records a running `start` or `worker` so that stop, shutdown and
@@ -69,34 +72,37 @@ func controlFlags(name string, args []string, stderr io.Writer) (job string, wai
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("c", "", "config.yaml of the job (its jobName picks the process)")
-	jobFlag := fs.String("job", "", "job name (default: jobName of -c, else "+defaultJob+")")
+	jobFlag := fs.String("job", "", "job name (default: jobName of -c, else "+mesh.DefaultJob+")")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for the process to exit")
 	if err := fs.Parse(args); err != nil {
 		return "", 0, err
 	}
 	job = *jobFlag
 	if job == "" && *cfgPath != "" {
-		cfg, err := loadConfig(*cfgPath)
+		cfg, err := serving.LoadFile(*cfgPath)
 		if err != nil {
 			return "", 0, err
 		}
 		job = cfg.JobName
 	}
 	if job == "" {
-		job = defaultJob
+		job = mesh.DefaultJob
 	}
 	return job, *timeout, nil
 }
 
-// cmdSignal sends sig to the job's start process (and its worker process, if
-// one runs on this machine) and waits until they exit.
-func cmdSignal(args []string, stdout, stderr io.Writer, sig syscall.Signal, name string) error {
-	job, timeout, err := controlFlags(name, args, stderr)
-	if err != nil {
+// signalCommand is `stop` or `shutdown`: it sends sig to the job's
+// processes on this machine (start, worker, bridge, http) and waits until
+// they exit.
+func signalCommand(sig syscall.Signal, name string) func([]string, io.Writer, io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) error {
+		job, timeout, err := controlFlags(name, args, stderr)
+		if err != nil {
+			return err
+		}
+		_, err = signalJob(job, sig, timeout, stdout)
 		return err
 	}
-	_, err = signalJob(job, sig, timeout, stdout)
-	return err
 }
 
 func signalJob(job string, sig syscall.Signal, timeout time.Duration, stdout io.Writer) ([]pidFile, error) {

@@ -6,116 +6,91 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
-	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
-// httpAddr is where the HTTP door listens: httpInterface:httpPort.
-func httpAddr(cfg *Config) string {
-	return net.JoinHostPort(cfg.HTTPInterface, strconv.Itoa(cfg.HTTPPort))
+// httpOn reports whether the config runs an HTTP door: httpPort -1 turns
+// it off.
+func httpOn(file *serving.File) bool { return file.HTTPPort >= 0 }
+
+// httpAddr is where the HTTP door listens: httpInterface:httpPort, each
+// defaulting to the door's own default address.
+func httpAddr(file *serving.File) string {
+	host, port, _ := net.SplitHostPort(httpdoor.DefaultAddr)
+	if file.HTTPInterface != "" {
+		host = file.HTTPInterface
+	}
+	if file.HTTPPort > 0 {
+		port = strconv.Itoa(file.HTTPPort)
+	}
+	return net.JoinHostPort(host, port)
 }
 
-// httpConfig maps config.yaml's HTTP keys and the served models to the
-// door's Config.
-func httpConfig(cfg *Config, served []servedModel, ready func() bool, d doorDeps) httpdoor.Config {
+// httpConfig maps config.yaml's HTTP keys and the node's models to the
+// door's Config; zero durations and sizes are the door's defaults.
+func httpConfig(file *serving.File, models []serving.Model) httpdoor.Config {
 	hc := httpdoor.Config{
-		Addr:           httpAddr(cfg),
-		RequestTimeout: time.Duration(cfg.HTTPRequestTimeout) * time.Millisecond,
-		MaxBodyBytes:   cfg.HTTPMaxBodyBytes,
-		Ready:          ready,
+		Addr:           httpAddr(file),
+		RequestTimeout: time.Duration(file.HTTPRequestTimeout) * time.Millisecond,
+		MaxBodyBytes:   file.HTTPMaxBodyBytes,
 		Version:        semver(version),
-		ShutdownGrace:  cfg.grace(),
-		Logger:         d.log,
-		Metrics:        d.metrics,
+		ShutdownGrace:  file.Grace(),
 	}
-	if cfg.TokenBucketEnabled {
-		hc.TokensPerSecond = cfg.TokensPerSecond
-		hc.TokenAcquireTimeout = time.Duration(cfg.TokenAcquireTimeout) * time.Millisecond
-	}
-	for _, m := range served {
-		hc.Models = append(hc.Models, httpdoor.Model{Name: m.name, Version: m.version, Job: m.job, Info: m.info})
+	hc.TokensPerSecond, hc.TokenAcquireTimeout = file.TokenBucket()
+	for _, m := range models {
+		hc.Models = append(hc.Models, httpdoor.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info})
 	}
 	return hc
 }
 
-// startHTTPDoor runs the HTTP door in g unless httpPort is -1. It listens
-// before returning, so a port in use fails `start` at once.
-func startHTTPDoor(ctx context.Context, g *errgroup.Group, d doorDeps) error {
-	if d.cfg.HTTPPort < 0 {
-		return nil
+// httpRunner builds the HTTP door on the node, nil when httpPort is -1. It
+// listens before returning, so a port in use fails the command at once.
+func httpRunner(d doorDeps) (func(context.Context) error, error) {
+	if !httpOn(d.p.file) {
+		return nil, nil
 	}
-	door, err := httpdoor.New(d.client, httpConfig(d.cfg, d.served, d.ready, d))
+	hc := httpConfig(d.p.file, d.node.Models())
+	hc.Ready, hc.Logger, hc.Metrics = d.node.Ready, d.log, d.metrics
+	door, err := httpdoor.New(d.node.Client(), hc)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ln, err := net.Listen("tcp", httpAddr(d.cfg))
+	ln, err := net.Listen("tcp", hc.Addr)
 	if err != nil {
-		return fmt.Errorf("HTTP door (config keys \"httpInterface\", \"httpPort\"): %w", err)
+		return nil, fmt.Errorf("HTTP door (config keys \"httpInterface\", \"httpPort\"): %w", err)
 	}
-	g.Go(func() error { return door.Serve(ctx, ln) })
-	return nil
+	return func(ctx context.Context) error { return door.Serve(ctx, ln) }, nil
 }
 
-// cmdHTTP runs the HTTP door alone against an external NATS. It reads each
-// model's inputs and outputs (for metadata and examples) by opening an ONNX
-// Runtime session and closing it again; workers elsewhere run the models.
-func cmdHTTP(ctx context.Context, stop <-chan stopKind, args []string, stdout, stderr io.Writer) error {
-	f, cfg, err := parseServeFlags("http", args, stderr)
+// cmdHTTP runs the HTTP door alone against an external NATS. Its node
+// reads each model's inputs and outputs (for metadata and examples) by
+// opening an ONNX Runtime session and closing it again; workers elsewhere
+// run the models.
+func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, file, err := parseServeFlags("http", args, stderr)
 	if err != nil {
 		return err
 	}
-	if cfg.HTTPPort < 0 {
+	if !httpOn(file) {
 		return errors.New("config key \"httpPort\": -1 disables the HTTP door; set a port to run `http`")
 	}
-	served, err := loadModelInfo(cfg)
-	if err != nil {
+	if err := requireNATS("http", file); err != nil {
 		return err
 	}
-	jobs := make([]string, len(served))
-	for i, m := range served {
-		jobs[i] = m.job
-	}
-	return runDoorProcess(ctx, stop, "http", f, cfg, jobs, stderr, func(ctx context.Context, g *errgroup.Group, d doorDeps) error {
-		d.served = served
-		if err := startHTTPDoor(ctx, g, d); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "HTTP door on http://%s for %d model(s), queues on NATS %s\n", httpAddr(cfg), len(served), cfg.NatsURL)
-		printOtherModels(stdout, cfg, served)
-		return nil
-	})
-}
-
-// loadModelInfo reads each served model's description without keeping a
-// session.
-func loadModelInfo(cfg *Config) ([]servedModel, error) {
-	lib, err := infer.FindLibrary(cfg.OnnxruntimeLib, os.Getenv("ONNXRUNTIME_LIB"))
-	if err != nil {
-		return nil, err
-	}
-	if err := infer.Init(lib); err != nil {
-		return nil, err
-	}
-	served := cfg.servedModels()
-	for i := range served {
-		file, err := infer.ModelFile(served[i].path)
-		if err != nil {
-			return nil, fmt.Errorf("model %s version %s: %w", served[i].name, served[i].version, err)
-		}
-		s, err := infer.NewSession(file, 1)
-		if err != nil {
-			return nil, fmt.Errorf("model %s version %s: %w", served[i].name, served[i].version, err)
-		}
-		served[i].info = s.Info()
-		if err := s.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return served, nil
+	p := &process{role: "http", flags: f, file: file, stdout: stdout, stderr: stderr,
+		node: func(c *serving.Config) { c.Describe = true },
+		doors: func(d doorDeps) ([]func(context.Context) error, error) {
+			door, err := httpRunner(d)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(stdout, "HTTP door on http://%s for %d model(s), queues on NATS %s\n", httpAddr(file), len(d.node.Models()), file.NatsURL)
+			printOtherModels(stdout, file, d.node.Models())
+			return nonNil(door), nil
+		}}
+	return p.run(ctx)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
 func cmdInit(args []string, stdout, stderr io.Writer) error {
@@ -22,7 +24,7 @@ func cmdInit(args []string, stdout, stderr io.Writer) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := os.WriteFile(*out, fmt.Appendf(nil, configTemplate, *model), 0o644); err != nil {
+	if err := os.WriteFile(*out, serving.Template(*model), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s (modelPath: %s); start with: cluster-serving start -c %s\n", *out, *model, *out)

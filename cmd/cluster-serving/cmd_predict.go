@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -15,8 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
 // cmdPredict sends one request to serving.<job>.predict and prints the reply.
@@ -32,7 +31,7 @@ func cmdPredict(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := serving.LoadFile(*cfgPath)
 	if err != nil {
 		return err
 	}
@@ -54,20 +53,9 @@ func cmdPredict(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	target := *url
-	if target == "" {
-		target = cfg.NatsURL
-	}
-	if target == "" {
-		target = "nats://" + cfg.NatsListen
-	}
-	opts := []nats.Option{nats.Name("cluster-serving predict")}
-	if cfg.NatsCredentials != "" {
-		opts = append(opts, nats.UserCredentials(cfg.NatsCredentials))
-	}
-	nc, err := nats.Connect(target, opts...)
+	nc, _, err := dial("cluster-serving predict", *url, cfg)
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w (is `cluster-serving start` running?)", target, err)
+		return fmt.Errorf("%w (is `cluster-serving start` running?)", err)
 	}
 	defer nc.Close()
 	subject := mesh.PredictSubject(cfg.JobName)
@@ -93,7 +81,7 @@ func cmdPredict(args []string, stdout, stderr io.Writer) error {
 // fillRequest builds {"instances":[{input: tensor}]} from the model's input
 // shapes (batch dimension dropped, other dynamic dimensions set to 1), or
 // from shapeFlag for every input.
-func fillRequest(cfg *Config, value, shapeFlag string) ([]byte, error) {
+func fillRequest(cfg *serving.File, value, shapeFlag string) ([]byte, error) {
 	if _, err := strconv.ParseFloat(value, 64); err != nil {
 		return nil, fmt.Errorf("-fill %q is not a number", value)
 	}
@@ -107,23 +95,13 @@ func fillRequest(cfg *Config, value, shapeFlag string) ([]byte, error) {
 			override = append(override, n)
 		}
 	}
-	lib, err := infer.FindLibrary(cfg.OnnxruntimeLib, os.Getenv("ONNXRUNTIME_LIB"))
+	if err := serving.InitRuntime(cfg.OnnxruntimeLib, os.Getenv("ONNXRUNTIME_LIB")); err != nil {
+		return nil, err
+	}
+	info, err := serving.ReadInfo(cfg.ModelPath)
 	if err != nil {
 		return nil, err
 	}
-	if err := infer.Init(lib); err != nil {
-		return nil, err
-	}
-	file, err := infer.ModelFile(cfg.ModelPath)
-	if err != nil {
-		return nil, err
-	}
-	sess, err := infer.NewSession(file, 1)
-	if err != nil {
-		return nil, err
-	}
-	info := sess.Info()
-	sess.Close()
 	var b bytes.Buffer
 	b.WriteString(`{"instances":[{`)
 	for i, in := range info.Inputs {
@@ -162,14 +140,23 @@ func writeFilled(b *bytes.Buffer, shape []int64, value string) {
 	b.WriteByte(']')
 }
 
-func splitHostPort(addr string) (string, int, error) {
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
+// dial connects a client command to the job's NATS: url when given, else
+// the config's natsUrl, else its embedded server's natsListen, with the
+// config's credentials. file is nil when the command read no config. It
+// returns the URL it used.
+func dial(name, url string, file *serving.File) (*nats.Conn, string, error) {
+	opts := []nats.Option{nats.Name(name)}
+	if file != nil {
+		if url == "" {
+			url = file.NATSURL()
+		}
+		if file.NatsCredentials != "" {
+			opts = append(opts, nats.UserCredentials(file.NatsCredentials))
+		}
 	}
-	port, err := strconv.Atoi(p)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return "", 0, fmt.Errorf("port %q is not a number", p)
+		return nil, url, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
-	return host, port, nil
+	return nc, url, nil
 }

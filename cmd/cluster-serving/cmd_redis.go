@@ -5,25 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
-	"github.com/cluster-serving/cluster-serving/telemetry"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
-// redisConfig maps config.yaml's redis keys to the door's Config.
-func redisConfig(cfg *Config) (redis.Config, error) {
+// redisConfig maps config.yaml's redis keys to the door's Config; a zero
+// timeout is the door's default.
+func redisConfig(file *serving.File) (redis.Config, error) {
 	rc := redis.Config{
-		Addr:    cfg.RedisURL,
-		Job:     cfg.JobName,
-		Timeout: time.Duration(cfg.RedisTimeout) * time.Millisecond,
+		Addr:    file.RedisURL,
+		Job:     file.JobName,
+		Timeout: time.Duration(file.RedisTimeout) * time.Millisecond,
 	}
-	if cfg.RedisSecureEnabled {
-		tc, err := redis.TLSConfig(cfg.RedisSecureTrustStorePath)
+	if file.RedisSecureEnabled {
+		tc, err := redis.TLSConfig(file.RedisSecureTrustStorePath)
 		if err != nil {
 			return rc, fmt.Errorf("config key \"redisSecureTrustStorePath\": %w", err)
 		}
@@ -35,51 +33,53 @@ func redisConfig(cfg *Config) (redis.Config, error) {
 	return rc, nil
 }
 
-// newRedisDoor builds the door of cfg on m.
-func newRedisDoor(cfg *Config, m redis.Mesh, log *slog.Logger, metrics *telemetry.Metrics) (*redis.Door, error) {
-	rc, err := redisConfig(cfg)
+// redisRunner builds the Redis door on the node, nil when redisUrl is empty.
+func redisRunner(d doorDeps) (func(context.Context) error, error) {
+	if d.p.file.RedisURL == "" {
+		return nil, nil
+	}
+	rc, err := redisConfig(d.p.file)
 	if err != nil {
 		return nil, err
 	}
-	rc.Metrics = metrics
-	if cfg.RedisSecureTrustStorePassword != "" {
-		log.Warn("redisSecureTrustStorePassword is not used: the trust store is a PEM file; put a Redis password in redisUrl (redis://:password@host:port)")
+	rc.Metrics = d.metrics
+	if d.p.file.RedisSecureTrustStorePassword != "" {
+		d.log.Warn("redisSecureTrustStorePassword is not used: the trust store is a PEM file; put a Redis password in redisUrl (redis://:password@host:port)")
 	}
-	return redis.New(rc, m, log)
-}
-
-// startRedisDoor runs the Redis door in g when redisUrl is set.
-func startRedisDoor(ctx context.Context, g *errgroup.Group, d doorDeps) error {
-	if d.cfg.RedisURL == "" {
-		return nil
-	}
-	door, err := newRedisDoor(d.cfg, d.client, d.log, d.metrics)
+	door, err := redis.New(rc, d.node.Client(), d.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	g.Go(func() error { return door.Run(ctx) })
-	return nil
+	return door.Run, nil
 }
 
 // cmdBridge runs the Redis door alone against an external NATS: it reads
 // the job's Redis stream, queues the records on NATS for the workers and
 // writes their results back to Redis.
-func cmdBridge(ctx context.Context, stop <-chan stopKind, args []string, stdout, stderr io.Writer) error {
-	f, cfg, err := parseServeFlags("bridge", args, stderr)
+func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, file, err := parseServeFlags("bridge", args, stderr)
 	if err != nil {
 		return err
 	}
-	if cfg.RedisURL == "" {
+	if file.RedisURL == "" {
 		return errors.New("bridge needs a Redis: set redisUrl in the config (host:port or redis://:password@host:port)")
 	}
-	return runDoorProcess(ctx, stop, "bridge", f, cfg, []string{cfg.JobName}, stderr, func(ctx context.Context, g *errgroup.Group, d doorDeps) error {
-		if err := startRedisDoor(ctx, g, d); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
-			cfg.JobName, cfg.JobName, redis.Group, redactURL(cfg.RedisURL), cfg.NatsURL, redis.ResultKey(cfg.JobName, ""))
-		return nil
-	})
+	if err := requireNATS("bridge", file); err != nil {
+		return err
+	}
+	p := &process{role: "bridge", flags: f, file: file, stdout: stdout, stderr: stderr,
+		// The door serves the default model's job, jobName.
+		node: func(c *serving.Config) { c.Models = c.Models[:1] },
+		doors: func(d doorDeps) ([]func(context.Context) error, error) {
+			door, err := redisRunner(d)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
+				file.JobName, file.JobName, redis.Group, redactURL(file.RedisURL), file.NatsURL, redis.ResultKey(file.JobName, ""))
+			return nonNil(door), nil
+		}}
+	return p.run(ctx)
 }
 
 // redactURL hides the password of a redis:// URL.

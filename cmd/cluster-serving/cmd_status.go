@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
 // cmdStatus prints what the mesh is doing: per job the request rate,
@@ -32,25 +33,16 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	target := *url
-	var creds string
-	if target == "" {
-		cfg, err := loadConfig(*cfgPath)
-		if err != nil {
+	var file *serving.File
+	if *url == "" {
+		var err error
+		if file, err = serving.LoadFile(*cfgPath); err != nil {
 			return fmt.Errorf("%w (or pass -nats nats://host:4222)", err)
 		}
-		target, creds = cfg.NatsURL, cfg.NatsCredentials
-		if target == "" {
-			target = "nats://" + cfg.NatsListen
-		}
 	}
-	opts := []nats.Option{nats.Name("cluster-serving status")}
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
-	}
-	nc, err := nats.Connect(target, opts...)
+	nc, target, err := dial("cluster-serving status", *url, file)
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", target, err)
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -12,67 +12,60 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
-func TestModelsConfig(t *testing.T) {
-	cfg, err := parseConfig([]byte("jobName: j\nmodels:\n  - {name: a, path: /m/a}\n  - name: b\n    version: \"3\"\n    path: /m/b\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := cfg.servedModels()
-	want := []servedModel{
-		{name: "a", version: "1", path: "/m/a", job: "j"},
-		{name: "b", version: "3", path: "/m/b", job: "j-b-v3"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %+v, want %+v", got, want)
-	}
-	cfg, err = parseConfig([]byte("modelPath: /m\njobName: j\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := cfg.servedModels(); !reflect.DeepEqual(got, []servedModel{{name: "j", version: "1", path: "/m", job: "j"}}) {
-		t.Errorf("modelPath form: got %+v", got)
-	}
-}
-
+// TestHTTPConfigKeys maps config.yaml's HTTP keys onto the door's Config:
+// zeros, the door's defaults, unless a key says otherwise.
 func TestHTTPConfigKeys(t *testing.T) {
-	cfg, err := parseConfig([]byte("modelPath: m\n"))
+	file, err := serving.ParseFile([]byte("modelPath: m\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if httpAddr(cfg) != "0.0.0.0:10020" || cfg.HTTPRequestTimeout != 30000 || cfg.HTTPMaxBodyBytes != 16<<20 || cfg.TokenBucketEnabled {
-		t.Errorf("defaults: got %s %d %d %v", httpAddr(cfg), cfg.HTTPRequestTimeout, cfg.HTTPMaxBodyBytes, cfg.TokenBucketEnabled)
+	hc := httpConfig(file, file.ServedModels())
+	if hc.Addr != "0.0.0.0:10020" || hc.RequestTimeout != 0 || hc.MaxBodyBytes != 0 || hc.TokensPerSecond != 0 || !httpOn(file) {
+		t.Errorf("defaults: got %+v", hc)
 	}
-	cfg, err = parseConfig([]byte("modelPath: m\ntimeWindow: 5\ncountWindow: 32\n"))
+	if len(hc.Models) != 1 || hc.Models[0].Name != "serving_stream" || hc.Models[0].Job != "serving_stream" {
+		t.Errorf("models: got %+v", hc.Models)
+	}
+	file, err = serving.ParseFile([]byte("modelPath: m\nhttpInterface: 127.0.0.1\nhttpPort: 8080\nhttpRequestTimeout: 1500\n" +
+		"httpMaxBodyBytes: 1024\ntokenBucketEnabled: true\ntokensPerSecond: 7\nshutdownGrace: 3\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxWait != 5 || cfg.MaxBatch != 32 {
-		t.Errorf("aliases: got maxWait %d maxBatch %d, want 5 and 32", cfg.MaxWait, cfg.MaxBatch)
+	hc = httpConfig(file, file.ServedModels())
+	if hc.Addr != "127.0.0.1:8080" || hc.RequestTimeout != 1500*time.Millisecond || hc.MaxBodyBytes != 1024 ||
+		hc.TokensPerSecond != 7 || hc.TokenAcquireTimeout != serving.DefaultTokenAcquireTimeout || hc.ShutdownGrace != 3*time.Second {
+		t.Errorf("keys: got %+v", hc)
+	}
+	if file, _ = serving.ParseFile([]byte("modelPath: m\nhttpPort: -1\n")); httpOn(file) {
+		t.Error("httpPort -1: got the door on, want it off")
 	}
 }
 
-func TestModelsAndHTTPConfigErrors(t *testing.T) {
-	tests := []struct{ name, yaml, want string }{
-		{"both", "modelPath: m\nmodels:\n  - {name: a, path: p}\n", `config key "models": set modelPath (one model) or models (several), not both`},
-		{"neither", "jobName: j\n", `config key "modelPath": required`},
-		{"unknown entry key", "models:\n  - {name: a, path: p, pth: q}\n", `unknown key "pth" in a model entry`},
-		{"no path", "models:\n  - {name: a}\n", `config key "models": entry 1: path is required`},
-		{"bad name", "models:\n  - {name: a.b, path: p}\n", `entry 1: name "a.b"`},
-		{"twice", "models:\n  - {name: a, path: p}\n  - {name: a, version: \"1\", path: q}\n", "a version 1 is listed twice"},
-		{"not a list of mappings", "models:\n  - a\n", "each entry is a mapping"},
-		{"port", "modelPath: m\nhttpPort: 70000\n", `config key "httpPort"`},
-		{"timeout", "modelPath: m\nhttpRequestTimeout: -5\n", `config key "httpRequestTimeout"`},
-		{"alias conflict", "modelPath: m\nmaxBatch: 8\ncountWindow: 4\n", `config key "countWindow": 4 conflicts with maxBatch: 8`},
+// TestTemplateStatesTheDoorDefaults checks that the door numbers the
+// template writes out are the doors' defaults, which an empty key gets.
+func TestTemplateStatesTheDoorDefaults(t *testing.T) {
+	file, err := serving.ParseFile(serving.Template("m"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseConfig([]byte(tt.yaml))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got error %v, want one containing %q", err, tt.want)
-			}
-		})
+	hc := httpConfig(file, file.ServedModels())
+	rc, err := redisConfig(file)
+	if err == nil {
+		t.Fatal("redisConfig without redisUrl: got no error")
+	}
+	if hc.Addr != httpdoor.DefaultAddr || hc.RequestTimeout != httpdoor.DefaultRequestTimeout ||
+		hc.MaxBodyBytes != httpdoor.DefaultMaxBodyBytes || rc.Timeout != redis.DefaultTimeout {
+		t.Errorf("template: got HTTP %+v, Redis timeout %v", hc, rc.Timeout)
+	}
+	file.TokenBucketEnabled = true
+	if rate, wait := file.TokenBucket(); rate != serving.DefaultTokensPerSecond || wait != serving.DefaultTokenAcquireTimeout {
+		t.Errorf("template token bucket: got %v, %v", rate, wait)
 	}
 }
 

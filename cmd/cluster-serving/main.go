@@ -1,5 +1,10 @@
 // Command cluster-serving serves ONNX models behind NATS JetStream work
 // queues. See README.md; `cluster-serving help` lists the commands.
+//
+// It is wiring only: a table of commands, their flags, signals, env vars
+// and os.Exit. The serving itself is mesh/serving (one Unit per model, one
+// Node per process, config.yaml); the doors are bridge/http and
+// bridge/redis; the load generator of `bench` is the package bench.
 package main
 
 import (
@@ -12,34 +17,59 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/cluster-serving/cluster-serving/cmd/cluster-serving/bench"
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
 // version is set by the Makefile with -ldflags "-X main.version=...".
 var version = "dev"
 
-const usage = `cluster-serving serves ONNX models behind NATS JetStream work queues.
+// command is one entry of the command table: what `cluster-serving <name>`
+// runs (names[0], or one of its aliases) and its line in the usage text
+// (none when summary is empty).
+type command struct {
+	names   []string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
 
-Usage: cluster-serving <command> [flags]
+// commands is the command table, in the order of the usage text.
+func commands() []command {
+	return []command{
+		{[]string{"init"}, "write a commented config.yaml with every key", cmdInit},
+		{[]string{"start"}, "serve: embedded NATS (unless natsUrl is set), workers and the NATS door", withSignals(cmdStart)},
+		{[]string{"worker"}, "join an external NATS as one more inference worker", withSignals(cmdWorker)},
+		{[]string{"bridge"}, "run the Redis door alone against an external NATS", withSignals(cmdBridge)},
+		{[]string{"http"}, "run the HTTP door alone against an external NATS", withSignals(cmdHTTP)},
+		{[]string{"predict"}, "send one request to a running job and print the answer", cmdPredict},
+		{[]string{"status"}, "live throughput, latency, queue depth and workers of the mesh", withSignals(cmdStatus)},
+		{[]string{"stop"}, "stop the running job now; in-flight work goes back to the queue", signalCommand(syscall.SIGINT, "stop")},
+		{[]string{"shutdown"}, "stop taking work, finish what is in flight, then exit", signalCommand(syscall.SIGTERM, "shutdown")},
+		{[]string{"restart"}, "stop the running job and start it again", cmdRestart},
+		{[]string{"bench"}, "measure throughput and latency (what make bench prints)", bench.Main},
+		{[]string{"version", "-version", "--version"}, "print the version", cmdVersion},
+		{[]string{"help", "-h", "-help", "--help"}, "", cmdHelp},
+	}
+}
 
-Commands:
-  init      write a commented config.yaml with every key
-  start     serve: embedded NATS (unless natsUrl is set), workers and the NATS door
-  worker    join an external NATS as one more inference worker
-  bridge    run the Redis door alone against an external NATS
-  http      run the HTTP door alone against an external NATS
-  predict   send one request to a running job and print the answer
-  status    live throughput, latency, queue depth and workers of the mesh
-  stop      stop the running job now; in-flight work goes back to the queue
-  shutdown  stop taking work, finish what is in flight, then exit
-  restart   stop the running job and start it again
-  bench     measure throughput and latency (what make bench prints)
-  version   print the version
-
-Run "cluster-serving <command> -h" for a command's flags.
-`
+// usage renders the usage text from the command table.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("cluster-serving serves ONNX models behind NATS JetStream work queues.\n\n" +
+		"Usage: cluster-serving <command> [flags]\n\nCommands:\n")
+	for _, c := range commands() {
+		if c.summary != "" {
+			fmt.Fprintf(&b, "  %-9s %s\n", c.names[0], c.summary)
+		}
+	}
+	b.WriteString("\nRun \"cluster-serving <command> -h\" for a command's flags.\n")
+	return b.String()
+}
 
 func main() {
 	// CLUSTER_SERVING_CPUPROFILE=prefix writes a CPU profile of the whole
@@ -57,90 +87,58 @@ func main() {
 	}
 }
 
+// run looks args[0] up in the command table and runs it with the rest.
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return errors.New("no command given")
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "init":
-		return cmdInit(rest, stdout, stderr)
-	case "start":
-		return withSignals(func(ctx context.Context, stop <-chan stopKind) error {
-			return cmdStart(ctx, stop, rest, stdout, stderr)
-		})
-	case "worker":
-		return withSignals(func(ctx context.Context, stop <-chan stopKind) error {
-			return cmdWorker(ctx, stop, rest, stdout, stderr)
-		})
-	case "bridge":
-		return withSignals(func(ctx context.Context, stop <-chan stopKind) error {
-			return cmdBridge(ctx, stop, rest, stdout, stderr)
-		})
-	case "http":
-		return withSignals(func(ctx context.Context, stop <-chan stopKind) error { return cmdHTTP(ctx, stop, rest, stdout, stderr) })
-	case "predict":
-		return cmdPredict(rest, stdout, stderr)
-	case "status":
-		return withSignals(func(ctx context.Context, _ <-chan stopKind) error { return cmdStatus(ctx, rest, stdout, stderr) })
-	case "stop":
-		return cmdSignal(rest, stdout, stderr, syscall.SIGINT, "stop")
-	case "shutdown":
-		return cmdSignal(rest, stdout, stderr, syscall.SIGTERM, "shutdown")
-	case "restart":
-		return cmdRestart(rest, stdout, stderr)
-	case "bench":
-		return bench.Main(rest, stdout, stderr)
-	case "version", "-version", "--version":
-		fmt.Fprintf(stdout, "cluster-serving %s (%s, %s/%s; ONNX Runtime %s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, ortVersion)
-		return nil
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
+	for _, c := range commands() {
+		if slices.Contains(c.names, args[0]) {
+			return c.run(args[1:], stdout, stderr)
+		}
 	}
+	fmt.Fprint(stderr, usage())
+	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// stopKind says how a serving process was asked to stop.
-type stopKind int
+func cmdVersion(_ []string, stdout, _ io.Writer) error {
+	fmt.Fprintf(stdout, "cluster-serving %s (%s, %s/%s; ONNX Runtime %s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, infer.ORTVersion)
+	return nil
+}
 
-const (
-	// stopNow (SIGINT, `cluster-serving stop`, Ctrl-C): stop pulling and hand
-	// in-flight requests back to the queue; JetStream keeps them, so nothing is
-	// lost, and the next start or another worker serves them.
-	stopNow stopKind = iota + 1
-	// stopDrain (SIGTERM, `cluster-serving shutdown`, Kubernetes): stop pulling,
-	// finish in-flight requests within shutdownGrace, then exit.
-	stopDrain
-)
+func cmdHelp(_ []string, stdout, _ io.Writer) error {
+	fmt.Fprint(stdout, usage())
+	return nil
+}
 
-// withSignals runs fn with a ctx that ends on the first SIGINT or SIGTERM; the
-// kind of the first signal is sent on stop. A second signal exits at once.
-func withSignals(fn func(ctx context.Context, stop <-chan stopKind) error) error {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer func() { signal.Stop(sigs); close(sigs) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stop := make(chan stopKind, 1)
-	go func() {
-		s, ok := <-sigs
-		if !ok {
-			return
-		}
-		if s == syscall.SIGTERM {
-			stop <- stopDrain
-		} else {
-			stop <- stopNow
-		}
-		cancel()
-		if _, ok := <-sigs; ok {
-			fmt.Fprintln(os.Stderr, "cluster-serving: second signal, exiting now")
-			os.Exit(1)
-		}
-	}()
-	return fn(ctx, stop)
+// withSignals adapts a command that runs until its ctx ends: ctx ends on
+// the first SIGINT, with cause serving.ErrStopNow (stop now: in-flight
+// requests go back to the queue), or SIGTERM, with cause
+// serving.ErrShutdown (finish in-flight requests within shutdownGrace). A
+// second signal exits at once.
+func withSignals(fn func(ctx context.Context, args []string, stdout, stderr io.Writer) error) func([]string, io.Writer, io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) error {
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		defer func() { signal.Stop(sigs); close(sigs) }()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		go func() { // ends when sigs closes, as fn returns
+			s, ok := <-sigs
+			if !ok {
+				return
+			}
+			if s == syscall.SIGTERM {
+				cancel(serving.ErrShutdown)
+			} else {
+				cancel(serving.ErrStopNow)
+			}
+			if _, ok := <-sigs; ok {
+				fmt.Fprintln(os.Stderr, "cluster-serving: second signal, exiting now")
+				os.Exit(1)
+			}
+		}()
+		return fn(ctx, args, stdout, stderr)
+	}
 }

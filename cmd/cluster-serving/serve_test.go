@@ -21,6 +21,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
 // These tests run the real binary: `cluster-serving start` with its embedded
@@ -352,7 +353,7 @@ func TestInitWritesAConfigThatStarts(t *testing.T) {
 	if err := run([]string{"init", "-o", out, "-model", "/m"}, &so, &se); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(out)
+	cfg, err := serving.LoadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
