@@ -29,18 +29,6 @@ func setup(tb testing.TB, cfg telemetry.Config) *telemetry.Telemetry {
 	return tel
 }
 
-// waitFor polls cond until it holds or 5 s pass.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // syncBuffer is a bytes.Buffer safe for concurrent writes, for loggers
 // used from exporter goroutines.
 type syncBuffer struct {
