@@ -103,7 +103,7 @@ func (p *process) run(ctx context.Context) error {
 	cfg.Name = "cluster-serving " + p.role + " " + p.file.JobName
 	cfg.Version, cfg.Logger, cfg.Metrics = semver(version), log, metrics
 	p.node(&cfg)
-	node, err := serving.Start(ctx, cfg)
+	node, err := serving.NewNode(ctx, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting

@@ -11,7 +11,7 @@
 // server or an external one, the connection, the Units (or, for a process
 // that only runs doors, the jobs' streams and the models' descriptions),
 // a mesh.Client, the NATS door when asked, readiness and queue-depth
-// gauges. Start builds it, Run serves, Close stops it in order. How Run
+// gauges. NewNode builds it, Run serves, Close stops it in order. How Run
 // stops is the cause of its ctx: ErrStopNow (Ctrl-C, `stop`) or a drain
 // (SIGTERM, `shutdown`).
 //

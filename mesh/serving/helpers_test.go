@@ -50,9 +50,9 @@ type running struct {
 // draining).
 func runNode(tb testing.TB, cfg serving.Config) *running {
 	tb.Helper()
-	n, err := serving.Start(context.Background(), cfg)
+	n, err := serving.NewNode(context.Background(), cfg)
 	if err != nil {
-		tb.Fatalf("Start: %v", err)
+		tb.Fatalf("NewNode: %v", err)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &running{Node: n, stop: cancel, done: make(chan error, 1)}

@@ -27,7 +27,7 @@ const DefaultName = "cluster-serving"
 // defaults: an embedded NATS server and a door-only node that ensures the
 // models' streams and offers a mesh.Client.
 type Config struct {
-	// URL is the external NATS server(s), comma-separated. Empty: Start
+	// URL is the external NATS server(s), comma-separated. Empty: NewNode
 	// runs an embedded server configured by Embedded.
 	URL string
 	// Credentials is a NATS .creds file for URL. Default: none.
@@ -101,7 +101,7 @@ func (c Config) stream(job string) mesh.StreamConfig {
 // readiness and the queue-depth gauges. Doors other than NATS are the
 // caller's: it starts them on Client and Models.
 //
-// Start builds it, Run serves until ctx ends, Close releases it in order:
+// NewNode builds it, Run serves until ctx ends, Close releases it in order:
 // the connection drains, the embedded server stops, the engines close.
 // Its methods are safe for concurrent use; Run it once.
 type Node struct {
@@ -122,13 +122,13 @@ type Node struct {
 	closeErr  error
 }
 
-// Start validates cfg and builds the node: the models first (loaded, or
+// NewNode validates cfg and builds the node: the models first (loaded, or
 // described), so that a bad model directory fails before anything
 // listens; then the embedded server, the connection, each job's streams
 // and consumer, the client and the NATS door. Nothing serves until Run.
 // On error it releases what it built and returns ErrInvalidConfig, a model
 // error naming the model when there are several, or a NATS error.
-func Start(ctx context.Context, cfg Config) (*Node, error) {
+func NewNode(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func TestStopNowHandsWorkBack(t *testing.T) {
 	}
 }
 
-func TestStartErrors(t *testing.T) {
+func TestNewNodeErrors(t *testing.T) {
 	infertest.RequireLibrary(t)
 	two := addConfig(t, "two", "")
 	two.Serve = true
@@ -119,7 +119,7 @@ func TestStartErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := serving.Start(context.Background(), tt.cfg)
+			n, err := serving.NewNode(context.Background(), tt.cfg)
 			if err == nil {
 				_ = n.Close()
 			}
