@@ -85,6 +85,10 @@ func requireNATS(role string, file *serving.File) error {
 	return nil
 }
 
+// run is the process's life until ctx ends (a signal, whose cause picks
+// stop-now or drain): the node and the doors run in one errgroup; once all
+// returned, the node closes (NATS drains, the embedded server stops), then
+// the pid file goes and telemetry flushes.
 func (p *process) run(ctx context.Context) error {
 	tel, metrics, err := setupTelemetry(ctx, p.file, p.stderr)
 	if err != nil {
