@@ -60,7 +60,7 @@ func cmdPredict(args []string, stdout, stderr io.Writer) error {
 	defer nc.Close()
 	subject := mesh.PredictSubject(cfg.JobName)
 	msg := nats.NewMsg(subject)
-	msg.Header.Set("Content-Type", "application/json")
+	msg.Header.Set(mesh.HeaderContentTypeHTTP, mesh.DefaultContentType)
 	msg.Data = body
 	start := time.Now()
 	reply, err := nc.RequestMsg(msg, *timeout)

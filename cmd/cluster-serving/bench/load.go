@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // loadResult is what one load run measured.
@@ -117,7 +119,7 @@ func httpOp(url string, body []byte, conc int) op {
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", mesh.DefaultContentType)
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
