@@ -157,7 +157,7 @@ func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
 			span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
 		}
 		span.End()
-		s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, outcome(status), time.Since(start))
+		s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(status), time.Since(start))
 	}()
 	r := Request{
 		ContentType: hdr.Get(HeaderContentTypeHTTP),

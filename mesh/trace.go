@@ -3,8 +3,6 @@ package mesh
 import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -25,28 +23,3 @@ const (
 	attrStatus      = attribute.Key("cluster_serving.status")
 	attrURI         = attribute.Key("cluster_serving.uri")
 )
-
-// endSpan records err on span (status Error) and ends it.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}
-
-// outcome maps a result status to the outcome attribute of metrics.
-func outcome(status int) string {
-	switch status {
-	case StatusOK:
-		return telemetry.OutcomeOK
-	case StatusBadInput:
-		return telemetry.OutcomeBadInput
-	case StatusTimeout:
-		return telemetry.OutcomeTimeout
-	case StatusBusy:
-		return telemetry.OutcomeRejected
-	default:
-		return telemetry.OutcomeError
-	}
-}

@@ -390,7 +390,7 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 	}
 	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
 	defer func() {
-		endSpan(span, err)
+		telemetry.EndSpan(span, err)
 		w.cfg.Metrics.RecordStage(ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))
 	}()
 	if to := h.Get(HeaderResultTo); to != "" {

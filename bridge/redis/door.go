@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Mesh is what the door needs from the mesh; *mesh.Client implements it.
@@ -121,7 +122,7 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 	}
 	ctx, span := d.writeSpan(ctx, rs)
 	_, err := pipe.Exec(ctx)
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	if err == nil {
 		d.recordResults(ctx, rs)
 	}
