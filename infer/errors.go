@@ -60,6 +60,6 @@ func (e *InputError) Error() string {
 // help. mesh checks for this method, so it need not import infer.
 func (e *InputError) BadInput() bool { return true }
 
-func inputErr(instance int, input, format string, args ...any) *InputError {
+func NewInputError(instance int, input, format string, args ...any) *InputError {
 	return &InputError{Instance: instance, Input: input, Msg: fmt.Sprintf(format, args...)}
 }

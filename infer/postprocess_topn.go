@@ -60,7 +60,7 @@ func (p PostProcess) Apply(outputs []Tensor) (string, bool, error) {
 }
 
 // floats returns t's data as float64s (any dtype).
-func floats(t Tensor) ([]float64, error) {
+func Float64s(t Tensor) ([]float64, error) {
 	switch d := t.Data.(type) {
 	case []float32:
 		out := make([]float64, len(d))
@@ -105,7 +105,7 @@ func floats(t Tensor) ([]float64, error) {
 // prints a float, and no comma between pairs. n larger than the tensor
 // prints every element.
 func TopN(t Tensor, n int) (string, error) {
-	v, err := floats(t)
+	v, err := Float64s(t)
 	if err != nil {
 		return "", err
 	}
@@ -154,9 +154,9 @@ func PickTopN(t Tensor, n int) (string, error) {
 		}
 	}
 	if len(shape) != 2 {
-		return "", fmt.Errorf("pickTopN: output shape %s is not 2-D", shapeString(t.Shape))
+		return "", fmt.Errorf("pickTopN: output shape %s is not 2-D", ShapeString(t.Shape))
 	}
-	v, err := floats(t)
+	v, err := Float64s(t)
 	if err != nil {
 		return "", err
 	}

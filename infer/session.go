@@ -128,7 +128,7 @@ func (s *Session) Info() ModelInfo { return s.info }
 // returned wrapped. After Close it returns ErrClosed.
 func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 	if len(inputs) != len(s.info.Inputs) {
-		return nil, inputErr(-1, "", "got %d inputs, want %d (%s)", len(inputs), len(s.info.Inputs), strings.Join(s.info.InputNames(), ", "))
+		return nil, NewInputError(-1, "", "got %d inputs, want %d (%s)", len(inputs), len(s.info.Inputs), strings.Join(s.info.InputNames(), ", "))
 	}
 	vals := make([]ort.Value, len(inputs))
 	defer func() {
@@ -141,10 +141,10 @@ func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 	for i, t := range inputs {
 		in := s.info.Inputs[i]
 		if t.DType != in.DType {
-			return nil, inputErr(-1, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
+			return nil, NewInputError(-1, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
 		}
-		if err := t.check(); err != nil {
-			return nil, inputErr(-1, in.Name, "%v", err)
+		if err := t.Check(); err != nil {
+			return nil, NewInputError(-1, in.Name, "%v", err)
 		}
 		v, err := toORT(t)
 		if err != nil {

@@ -52,14 +52,14 @@ type Tensor struct {
 
 // NewTensor returns a zero-filled tensor of the given dtype and shape.
 func NewTensor(dt DType, shape []int64) Tensor {
-	return Tensor{DType: dt, Shape: append([]int64(nil), shape...), Data: makeData(dt, int(numElems(shape)))}
+	return Tensor{DType: dt, Shape: append([]int64(nil), shape...), Data: makeData(dt, int(NumElems(shape)))}
 }
 
 // Len returns the number of elements in Data.
 func (t Tensor) Len() int { return dataLen(t.Data) }
 
 // check reports whether Data matches DType and Shape.
-func (t Tensor) check() error {
+func (t Tensor) Check() error {
 	if dtypeOf(t.Data) != t.DType {
 		return fmt.Errorf("data is %T, want %s", t.Data, t.DType)
 	}
@@ -68,7 +68,7 @@ func (t Tensor) check() error {
 			return fmt.Errorf("shape %v has a negative dim", t.Shape)
 		}
 	}
-	if n := numElems(t.Shape); int64(t.Len()) != n {
+	if n := NumElems(t.Shape); int64(t.Len()) != n {
 		return fmt.Errorf("shape %v needs %d elements, data has %d", t.Shape, n, t.Len())
 	}
 	return nil
@@ -103,7 +103,7 @@ func (m ModelInfo) InputNames() []string {
 	return names
 }
 
-func numElems(shape []int64) int64 {
+func NumElems(shape []int64) int64 {
 	n := int64(1)
 	for _, d := range shape {
 		n *= d
@@ -111,7 +111,7 @@ func numElems(shape []int64) int64 {
 	return n
 }
 
-func shapeString(s []int64) string {
+func ShapeString(s []int64) string {
 	var b strings.Builder
 	b.WriteByte('[')
 	for i, d := range s {
@@ -218,7 +218,7 @@ func sliceData(data any, lo, hi int) any {
 
 // stack concatenates tensors of one dtype along dim 0; their other dims must
 // be equal (the caller checks).
-func stack(ts []Tensor) Tensor {
+func Stack(ts []Tensor) Tensor {
 	if len(ts) == 1 {
 		return ts[0]
 	}
@@ -240,7 +240,7 @@ func stack(ts []Tensor) Tensor {
 
 // split cuts t along dim 0 into pieces of ns[i] rows each; sum(ns) must be
 // t.Shape[0].
-func split(t Tensor, ns []int64) []Tensor {
+func Split(t Tensor, ns []int64) []Tensor {
 	if len(ns) == 1 {
 		return []Tensor{t}
 	}
@@ -259,7 +259,7 @@ func split(t Tensor, ns []int64) []Tensor {
 	return out
 }
 
-func equalDims(a, b []int64) bool {
+func EqualDims(a, b []int64) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -272,7 +272,7 @@ func equalDims(a, b []int64) bool {
 }
 
 // fitsShape reports whether a concrete shape fits a model shape (-1 = any).
-func fitsShape(got, model []int64) bool {
+func FitsShape(got, model []int64) bool {
 	if len(got) != len(model) {
 		return false
 	}

@@ -14,21 +14,25 @@ import (
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
-// These tests put the real *infer.Engine (ONNX Runtime, a generated model)
-// behind the workers; they fail in CI (CLUSTER_SERVING_REQUIRE_DEPS=1) and
-// skip elsewhere when the library is missing.
+// These tests put the real engine (ONNX Runtime, a generated model) behind
+// the workers through its wire.Predictor; they fail in CI
+// (CLUSTER_SERVING_REQUIRE_DEPS=1) and skip elsewhere when the library is
+// missing.
 
-func newEngine(tb testing.TB, model string) *infer.Engine {
+// newPredictor loads the test model name of infer/testdata and returns
+// its wire.Predictor; the engine closes at cleanup.
+func newPredictor(tb testing.TB, name string) *wire.Predictor {
 	tb.Helper()
-	e, err := infer.New(infer.Config{ModelPath: model, Threads: 1, MaxBatch: 8})
+	e, err := infer.New(infer.Config{ModelPath: infertest.Model(name), Threads: 1, MaxBatch: 8})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = e.Close() })
-	return e
+	return wire.NewPredictor(e, wire.Model{Name: name})
 }
 
 // predictionData unwraps one prediction of the /predict answer format.
@@ -51,8 +55,7 @@ func predictionData(tb testing.TB, body []byte) []float32 {
 
 func TestEngineThroughTwoWorkers(t *testing.T) {
 	infertest.RequireLibrary(t)
-	const model = "../infer/testdata/add_f32.onnx"
-	direct, err := infer.NewSession(model, 1)
+	direct, err := infer.NewSession(infertest.Model("add_f32"), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +65,8 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 	job := "engine2"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
 	ensure(t, connect(t, s), cfg.Stream)
-	w1, _ := runWorker(t, connect(t, s), cfg, newEngine(t, model))
-	w2, _ := runWorker(t, connect(t, s), cfg, newEngine(t, model))
+	w1, _ := runWorker(t, connect(t, s), cfg, newPredictor(t, "add_f32"))
+	w2, _ := runWorker(t, connect(t, s), cfg, newPredictor(t, "add_f32"))
 	caller := serveNATS(t, s, job)
 
 	const total, conc = 1000, 32
@@ -117,9 +120,10 @@ func TestEngineBadInputKeepsServing(t *testing.T) {
 	job := "engbad"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
 	ensure(t, connect(t, s), cfg.Stream)
-	runWorker(t, connect(t, s), cfg, newEngine(t, "../infer/testdata/two_io.onnx"))
+	p := newPredictor(t, "two_io")
+	runWorker(t, connect(t, s), cfg, p)
 	caller := serveNATS(t, s, job)
-	info := newEngine(t, "../infer/testdata/two_io.onnx").Info()
+	info := p.Spec().Info
 	good := goodTwoIO(t, info)
 
 	tests := []struct{ name, body, want string }{

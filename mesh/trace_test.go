@@ -35,7 +35,7 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 	job := "traced"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
 	ensure(t, connect(t, s), cfg.Stream)
-	runWorker(t, connect(t, s), cfg, newEngine(t, "../infer/testdata/add_f32.onnx"))
+	runWorker(t, connect(t, s), cfg, newPredictor(t, "add_f32"))
 	caller := serveNATS(t, s, job)
 
 	// The caller's own span, propagated as a W3C traceparent header.

@@ -18,16 +18,18 @@ import (
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // These tests run the door against the real mesh: an embedded NATS server on
-// a random port, JetStream work queues, Workers and real *infer.Engines on
-// the generated models of infer/testdata. They fail in CI
+// a random port, JetStream work queues, Workers and real engines (through
+// their wire.Predictor) on the generated models of infer/testdata. They fail in CI
 // (CLUSTER_SERVING_REQUIRE_DEPS=1) and skip elsewhere when ONNX Runtime is
 // missing.
 
-func modelPath(name string) string { return "../../infer/testdata/" + name + ".onnx" }
+func modelPath(name string) string { return infertest.Model(name) }
 
 // served is one model behind the door: its file, or a Predictor standing in
 // for the engine (then info describes it).
@@ -92,7 +94,7 @@ func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 				tb.Fatal(err)
 			}
 			tb.Cleanup(func() { _ = e.Close() })
-			p, info = e, e.Info()
+			p, info = wire.NewPredictor(e, wire.Model{Name: m.name, Version: m.version}), e.Info()
 		}
 		cfg.Models = append(cfg.Models, httpdoor.Model{Name: m.name, Version: m.version, Job: job, Info: info})
 		if m.noWorker {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // ioMeta is one input or output in model metadata.
@@ -40,7 +41,7 @@ func ioMetas(ios []infer.IO) []ioMeta {
 		if shape == nil {
 			shape = []int64{}
 		}
-		out[i] = ioMeta{Name: io.Name, Datatype: infer.OIPDatatype(io.DType), Shape: shape}
+		out[i] = ioMeta{Name: io.Name, Datatype: wire.OIPDatatype(io.DType), Shape: shape}
 	}
 	return out
 }
@@ -61,7 +62,7 @@ func (s *Server) oipMeta(m Model) oipMeta {
 }
 
 // oipRequest is what the door reads of an infer request; "data" stays raw
-// for the worker's codec (infer.MediaTypeOIP) to decode.
+// for the worker's codec (wire.MediaTypeOIP) to decode.
 type oipRequest struct {
 	ID     string `json:"id"`
 	Inputs []struct {
@@ -112,7 +113,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, m Model) {
 		}
 		return nil
 	}
-	body, err := s.submit(w, r, m, infer.MediaTypeOIP, check)
+	body, err := s.submit(w, r, m, wire.MediaTypeOIP, check)
 	if err != nil {
 		s.writeError(w, err, "")
 		return

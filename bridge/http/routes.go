@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Welcome is the plain-text answer of GET /.
@@ -135,7 +136,7 @@ func (s *Server) timed(route string, m Model) func() {
 // predict serves POST /predict: {"instances":[...]} through to m's job.
 func (s *Server) predict(w http.ResponseWriter, r *http.Request, m Model) {
 	defer s.timed("cluster-serving.http.predict", m)()
-	body, err := s.submit(w, r, m, infer.MediaTypeJSON, checkInstances)
+	body, err := s.submit(w, r, m, wire.MediaTypeJSON, checkInstances)
 	if err != nil {
 		s.writeError(w, err, predictHint(m))
 		return

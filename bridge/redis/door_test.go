@@ -17,6 +17,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -74,7 +75,7 @@ func startJob(tb testing.TB, s *embedded.Server, job, model string) mesh1 {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = e.Close() })
-	w, err := mesh.NewWorker(connect(tb, s), mesh.WorkerConfig{Stream: cfg}, e)
+	w, err := mesh.NewWorker(connect(tb, s), mesh.WorkerConfig{Stream: cfg}, wire.NewPredictor(e, wire.Model{}))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func wantAdd(tb testing.TB, direct *infer.Session, x []float32) string {
 	for i := range out {
 		out[i].Shape = out[i].Shape[1:] // one record, without the batch dim
 	}
-	v, err := infer.EncodeRedisArrow(out)
+	v, err := wire.EncodeRedisArrow(out)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // fixtures are the original project's pyarrow payloads, beside the
@@ -95,7 +96,7 @@ func TestPyarrowFixturesThroughTheDoor(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer direct.Close()
-			in, err := infer.DecodeRedisArrow([]byte(data), direct.Info(), false)
+			in, err := wire.DecodeRedisArrow([]byte(data), direct.Info(), false)
 			if err != nil {
 				t.Fatal(err)
 			}

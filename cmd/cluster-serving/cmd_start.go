@@ -22,6 +22,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -195,7 +196,7 @@ func serve(ctx context.Context, stop <-chan stopKind, f *serveFlags, cfg *Config
 			Metrics:       metrics,
 			Model:         m.name,
 			Version:       semver(version),
-		}, engines[i])
+		}, wire.NewPredictor(engines[i], wire.Model{Name: m.name, Version: m.version}))
 		if err != nil {
 			return err
 		}

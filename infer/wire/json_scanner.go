@@ -1,8 +1,10 @@
-package infer
+package wire
 
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // scanner is a minimal JSON reader over a byte slice.
@@ -147,7 +149,7 @@ func (s *scanner) str() ([]byte, error) {
 // as needed to find its end.
 func (s *scanner) skip(depth int) error {
 	if depth > maxDepth {
-		return inputErr(-1, "", "JSON nested deeper than %d", maxDepth)
+		return infer.NewInputError(-1, "", "JSON nested deeper than %d", maxDepth)
 	}
 	s.ws()
 	if s.i >= len(s.b) {
@@ -199,7 +201,7 @@ func (s *scanner) skipFast() error {
 		case '[', '{':
 			depth++
 			if depth > maxDepth {
-				return inputErr(-1, "", "JSON nested deeper than %d", maxDepth)
+				return infer.NewInputError(-1, "", "JSON nested deeper than %d", maxDepth)
 			}
 		case ']', '}':
 			depth--

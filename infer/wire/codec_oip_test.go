@@ -1,4 +1,4 @@
-package infer_test
+package wire_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 type oipOut struct {
@@ -55,12 +56,8 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				e, err := infer.New(infer.Config{ModelPath: model(tt.model), InputAlreadyBatched: batched})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close()
-				body, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(tt.body))
+				p := newPredictor(t, infer.Config{ModelPath: model(tt.model), InputAlreadyBatched: batched})
+				body, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -73,7 +70,7 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 				if tt.in.DType == infer.Uint8 { // json.Marshal writes []uint8 as base64
 					wantData = []byte("[0,1,254,255]")
 				}
-				if o.Name != "y" || o.Datatype != infer.OIPDatatype(tt.in.DType) || !reflect.DeepEqual(o.Shape, want[0].Shape) || string(o.Data) != string(wantData) {
+				if o.Name != "y" || o.Datatype != wire.OIPDatatype(tt.in.DType) || !reflect.DeepEqual(o.Shape, want[0].Shape) || string(o.Data) != string(wantData) {
 					t.Errorf("got %s, want y %v %s", body, want[0].Shape, wantData)
 				}
 			})
@@ -82,14 +79,9 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 }
 
 func TestOIPCodecTwoInputsTwoOutputs(t *testing.T) {
-	requireORT(t)
-	e, err := infer.New(infer.Config{ModelPath: model("two_io")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	p := newPredictor(t, infer.Config{ModelPath: model("two_io")})
 	body := `{"inputs":[{"name":"b","datatype":"FP32","shape":[2,3],"data":[1,1,1,2,2,2]},{"name":"a","datatype":"FP32","shape":[2,3],"data":[1,2,3,4,5,6]}]}`
-	out, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(body))
+	out, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +92,7 @@ func TestOIPCodecTwoInputsTwoOutputs(t *testing.T) {
 }
 
 func TestOIPCodecErrors(t *testing.T) {
-	requireORT(t)
-	e, err := infer.New(infer.Config{ModelPath: model("add_f32")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	p := newPredictor(t, infer.Config{ModelPath: model("add_f32")})
 	tests := []struct{ name, body, want string }{
 		{"malformed", `{"inputs":`, "malformed OIP request"},
 		{"no inputs", `{"inputs":[]}`, `no "inputs"`},
@@ -120,7 +107,7 @@ func TestOIPCodecErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(tt.body))
+			_, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
 			var ie *infer.InputError
 			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got error %v, want an *InputError containing %q", err, tt.want)

@@ -1,6 +1,10 @@
-package infer
+package wire
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+)
 
 // Media types of the Redis door's payloads. The door passes a stream
 // entry's data field as it came, and stores what Encode returns as the
@@ -26,29 +30,29 @@ func init() {
 // carry their own batch dim), so Encode takes exactly one record.
 type redisCodec struct{ json bool }
 
-func (c redisCodec) Decode(body []byte, info ModelInfo, alreadyBatched bool) ([][]Tensor, error) {
+func (c redisCodec) Decode(body []byte, s *Spec) (*Request, error) {
 	if !c.json {
-		rec, err := DecodeRedisArrow(body, info, alreadyBatched)
+		rec, err := DecodeRedisArrow(body, s.Info, s.AlreadyBatched)
 		if err != nil {
 			return nil, err
 		}
-		return [][]Tensor{rec}, nil
+		return &Request{Records: [][]infer.Tensor{rec}}, nil
 	}
-	recs, err := decodeInstances(body, info.Inputs, alreadyBatched, info.Image)
+	recs, err := decodeInstances(body, s.Info.Inputs, s.AlreadyBatched, s.Info.Image)
 	if err != nil {
 		return nil, err
 	}
 	if len(recs) != 1 {
-		return nil, inputErr(-1, "", "got %d instances, a Redis entry holds one", len(recs))
+		return nil, infer.NewInputError(-1, "", "got %d instances, a Redis entry holds one", len(recs))
 	}
-	return recs, nil
+	return &Request{Records: recs}, nil
 }
 
-func (redisCodec) Encode(outs [][]Tensor, _ ModelInfo, post PostProcess) ([]byte, error) {
+func (redisCodec) Encode(_ *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error) {
 	if len(outs) != 1 {
 		return nil, fmt.Errorf("redis result: got %d records, want 1", len(outs))
 	}
-	v, ok, err := post.Apply(outs[0])
+	v, ok, err := s.Post.Apply(outs[0])
 	if err != nil {
 		return nil, fmt.Errorf("post-processing: %w", err)
 	}

@@ -1,9 +1,11 @@
-package infer
+package wire
 
 import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // EncodePredictions writes {"predictions":[p0,...]} where each pi is a JSON
@@ -31,7 +33,7 @@ func EncodePredictions(values []string) []byte {
 // RecordValue is the value string of one record's outputs: the JSON text
 // {"data":[...],"shape":[...]} for a single-output model, a JSON array of
 // such objects in output order otherwise.
-func RecordValue(outputs []Tensor) string {
+func RecordValue(outputs []infer.Tensor) string {
 	var b []byte
 	if len(outputs) == 1 {
 		return string(AppendTensorJSON(b, outputs[0]))
@@ -49,7 +51,7 @@ func RecordValue(outputs []Tensor) string {
 // AppendTensorJSON appends {"data":[...],"shape":[...]} for t. Floats print
 // in the shortest form that reads back exactly (float32 at 32 bits); NaN and
 // infinities print as null.
-func AppendTensorJSON(b []byte, t Tensor) []byte {
+func AppendTensorJSON(b []byte, t infer.Tensor) []byte {
 	b = append(b, `{"data":[`...)
 	switch d := t.Data.(type) {
 	case []float32:

@@ -1,4 +1,4 @@
-package infer_test
+package wire_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 var (
@@ -91,7 +92,7 @@ func TestDecodeInstances(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := infer.DecodeInstances([]byte(tt.body), tt.inputs, tt.batched)
+			got, err := wire.DecodeInstances([]byte(tt.body), tt.inputs, tt.batched)
 			if err != nil {
 				t.Fatalf("DecodeInstances: got error %v, want nil", err)
 			}
@@ -134,7 +135,7 @@ func TestDecodeInstancesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := infer.DecodeInstances([]byte(tt.body), tt.inputs, false)
+			_, err := wire.DecodeInstances([]byte(tt.body), tt.inputs, false)
 			var ie *infer.InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("DecodeInstances: got error %v (%T), want *InputError", err, err)
@@ -162,7 +163,7 @@ func FuzzDecodeInstances(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte, batched bool) {
 		for _, inputs := range [][]infer.IO{twoInputs, mixedInputs} {
-			recs, err := infer.DecodeInstances(body, inputs, batched)
+			recs, err := wire.DecodeInstances(body, inputs, batched)
 			if err != nil {
 				var ie *infer.InputError
 				if !errors.As(err, &ie) {
@@ -219,7 +220,7 @@ func resnetBody() []byte {
 }
 
 func TestDecodeResNetInstance(t *testing.T) {
-	recs, err := infer.DecodeInstances(resnetBody(), imgInputs, false)
+	recs, err := wire.DecodeInstances(resnetBody(), imgInputs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func BenchmarkDecodeInstances(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := infer.DecodeInstances(body, imgInputs, false); err != nil {
+		if _, err := wire.DecodeInstances(body, imgInputs, false); err != nil {
 			b.Fatal(err)
 		}
 	}

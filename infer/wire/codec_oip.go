@@ -1,4 +1,4 @@
-package infer
+package wire
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // MediaTypeOIP is the Open Inference Protocol (KServe v2) tensor format:
@@ -24,19 +26,19 @@ func init() { RegisterCodec(MediaTypeOIP, oipCodec{}) }
 
 // OIPDatatype returns the OIP datatype name of d: FP32, FP64, INT32, INT64,
 // UINT8 or BOOL ("" for Invalid).
-func OIPDatatype(d DType) string {
+func OIPDatatype(d infer.DType) string {
 	switch d {
-	case Float32:
+	case infer.Float32:
 		return "FP32"
-	case Float64:
+	case infer.Float64:
 		return "FP64"
-	case Int32:
+	case infer.Int32:
 		return "INT32"
-	case Int64:
+	case infer.Int64:
 		return "INT64"
-	case Uint8:
+	case infer.Uint8:
 		return "UINT8"
-	case Bool:
+	case infer.Bool:
 		return "BOOL"
 	}
 	return ""
@@ -53,27 +55,28 @@ type oipRequest struct {
 	Inputs []oipInput `json:"inputs"`
 }
 
-func (oipCodec) Decode(body []byte, info ModelInfo, alreadyBatched bool) ([][]Tensor, error) {
+func (oipCodec) Decode(body []byte, s *Spec) (*Request, error) {
+	info, alreadyBatched := s.Info, s.AlreadyBatched
 	var req oipRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, inputErr(-1, "", "malformed OIP request: %v", err)
+		return nil, infer.NewInputError(-1, "", "malformed OIP request: %v", err)
 	}
 	if len(req.Inputs) == 0 {
-		return nil, inputErr(-1, "", `OIP request has no "inputs"`)
+		return nil, infer.NewInputError(-1, "", `OIP request has no "inputs"`)
 	}
 	byName := make(map[string]int, len(req.Inputs))
 	for i, in := range req.Inputs {
 		if _, dup := byName[in.Name]; dup {
-			return nil, inputErr(-1, in.Name, "given twice")
+			return nil, infer.NewInputError(-1, in.Name, "given twice")
 		}
 		byName[in.Name] = i
 	}
-	full := make([]Tensor, len(info.Inputs))
+	full := make([]infer.Tensor, len(info.Inputs))
 	rows := int64(-1)
 	for j, mi := range info.Inputs {
 		i, ok := byName[mi.Name]
 		if !ok {
-			return nil, inputErr(-1, mi.Name, "missing: the model's inputs are %v", info.InputNames())
+			return nil, infer.NewInputError(-1, mi.Name, "missing: the model's inputs are %v", info.InputNames())
 		}
 		delete(byName, mi.Name)
 		t, err := decodeOIPTensor(req.Inputs[i], mi)
@@ -82,76 +85,76 @@ func (oipCodec) Decode(body []byte, info ModelInfo, alreadyBatched bool) ([][]Te
 		}
 		if len(t.Shape) > 0 {
 			if rows >= 0 && t.Shape[0] != rows {
-				return nil, inputErr(-1, mi.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
+				return nil, infer.NewInputError(-1, mi.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
 			}
 			rows = t.Shape[0]
 		}
 		full[j] = t
 	}
 	for name := range byName {
-		return nil, inputErr(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
+		return nil, infer.NewInputError(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
 	}
 	// A model without a batch dim (rank 0, or a fixed dim 0 other than 1
 	// while inputs come batched) takes the request as one record.
 	if rows < 0 || (alreadyBatched && !info.DynamicBatch) {
-		return [][]Tensor{full}, nil
+		return &Request{Records: [][]infer.Tensor{full}}, nil
 	}
 	if rows == 0 {
-		return nil, inputErr(-1, info.Inputs[0].Name, "batch dim is 0: send at least one row")
+		return nil, infer.NewInputError(-1, info.Inputs[0].Name, "batch dim is 0: send at least one row")
 	}
 	ns := make([]int64, rows)
 	for r := range ns {
 		ns[r] = 1
 	}
-	records := make([][]Tensor, rows)
+	records := make([][]infer.Tensor, rows)
 	for r := range records {
-		records[r] = make([]Tensor, len(full))
+		records[r] = make([]infer.Tensor, len(full))
 	}
 	for j, t := range full {
-		for r, part := range split(t, ns) {
+		for r, part := range infer.Split(t, ns) {
 			if !alreadyBatched {
 				part.Shape = part.Shape[1:]
 			}
 			records[r][j] = part
 		}
 	}
-	return records, nil
+	return &Request{Records: records}, nil
 }
 
 // decodeOIPTensor checks one OIP input against the model input and parses
 // its data, flat or nested, into a Tensor of the given shape.
-func decodeOIPTensor(in oipInput, mi IO) (Tensor, error) {
+func decodeOIPTensor(in oipInput, mi infer.IO) (infer.Tensor, error) {
 	want := OIPDatatype(mi.DType)
 	if in.Datatype != want {
-		return Tensor{}, inputErr(-1, mi.Name, "datatype %q does not match the model's %s", in.Datatype, want)
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "datatype %q does not match the model's %s", in.Datatype, want)
 	}
 	if in.Shape == nil {
-		return Tensor{}, inputErr(-1, mi.Name, `"shape" is required`)
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, `"shape" is required`)
 	}
 	for _, d := range in.Shape {
 		if d < 0 {
-			return Tensor{}, inputErr(-1, mi.Name, "shape %s has a negative dim", shapeString(in.Shape))
+			return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s has a negative dim", infer.ShapeString(in.Shape))
 		}
 	}
-	if !fitsShape(in.Shape, mi.Shape) {
-		return Tensor{}, inputErr(-1, mi.Name, "shape %s does not match model %s (OIP shapes include the batch dim)", shapeString(in.Shape), shapeString(mi.Shape))
+	if !infer.FitsShape(in.Shape, mi.Shape) {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s does not match model %s (OIP shapes include the batch dim)", infer.ShapeString(in.Shape), infer.ShapeString(mi.Shape))
 	}
-	n := numElems(in.Shape)
+	n := infer.NumElems(in.Shape)
 	if n > 1<<31 {
-		return Tensor{}, inputErr(-1, mi.Name, "shape %s is too large", shapeString(in.Shape))
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s is too large", infer.ShapeString(in.Shape))
 	}
 	leaves, err := flattenJSON(in.Data, int(n))
 	if err != nil {
-		return Tensor{}, inputErr(-1, mi.Name, "data: %v", err)
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data: %v", err)
 	}
 	if int64(len(leaves)) != n {
-		return Tensor{}, inputErr(-1, mi.Name, "data has %d elements, shape %s needs %d", len(leaves), shapeString(in.Shape), n)
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data has %d elements, shape %s needs %d", len(leaves), infer.ShapeString(in.Shape), n)
 	}
 	data, err := parseLeaves(leaves, mi.DType)
 	if err != nil {
-		return Tensor{}, inputErr(-1, mi.Name, "data: %v", err)
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data: %v", err)
 	}
-	return Tensor{DType: mi.DType, Shape: append([]int64(nil), in.Shape...), Data: data}, nil
+	return infer.Tensor{DType: mi.DType, Shape: append([]int64(nil), in.Shape...), Data: data}, nil
 }
 
 // flattenJSON returns the scalar leaves of a JSON value (arrays nested to
@@ -195,22 +198,22 @@ func flattenJSON(raw json.RawMessage, hint int) ([]any, error) {
 	}
 }
 
-func parseLeaves(leaves []any, dt DType) (any, error) {
+func parseLeaves(leaves []any, dt infer.DType) (any, error) {
 	num := func(i int) (json.Number, error) {
 		switch v := leaves[i].(type) {
 		case json.Number:
 			return v, nil
 		case nil:
-			if dt == Float32 || dt == Float64 {
+			if dt == infer.Float32 || dt == infer.Float64 {
 				return "NaN", nil
 			}
 		}
 		return "", fmt.Errorf("element %d: %v is not a %s", i, leaves[i], OIPDatatype(dt))
 	}
 	switch dt {
-	case Float32, Float64:
+	case infer.Float32, infer.Float64:
 		bits := 32
-		if dt == Float64 {
+		if dt == infer.Float64 {
 			bits = 64
 		}
 		f64 := make([]float64, len(leaves))
@@ -229,7 +232,7 @@ func parseLeaves(leaves []any, dt DType) (any, error) {
 			}
 			f64[i] = f
 		}
-		if dt == Float64 {
+		if dt == infer.Float64 {
 			return f64, nil
 		}
 		f32 := make([]float32, len(f64))
@@ -237,12 +240,12 @@ func parseLeaves(leaves []any, dt DType) (any, error) {
 			f32[i] = float32(f)
 		}
 		return f32, nil
-	case Int32, Int64, Uint8:
+	case infer.Int32, infer.Int64, infer.Uint8:
 		lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
 		switch dt {
-		case Int64:
+		case infer.Int64:
 			lo, hi = math.MinInt64, math.MaxInt64
-		case Uint8:
+		case infer.Uint8:
 			lo, hi = 0, 255
 		}
 		vals := make([]int64, len(leaves))
@@ -258,9 +261,9 @@ func parseLeaves(leaves []any, dt DType) (any, error) {
 			vals[i] = v
 		}
 		switch dt {
-		case Int64:
+		case infer.Int64:
 			return vals, nil
-		case Int32:
+		case infer.Int32:
 			out := make([]int32, len(vals))
 			for i, v := range vals {
 				out[i] = int32(v)
@@ -273,7 +276,7 @@ func parseLeaves(leaves []any, dt DType) (any, error) {
 			}
 			return out, nil
 		}
-	case Bool:
+	case infer.Bool:
 		out := make([]bool, len(leaves))
 		for i, l := range leaves {
 			b, ok := l.(bool)
@@ -284,20 +287,21 @@ func parseLeaves(leaves []any, dt DType) (any, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%w: %s", ErrUnsupportedDType, dt)
+	return nil, fmt.Errorf("%w: %s", infer.ErrUnsupportedDType, dt)
 }
 
 // Encode stacks the records' outputs back along dim 0 and writes every
 // model output. Post-processing does not apply to OIP answers: they are
 // typed tensors.
-func (oipCodec) Encode(outs [][]Tensor, info ModelInfo, _ PostProcess) ([]byte, error) {
+func (oipCodec) Encode(_ *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error) {
+	info := s.Info
 	if len(outs) == 0 {
 		return nil, fmt.Errorf("no records to encode")
 	}
 	b := make([]byte, 0, 256)
 	b = append(b, `{"outputs":[`...)
 	for j := range outs[0] {
-		col := make([]Tensor, len(outs))
+		col := make([]infer.Tensor, len(outs))
 		for r, rec := range outs {
 			if len(rec) != len(outs[0]) {
 				return nil, fmt.Errorf("record %d has %d outputs, record 0 has %d", r, len(rec), len(outs[0]))
@@ -308,12 +312,12 @@ func (oipCodec) Encode(outs [][]Tensor, info ModelInfo, _ PostProcess) ([]byte, 
 			if j < len(info.Outputs) && len(t.Shape) == len(info.Outputs[j].Shape)-1 || len(t.Shape) == 0 {
 				t.Shape = append([]int64{1}, t.Shape...)
 			}
-			if r > 0 && !equalDims(t.Shape[1:], col[0].Shape[1:]) {
-				return nil, fmt.Errorf("output %d: rows have shapes %s and %s", j, shapeString(col[0].Shape), shapeString(t.Shape))
+			if r > 0 && !infer.EqualDims(t.Shape[1:], col[0].Shape[1:]) {
+				return nil, fmt.Errorf("output %d: rows have shapes %s and %s", j, infer.ShapeString(col[0].Shape), infer.ShapeString(t.Shape))
 			}
 			col[r] = t
 		}
-		t := stack(col)
+		t := infer.Stack(col)
 		name := ""
 		if j < len(info.Outputs) {
 			name = info.Outputs[j].Name
@@ -340,8 +344,8 @@ func (oipCodec) Encode(outs [][]Tensor, info ModelInfo, _ PostProcess) ([]byte, 
 }
 
 // appendTensorData appends t's elements as one flat JSON array.
-func appendTensorData(b []byte, t Tensor) []byte {
-	full := AppendTensorJSON(nil, Tensor{DType: t.DType, Data: t.Data})
+func appendTensorData(b []byte, t infer.Tensor) []byte {
+	full := AppendTensorJSON(nil, infer.Tensor{DType: t.DType, Data: t.Data})
 	// full is {"data":[...],"shape":[]}: keep the array.
 	start := len(`{"data":`)
 	end := len(full) - len(`,"shape":[]}`)

@@ -1,4 +1,4 @@
-package infer
+package wire
 
 import (
 	"bytes"
@@ -9,13 +9,15 @@ import (
 	"testing"
 
 	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // TestHostileArrowVectorLengths patches the schema's field count of a real
 // payload to two billion: arrow-go would size a slice from it, so the
 // decoder must refuse it before handing the stream over.
 func TestHostileArrowVectorLengths(t *testing.T) {
-	b64, err := os.ReadFile("../../shared/fixtures/payloads/image-3_224_224-arrow-base64")
+	b64, err := os.ReadFile("../../../shared/fixtures/payloads/image-3_224_224-arrow-base64")
 	if err != nil {
 		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
 			t.Fatal(err)
@@ -38,8 +40,8 @@ func TestHostileArrowVectorLengths(t *testing.T) {
 	if err := checkIPCVectors(raw); !errors.Is(err, errVector) {
 		t.Errorf("hostile field count: got %v, want errVector", err)
 	}
-	_, err = DecodeRedisArrow([]byte(base64.StdEncoding.EncodeToString(raw)), ModelInfo{Inputs: []IO{{Name: "x", DType: Float32, Shape: []int64{-1, 3, 224, 224}}}}, false)
-	var ie *InputError
+	_, err = DecodeRedisArrow([]byte(base64.StdEncoding.EncodeToString(raw)), infer.ModelInfo{Inputs: []infer.IO{{Name: "x", DType: infer.Float32, Shape: []int64{-1, 3, 224, 224}}}}, false)
+	var ie *infer.InputError
 	if !errors.As(err, &ie) {
 		t.Errorf("DecodeRedisArrow: got %v, want an *InputError", err)
 	}
