@@ -146,9 +146,10 @@ func imageTensor(img image.Image, p ImagePre) Tensor {
 	return Tensor{DType: Float32, Shape: shape, Data: data}
 }
 
-// imageInput decodes b64 as an image for model input in: the input must be
-// of rank 3 without its batch dim. With batched the tensor gets a batch dim
-// of 1. The result has the input's dtype.
+// ImageInput decodes b64 as an image for model input in, pre-processed as
+// p says: the input must be of rank 3 without its batch dim. With batched
+// the tensor gets a batch dim of 1. The result has the input's dtype. A
+// bad image, or one that does not fit the input, is an *InputError.
 func ImageInput(b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
 	want := in.Shape
 	if !batched && len(want) > 0 {
@@ -174,8 +175,8 @@ func ImageInput(b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
 	return CastFloat32(t, in.DType)
 }
 
-// castFloat32 converts a float32 tensor to dtype dt (integers round, uint8
-// saturates).
+// CastFloat32 converts a float32 tensor to dtype dt (integers round, uint8
+// saturates). A dtype it cannot feed is an *InputError.
 func CastFloat32(t Tensor, dt DType) (Tensor, error) {
 	src := t.Data.([]float32)
 	var data any
@@ -214,7 +215,8 @@ func CastFloat32(t Tensor, dt DType) (Tensor, error) {
 
 var errBase64 = errors.New("invalid base64")
 
-// decodeBase64 accepts standard base64, padded or not, with line breaks.
+// DecodeBase64 decodes standard base64, padded or not, with line breaks,
+// as the original's Python clients write images and Arrow payloads.
 func DecodeBase64(b []byte) ([]byte, error) {
 	b = bytes.TrimSpace(b)
 	if bytes.ContainsAny(b, "\r\n") {

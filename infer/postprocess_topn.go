@@ -59,7 +59,7 @@ func (p PostProcess) Apply(outputs []Tensor) (string, bool, error) {
 	return "", false, nil
 }
 
-// floats returns t's data as float64s (any dtype).
+// Float64s returns t's data as float64s (any dtype; true is 1).
 func Float64s(t Tensor) ([]float64, error) {
 	switch d := t.Data.(type) {
 	case []float32:

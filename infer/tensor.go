@@ -58,7 +58,8 @@ func NewTensor(dt DType, shape []int64) Tensor {
 // Len returns the number of elements in Data.
 func (t Tensor) Len() int { return dataLen(t.Data) }
 
-// check reports whether Data matches DType and Shape.
+// Check reports whether Data matches DType and Shape: an error says what
+// differs.
 func (t Tensor) Check() error {
 	if dtypeOf(t.Data) != t.DType {
 		return fmt.Errorf("data is %T, want %s", t.Data, t.DType)
@@ -103,6 +104,7 @@ func (m ModelInfo) InputNames() []string {
 	return names
 }
 
+// NumElems returns the number of elements of shape (1 for a scalar).
 func NumElems(shape []int64) int64 {
 	n := int64(1)
 	for _, d := range shape {
@@ -111,6 +113,7 @@ func NumElems(shape []int64) int64 {
 	return n
 }
 
+// ShapeString formats a shape as error messages show it: [1 -1 4].
 func ShapeString(s []int64) string {
 	var b strings.Builder
 	b.WriteByte('[')
@@ -216,8 +219,9 @@ func sliceData(data any, lo, hi int) any {
 	return nil
 }
 
-// stack concatenates tensors of one dtype along dim 0; their other dims must
-// be equal (the caller checks).
+// Stack concatenates tensors of one dtype along dim 0; their other dims
+// must be equal (the caller checks, with EqualDims). One tensor comes back
+// as it is; more are copied into a new one.
 func Stack(ts []Tensor) Tensor {
 	if len(ts) == 1 {
 		return ts[0]
@@ -238,8 +242,8 @@ func Stack(ts []Tensor) Tensor {
 	return Tensor{DType: ts[0].DType, Shape: shape, Data: data}
 }
 
-// split cuts t along dim 0 into pieces of ns[i] rows each; sum(ns) must be
-// t.Shape[0].
+// Split cuts t along dim 0 into pieces of ns[i] rows each, copying their
+// data; sum(ns) must be t.Shape[0]. One piece is t itself.
 func Split(t Tensor, ns []int64) []Tensor {
 	if len(ns) == 1 {
 		return []Tensor{t}
@@ -259,6 +263,7 @@ func Split(t Tensor, ns []int64) []Tensor {
 	return out
 }
 
+// EqualDims reports whether two shapes are the same.
 func EqualDims(a, b []int64) bool {
 	if len(a) != len(b) {
 		return false
@@ -271,7 +276,7 @@ func EqualDims(a, b []int64) bool {
 	return true
 }
 
-// fitsShape reports whether a concrete shape fits a model shape (-1 = any).
+// FitsShape reports whether a concrete shape fits a model shape (-1 = any).
 func FitsShape(got, model []int64) bool {
 	if len(got) != len(model) {
 		return false

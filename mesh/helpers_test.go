@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -122,9 +123,10 @@ func queueLen(tb testing.TB, js jetstream.JetStream, job string) uint64 {
 	return info.State.Msgs
 }
 
-// fakePredictor stands in for *infer.Engine behind mesh.Predictor, our own
-// interface: it upper-cases the body and counts calls per body. Bodies
-// starting with "bad" fail as bad input; with "fail" as a temporary error.
+// fakePredictor stands in for *wire.Predictor behind mesh.Predictor, our
+// own interface: it upper-cases the body and counts calls per body. Bodies
+// starting with "bad" fail as bad input (wire.ErrBadInput); with "fail" as
+// a busy model (wire.ErrBusy), which is retried.
 // When block is non-nil, Predict waits for it (or ctx) first.
 type fakePredictor struct {
 	mu    sync.Mutex
@@ -138,16 +140,6 @@ type fakePredictor struct {
 }
 
 func newFake() *fakePredictor { return &fakePredictor{calls: map[string]int{}} }
-
-type inputError struct{ msg string }
-
-func (e *inputError) Error() string  { return e.msg }
-func (e *inputError) BadInput() bool { return true }
-
-type busyError struct{}
-
-func (busyError) Error() string   { return "model busy" }
-func (busyError) Temporary() bool { return true }
 
 func (f *fakePredictor) Predict(ctx context.Context, contentType string, body []byte) ([]byte, error) {
 	f.mu.Lock()
@@ -176,9 +168,9 @@ func (f *fakePredictor) Predict(ctx context.Context, contentType string, body []
 	}
 	switch {
 	case strings.HasPrefix(string(body), "bad"):
-		return nil, fmt.Errorf("decode %s: %w", contentType, &inputError{msg: "bad payload: want JSON instances"})
+		return nil, fmt.Errorf("decode %s: bad payload: want JSON instances: %w", contentType, wire.ErrBadInput)
 	case strings.HasPrefix(string(body), "fail"):
-		return nil, fmt.Errorf("run: %w", busyError{})
+		return nil, fmt.Errorf("run: model busy: %w", wire.ErrBusy)
 	}
 	return []byte(strings.ToUpper(string(body))), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -175,9 +176,9 @@ func TestGiveUpAfterMaxDeliver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := c.Submit(ctx, "giveup", mesh.Request{URI: "r1", Body: []byte("fail-1")})
-	var me *mesh.Error
+	var me *wire.Error
 	if !errors.As(err, &me) {
-		t.Fatalf("got error %v, want *mesh.Error", err)
+		t.Fatalf("got error %v, want *wire.Error", err)
 	}
 	if got, want := me.Status, 500; got != want {
 		t.Errorf("got status %d, want %d", got, want)
@@ -343,8 +344,46 @@ func TestQueueFull(t *testing.T) {
 	if err := c.Enqueue(ctx, "full", mesh.Request{Body: []byte("x")}, subj); !errors.Is(err, mesh.ErrQueueFull) {
 		t.Errorf("Enqueue: got %v, want ErrQueueFull", err)
 	}
-	if _, err := c.Submit(ctx, "full", mesh.Request{Body: []byte("x")}); !errors.Is(err, mesh.ErrQueueFull) {
+	_, err := c.Submit(ctx, "full", mesh.Request{Body: []byte("x")})
+	if !errors.Is(err, mesh.ErrQueueFull) {
 		t.Errorf("Submit: got %v, want ErrQueueFull", err)
+	}
+	if got := wire.Status(err); got != wire.StatusBusy {
+		t.Errorf("Submit: got wire.Status %d, want %d", got, wire.StatusBusy)
+	}
+}
+
+// TestTooLargeForNATS sends a body past the server's max payload: it can
+// never be queued, and both publish paths say so with wire.ErrTooLarge.
+func TestTooLargeForNATS(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	ensure(t, nc, mesh.StreamConfig{Job: "big"})
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := make([]byte, nc.MaxPayload()+1)
+	err := c.Enqueue(ctx, "big", mesh.Request{Body: body}, mesh.ResultsSubject("big", "door"))
+	if !errors.Is(err, wire.ErrTooLarge) || wire.Status(err) != wire.StatusTooLarge {
+		t.Errorf("Enqueue: got %v, want wire.ErrTooLarge", err)
+	}
+	if _, err := c.Submit(ctx, "big", mesh.Request{Body: body}); !errors.Is(err, wire.ErrTooLarge) {
+		t.Errorf("Submit: got %v, want wire.ErrTooLarge", err)
+	}
+}
+
+func TestClosedClientIsBusy(t *testing.T) {
+	s := startServer(t)
+	c, err := mesh.NewClient(connect(t, s), mesh.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Submit(context.Background(), "closed", mesh.Request{Body: []byte("x")})
+	if !errors.Is(err, mesh.ErrClosed) || !errors.Is(err, wire.ErrBusy) {
+		t.Errorf("Submit after Close: got %v, want mesh.ErrClosed wrapping wire.ErrBusy", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -270,7 +271,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	status := 0
 	defer func() {
 		span.SetAttributes(attrStatus.Int(status))
-		if status != StatusOK {
+		if status != wire.StatusOK {
 			span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
 		}
 		span.End()
@@ -286,8 +287,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 				// Nobody waits any more: answer 504 unrun (a durable door
 				// records the failure) and end the record.
 				w.expired.Add(1)
-				status = StatusTimeout
-				w.fail(ctx, msg, h, StatusTimeout, "deadline passed before a worker took the request")
+				status = wire.StatusTimeout
+				w.fail(ctx, msg, h, wire.StatusTimeout, "deadline passed before a worker took the request")
 				return
 			}
 			var cancel context.CancelFunc
@@ -306,7 +307,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	if delivered > attempts {
 		// Every attempt ended without a settle: workers crashed or held it
 		// past AckWait. End it so it does not stay stuck.
-		status = StatusInternal
+		status = wire.StatusInternal
 		w.fail(ctx, msg, h, status, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
 		return
 	}
@@ -321,15 +322,16 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	if err != nil {
 		span.RecordError(err)
 	}
+	st := wire.Status(err)
 	switch {
 	case err == nil:
-		status = StatusOK
+		status = wire.StatusOK
 		// Counted before the reply leaves, so that a caller who has its
 		// answer never sees a count without it; taken back if it fails.
 		w.processed.Add(1)
-		if perr := w.publish(ctx, h, StatusOK, out, ""); perr != nil {
+		if perr := w.publish(ctx, h, wire.StatusOK, out, ""); perr != nil {
 			w.processed.Add(^uint64(0))
-			status = StatusInternal
+			status = wire.StatusInternal
 			w.log.WarnContext(ctx, "mesh: publish result", "uri", h.Get(HeaderURI), "err", perr)
 			w.retried.Add(1)
 			w.nak(msg, w.cfg.Stream.backoff(delivered))
@@ -337,31 +339,48 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		w.ack(msg)
 		w.lat.add(time.Since(began))
-	case badInput(err):
-		status = StatusBadInput
-		w.fail(ctx, msg, h, StatusBadInput, err.Error())
+	case requestAtFault(st):
+		status = st
+		w.fail(ctx, msg, h, st, message(err))
 	case ctx.Err() != nil:
 		// Shutdown grace ran out: hand the record to another worker now.
-		status = StatusBusy
+		status = wire.StatusBusy
 		w.retried.Add(1)
 		w.nak(msg, 0)
 	case callerDeadline && pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		// The caller's deadline passed while we ran it; nobody waits.
-		status = StatusTimeout
-		w.fail(ctx, msg, h, StatusTimeout, "deadline exceeded: "+err.Error())
+		status = wire.StatusTimeout
+		w.fail(ctx, msg, h, wire.StatusTimeout, "deadline exceeded: "+err.Error())
 	case delivered >= attempts:
-		status = StatusInternal
-		w.fail(ctx, msg, h, StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
+		status = wire.StatusInternal
+		w.fail(ctx, msg, h, wire.StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
 	default:
-		status = StatusInternal
+		status = wire.StatusInternal
 		level := slog.LevelWarn
-		if temporary(err) {
+		if st == wire.StatusBusy {
 			level = slog.LevelDebug // busy: expected under load, retried.
 		}
 		w.log.Log(ctx, level, "mesh: predict, will retry", "uri", h.Get(HeaderURI), "delivery", delivered, "err", err)
 		w.retried.Add(1)
 		w.nak(msg, w.cfg.Stream.backoff(delivered))
 	}
+}
+
+// requestAtFault reports whether a Predict error of status st says the
+// request itself is wrong (400, 404, 413: a 4xx but 429 and 499), so that
+// no retry can help: the caller gets st and the record ends.
+func requestAtFault(st int) bool {
+	return st >= 400 && st < 500 && st != wire.StatusTooManyRequests && st != wire.StatusClientClosed
+}
+
+// message is what the caller reads of a failed Predict: a *wire.Error's
+// own message, else the error's text.
+func message(err error) string {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Message
+	}
+	return err.Error()
 }
 
 // fail publishes an error result and terminates the record. When the

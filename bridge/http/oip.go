@@ -89,26 +89,26 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, m Model) {
 	var req oipRequest
 	check := func(body []byte) error {
 		if err := json.Unmarshal(body, &req); err != nil {
-			return &httpError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
+			return wire.Errorf(wire.StatusBadInput, "malformed JSON: %v", err)
 		}
 		if len(req.Inputs) == 0 {
-			return &httpError{http.StatusBadRequest, `no "inputs": want {"inputs":[{"name","datatype","shape","data"}]}`}
+			return wire.Errorf(wire.StatusBadInput, `no "inputs": want {"inputs":[{"name","datatype","shape","data"}]}`)
 		}
 		for i, in := range req.Inputs {
 			switch {
 			case in.Name == "":
-				return &httpError{http.StatusBadRequest, fmt.Sprintf(`inputs[%d]: "name" is required`, i)}
+				return wire.Errorf(wire.StatusBadInput, `inputs[%d]: "name" is required`, i)
 			case in.Datatype == "":
-				return &httpError{http.StatusBadRequest, fmt.Sprintf(`input %q: "datatype" is required`, in.Name)}
+				return wire.Errorf(wire.StatusBadInput, `input %q: "datatype" is required`, in.Name)
 			case in.Shape == nil:
-				return &httpError{http.StatusBadRequest, fmt.Sprintf(`input %q: "shape" is required`, in.Name)}
+				return wire.Errorf(wire.StatusBadInput, `input %q: "shape" is required`, in.Name)
 			case len(in.Data) == 0:
-				return &httpError{http.StatusBadRequest, fmt.Sprintf(`input %q: "data" is required`, in.Name)}
+				return wire.Errorf(wire.StatusBadInput, `input %q: "data" is required`, in.Name)
 			}
 		}
 		for _, o := range req.Outputs {
 			if !hasOutput(m, o.Name) {
-				return &httpError{http.StatusBadRequest, fmt.Sprintf("unknown output %q: the model's outputs are %v", o.Name, outputNames(m))}
+				return wire.Errorf(wire.StatusBadInput, "unknown output %q: the model's outputs are %v", o.Name, outputNames(m))
 			}
 		}
 		return nil

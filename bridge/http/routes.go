@@ -43,7 +43,7 @@ func (s *Server) routes() {
 			}
 		}
 		if out == nil {
-			s.writeError(w, &httpError{http.StatusNotFound, fmt.Sprintf("unknown model %q", r.PathValue("name"))}, "")
+			s.writeError(w, wire.Errorf(wire.StatusNotFound, "unknown model %q", r.PathValue("name")), "")
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -109,7 +109,7 @@ func (s *Server) routes() {
 		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, &httpError{http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)}, "")
+		s.writeError(w, wire.Errorf(wire.StatusNotFound, "no route %s %s", r.Method, r.URL.Path), "")
 	})
 	s.mux = mux
 }
@@ -149,10 +149,10 @@ func checkInstances(body []byte) error {
 		Instances []json.RawMessage `json:"instances"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		return &httpError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
+		return wire.Errorf(wire.StatusBadInput, "malformed JSON: %v", err)
 	}
 	if len(req.Instances) == 0 {
-		return &httpError{http.StatusBadRequest, `no "instances"`}
+		return wire.Errorf(wire.StatusBadInput, `no "instances"`)
 	}
 	return nil
 }

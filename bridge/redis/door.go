@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -21,7 +22,8 @@ import (
 // Its methods must be safe for concurrent use.
 type Mesh interface {
 	// Enqueue stores req in job's work queue; it returns once JetStream
-	// holds it (nil), or mesh.ErrQueueFull, or another error.
+	// holds it (nil), or mesh.ErrQueueFull, an error wrapping
+	// wire.ErrTooLarge for a body NATS cannot take, or another error.
 	Enqueue(ctx context.Context, job string, req mesh.Request, resultSubject string) error
 	// ConsumeResultBatches hands the results published to
 	// ResultsSubject(job, door) to handle, in batches, through the durable
@@ -109,7 +111,7 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 			continue // not ours to answer: no key to write
 		}
 		v := NaN
-		if r.Status == mesh.StatusOK {
+		if r.Status == wire.StatusOK {
 			v = string(r.Body)
 		} else {
 			d.log.Debug("record failed", "uri", r.URI, "status", r.Status, "err", r.Message)
@@ -460,9 +462,9 @@ func (d *Door) request(m goredis.XMessage) (mesh.Request, bool) {
 	uri, _ := m.Values["uri"].(string)
 	data, _ := m.Values["data"].(string)
 	serde, _ := m.Values["serde"].(string)
-	req := mesh.Request{URI: uri, Body: []byte(data), MsgID: d.cfg.Job + ":" + m.ID, ContentType: ContentTypeArrow}
+	req := mesh.Request{URI: uri, Body: []byte(data), MsgID: d.cfg.Job + ":" + m.ID, ContentType: wire.MediaTypeRedisArrow}
 	if serde == "stream" {
-		req.ContentType = ContentTypeJSON
+		req.ContentType = wire.MediaTypeRedisJSON
 	}
 	for _, k := range []string{mesh.HeaderTraceParent, mesh.HeaderTraceState} {
 		if v, ok := m.Values[k].(string); ok && v != "" {
@@ -497,9 +499,8 @@ func (d *Door) enqueue(ctx context.Context, req mesh.Request) outcome {
 		case errors.Is(err, mesh.ErrInvalidJob) || errors.Is(err, mesh.ErrInvalidConfig):
 			d.log.Error("enqueue; entry stays pending", "uri", req.URI, "err", err)
 			return left
-		case strings.Contains(err.Error(), "maximum payload exceeded"):
-			// Larger than NATS takes: it can never be queued. (The message
-			// is nats.ErrMaxPayload's; this package does not import NATS.)
+		case errors.Is(err, wire.ErrTooLarge):
+			// Larger than NATS takes: it can never be queued.
 			d.log.Warn("record larger than the NATS max payload; answering NaN", "uri", req.URI, "bytes", len(req.Body))
 			return rejected
 		case errors.Is(err, mesh.ErrQueueFull):

@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -80,8 +80,8 @@ func TestEntriesBecomeRequests(t *testing.T) {
 	}
 	waitFor(t, "two requests", func() bool { return len(f.requests()) == 2 })
 	want := map[string]mesh.Request{
-		"a": {URI: "a", ContentType: redis.ContentTypeArrow, Body: []byte("QVJST1c="), MsgID: "fake:" + arrowID},
-		"j": {URI: "j", ContentType: redis.ContentTypeJSON, Body: []byte(`{"instances":[{"x":[1,2,3,4]}]}`), MsgID: "fake:" + jsonID},
+		"a": {URI: "a", ContentType: wire.MediaTypeRedisArrow, Body: []byte("QVJST1c="), MsgID: "fake:" + arrowID},
+		"j": {URI: "j", ContentType: wire.MediaTypeRedisJSON, Body: []byte(`{"instances":[{"x":[1,2,3,4]}]}`), MsgID: "fake:" + jsonID},
 	}
 	for _, got := range f.requests() {
 		w := want[got.URI]
@@ -146,9 +146,9 @@ func TestResultsWrittenInOnePipeline(t *testing.T) {
 
 	var batch []mesh.Result
 	for i := range 10 {
-		r := mesh.Result{URI: fmt.Sprint("u", i), Status: mesh.StatusOK, Body: []byte(fmt.Sprint("v", i))}
+		r := mesh.Result{URI: fmt.Sprint("u", i), Status: wire.StatusOK, Body: []byte(fmt.Sprint("v", i))}
 		if i == 3 {
-			r = mesh.Result{URI: "u3", Status: mesh.StatusBadInput, Message: "bad"}
+			r = mesh.Result{URI: "u3", Status: wire.StatusBadInput, Message: "bad"}
 		}
 		batch = append(batch, r)
 	}
@@ -206,7 +206,7 @@ func (e errMesh) Enqueue(context.Context, string, mesh.Request, string) error { 
 
 func TestTooLargeRecordAnswersNaN(t *testing.T) {
 	addr, rdb := startRedis(t)
-	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", errors.New("nats: maximum payload exceeded"))}
+	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", wire.ErrTooLarge)}
 	d, err := redis.New(redis.Config{Addr: addr, Job: "big"}, f, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -271,7 +271,7 @@ func TestRestartedDoorWritesWaitingResults(t *testing.T) {
 	// computed while no door runs.
 	x := []float32{9, 8, 7, 6}
 	for i := range 10 {
-		err := m.client.Enqueue(ctx, "restart", mesh.Request{URI: fmt.Sprint("r", i), ContentType: redis.ContentTypeJSON, Body: []byte(instances(x))}, mesh.ResultsSubject("restart", "redis"))
+		err := m.client.Enqueue(ctx, "restart", mesh.Request{URI: fmt.Sprint("r", i), ContentType: wire.MediaTypeRedisJSON, Body: []byte(instances(x))}, mesh.ResultsSubject("restart", "redis"))
 		if err != nil {
 			t.Fatal(err)
 		}

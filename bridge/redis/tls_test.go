@@ -20,6 +20,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -99,7 +100,7 @@ func TestTLSRedis(t *testing.T) {
 	runInBackground(t, d.Run)
 	enqueue(t, rdb, "tls", "over-tls", "QVJST1c=", false)
 	waitFor(t, "request over TLS", func() bool { return len(f.requests()) == 1 })
-	f.results <- []mesh.Result{{URI: "over-tls", Status: mesh.StatusOK, Body: []byte("v")}}
+	f.results <- []mesh.Result{{URI: "over-tls", Status: wire.StatusOK, Body: []byte("v")}}
 	if err := <-f.written; err != nil {
 		t.Fatal(err)
 	}

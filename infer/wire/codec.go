@@ -96,10 +96,6 @@ func codecFor(contentType string) (Codec, error) {
 	return c, nil
 }
 
-// MediaTypeJSON is the {"instances":[...]} -> {"predictions":[...]} format
-// of the original HTTP frontend, also spoken by the NATS door.
-const MediaTypeJSON = "application/json"
-
 // instancesCodec is the MediaTypeJSON codec.
 type instancesCodec struct{}
 

@@ -10,12 +10,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer"
 )
 
-// MediaTypeOIP is the Open Inference Protocol (KServe v2) tensor format:
-// {"inputs":[{"name","datatype","shape","data"}]} in and
-// {"outputs":[{"name","datatype","shape","data"}]} out. The HTTP door sends
-// the /v2/models/{m}/infer body through the mesh under this media type.
-const MediaTypeOIP = "application/vnd.cluster-serving.oip+json"
-
 // oipCodec is the MediaTypeOIP codec. One OIP request holds every input
 // with its batch dim; Decode splits it along dim 0 into one record per row
 // so that the Batcher can stack rows of concurrent requests, and Encode

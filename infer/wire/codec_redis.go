@@ -6,18 +6,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer"
 )
 
-// Media types of the Redis door's payloads. The door passes a stream
-// entry's data field as it came, and stores what Encode returns as the
-// result hash's value.
-const (
-	// MediaTypeRedisArrow is data without serde: base64 of an Arrow IPC
-	// stream (see DecodeRedisArrow).
-	MediaTypeRedisArrow = "application/vnd.cluster-serving.redis-arrow"
-	// MediaTypeRedisJSON is data of an entry with serde=stream: JSON
-	// {"instances":[{...}]} holding one instance (see DecodeInstances).
-	MediaTypeRedisJSON = "application/vnd.cluster-serving.redis-json"
-)
-
 func init() {
 	RegisterCodec(MediaTypeRedisArrow, redisCodec{json: false})
 	RegisterCodec(MediaTypeRedisJSON, redisCodec{json: true})

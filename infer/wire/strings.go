@@ -9,7 +9,7 @@ import (
 // decodeStringValue turns a string value for model input in into a tensor.
 // As in the original, a value holding '|' is a list of strings joined with
 // '|' (a string tensor); any other value is base64 of an image (see
-// imageInput). infer has no string dtype yet (no model input is a string
+// infer.ImageInput). infer has no string dtype yet (no model input is a string
 // tensor), so a string tensor is an *InputError that says so.
 func decodeStringValue(v []byte, in infer.IO, batched bool, p infer.ImagePre) (infer.Tensor, error) {
 	if bytes.IndexByte(v, '|') >= 0 {
