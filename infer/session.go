@@ -64,19 +64,11 @@ func NewSession(modelFile string, threads int) (*Session, error) {
 			info.DynamicBatch = false
 		}
 	}
-	sess, err := ort.NewDynamicAdvancedSession(modelFile, info.InputNames(), outputNames(info), opts)
+	sess, err := ort.NewDynamicAdvancedSession(modelFile, info.InputNames(), info.OutputNames(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
 	}
 	return &Session{info: info, sess: sess}, nil
-}
-
-func outputNames(m ModelInfo) []string {
-	names := make([]string, len(m.Outputs))
-	for i, o := range m.Outputs {
-		names[i] = o.Name
-	}
-	return names
 }
 
 func convertIO(infos []ort.InputOutputInfo, kind string) ([]IO, error) {

@@ -96,10 +96,15 @@ type ModelInfo struct {
 }
 
 // InputNames returns the model's input names in model order.
-func (m ModelInfo) InputNames() []string {
-	names := make([]string, len(m.Inputs))
-	for i, in := range m.Inputs {
-		names[i] = in.Name
+func (m ModelInfo) InputNames() []string { return ioNames(m.Inputs) }
+
+// OutputNames returns the model's output names in model order.
+func (m ModelInfo) OutputNames() []string { return ioNames(m.Outputs) }
+
+func ioNames(ios []IO) []string {
+	names := make([]string, len(ios))
+	for i, io := range ios {
+		names[i] = io.Name
 	}
 	return names
 }

@@ -37,7 +37,8 @@ type Model struct {
 	Version string
 	// Job is the mesh job whose workers serve the model.
 	Job string
-	// Info describes the inputs and outputs (metadata, request checks).
+	// Info describes the inputs and outputs, for the metadata routes and
+	// the example a /predict 400 shows.
 	Info infer.ModelInfo
 }
 
@@ -241,9 +242,10 @@ func (s *Server) model(name, version string) (Model, error) {
 	return Model{}, wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
 }
 
-// submit reads the body, waits for a token and sends the body to m's job.
-// It returns the worker's answer or an error for writeError.
-func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, contentType string, check func([]byte) error) ([]byte, error) {
+// submit reads the body (at most MaxBodyBytes), waits for a token and
+// sends the body as it came to m's job under contentType. It returns the
+// worker's answer or an error for writeError.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, contentType string) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -251,9 +253,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, content
 			return nil, wire.Errorf(wire.StatusTooLarge, "request body larger than %d bytes (httpMaxBodyBytes)", mbe.Limit)
 		}
 		return nil, wire.Errorf(wire.StatusBadInput, "read body: %v", err)
-	}
-	if err := check(body); err != nil {
-		return nil, err
 	}
 	if s.limiter != nil {
 		tctx, cancel := context.WithTimeout(r.Context(), s.cfg.TokenAcquireTimeout)

@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 )
 
-// oipCodec is the MediaTypeOIP codec. One OIP request holds every input
-// with its batch dim; Decode splits it along dim 0 into one record per row
-// so that the Batcher can stack rows of concurrent requests, and Encode
-// stacks the rows' outputs back.
+// oipCodec is the MediaTypeOIP codec: it reads and writes the whole OIP
+// envelope, so the HTTP door passes bodies and answers through. One OIP
+// request holds every input with its batch dim; Decode splits it along
+// dim 0 into one record per row so that the Batcher can stack rows of
+// concurrent requests, and Encode stacks the rows' outputs back.
 type oipCodec struct{}
 
 func init() { RegisterCodec(MediaTypeOIP, oipCodec{}) }
@@ -45,56 +47,117 @@ type oipInput struct {
 	Data     json.RawMessage `json:"data"`
 }
 
+// oipRequest is the OIP inference request: its id, inputs and the outputs
+// the answer should hold (all when none are named).
 type oipRequest struct {
-	Inputs []oipInput `json:"inputs"`
+	ID      string     `json:"id"`
+	Inputs  []oipInput `json:"inputs"`
+	Outputs []struct {
+		Name string `json:"name"`
+	} `json:"outputs"`
 }
 
+// Decode reads the whole OIP envelope: the id and the requested outputs
+// go into the Request for Encode, the inputs become records.
 func (oipCodec) Decode(body []byte, s *Spec) (*Request, error) {
-	info, alreadyBatched := s.Info, s.AlreadyBatched
+	req, err := parseOIPRequest(body, s.Info)
+	if err != nil {
+		return nil, err
+	}
+	full, rows, err := decodeOIPInputs(req.Inputs, s.Info)
+	if err != nil {
+		return nil, err
+	}
+	records, err := oipRecords(full, rows, s)
+	if err != nil {
+		return nil, err
+	}
+	out := &Request{Records: records, ID: req.ID}
+	for _, o := range req.Outputs {
+		out.Outputs = append(out.Outputs, o.Name)
+	}
+	return out, nil
+}
+
+// oipInputsExample is shown in errors about the request's overall form.
+const oipInputsExample = `want {"inputs":[{"name","datatype","shape","data"}]}`
+
+// parseOIPRequest reads body and checks the envelope: every input names
+// itself, its datatype, shape and data, and every requested output exists.
+func parseOIPRequest(body []byte, info infer.ModelInfo) (*oipRequest, error) {
 	var req oipRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, infer.NewInputError(-1, "", "malformed OIP request: %v", err)
 	}
 	if len(req.Inputs) == 0 {
-		return nil, infer.NewInputError(-1, "", `OIP request has no "inputs"`)
+		return nil, infer.NewInputError(-1, "", `OIP request has no "inputs": %s`, oipInputsExample)
 	}
-	byName := make(map[string]int, len(req.Inputs))
 	for i, in := range req.Inputs {
+		switch {
+		case in.Name == "":
+			return nil, infer.NewInputError(-1, "", `inputs[%d]: "name" is required`, i)
+		case in.Datatype == "":
+			return nil, infer.NewInputError(-1, in.Name, `"datatype" is required`)
+		case in.Shape == nil:
+			return nil, infer.NewInputError(-1, in.Name, `"shape" is required`)
+		case len(in.Data) == 0:
+			return nil, infer.NewInputError(-1, in.Name, `"data" is required`)
+		}
+	}
+	for _, o := range req.Outputs {
+		if !slices.Contains(info.OutputNames(), o.Name) {
+			return nil, infer.NewInputError(-1, "", "unknown output %q: the model's outputs are %v", o.Name, info.OutputNames())
+		}
+	}
+	return &req, nil
+}
+
+// decodeOIPInputs decodes the inputs in model order, each with its batch
+// dim; rows is their common dim 0, -1 when the model's inputs have none.
+func decodeOIPInputs(inputs []oipInput, info infer.ModelInfo) (full []infer.Tensor, rows int64, err error) {
+	byName := make(map[string]int, len(inputs))
+	for i, in := range inputs {
 		if _, dup := byName[in.Name]; dup {
-			return nil, infer.NewInputError(-1, in.Name, "given twice")
+			return nil, 0, infer.NewInputError(-1, in.Name, "given twice")
 		}
 		byName[in.Name] = i
 	}
-	full := make([]infer.Tensor, len(info.Inputs))
-	rows := int64(-1)
+	full = make([]infer.Tensor, len(info.Inputs))
+	rows = -1
 	for j, mi := range info.Inputs {
 		i, ok := byName[mi.Name]
 		if !ok {
-			return nil, infer.NewInputError(-1, mi.Name, "missing: the model's inputs are %v", info.InputNames())
+			return nil, 0, infer.NewInputError(-1, mi.Name, "missing: the model's inputs are %v", info.InputNames())
 		}
 		delete(byName, mi.Name)
-		t, err := decodeOIPTensor(req.Inputs[i], mi)
+		t, err := decodeOIPTensor(inputs[i], mi)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if len(t.Shape) > 0 {
 			if rows >= 0 && t.Shape[0] != rows {
-				return nil, infer.NewInputError(-1, mi.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
+				return nil, 0, infer.NewInputError(-1, mi.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
 			}
 			rows = t.Shape[0]
 		}
 		full[j] = t
 	}
 	for name := range byName {
-		return nil, infer.NewInputError(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
+		return nil, 0, infer.NewInputError(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
 	}
+	return full, rows, nil
+}
+
+// oipRecords splits the request's tensors along dim 0 into one record per
+// row, so that the Batcher can stack rows of concurrent requests.
+func oipRecords(full []infer.Tensor, rows int64, s *Spec) ([][]infer.Tensor, error) {
 	// A model without a batch dim (rank 0, or a fixed dim 0 other than 1
 	// while inputs come batched) takes the request as one record.
-	if rows < 0 || (alreadyBatched && !info.DynamicBatch) {
-		return &Request{Records: [][]infer.Tensor{full}}, nil
+	if rows < 0 || (s.AlreadyBatched && !s.Info.DynamicBatch) {
+		return [][]infer.Tensor{full}, nil
 	}
 	if rows == 0 {
-		return nil, infer.NewInputError(-1, info.Inputs[0].Name, "batch dim is 0: send at least one row")
+		return nil, infer.NewInputError(-1, s.Info.Inputs[0].Name, "batch dim is 0: send at least one row")
 	}
 	ns := make([]int64, rows)
 	for r := range ns {
@@ -106,13 +169,13 @@ func (oipCodec) Decode(body []byte, s *Spec) (*Request, error) {
 	}
 	for j, t := range full {
 		for r, part := range infer.Split(t, ns) {
-			if !alreadyBatched {
+			if !s.AlreadyBatched {
 				part.Shape = part.Shape[1:]
 			}
 			records[r][j] = part
 		}
 	}
-	return &Request{Records: records}, nil
+	return records, nil
 }
 
 // decodeOIPTensor checks one OIP input against the model input and parses
@@ -121,9 +184,6 @@ func decodeOIPTensor(in oipInput, mi infer.IO) (infer.Tensor, error) {
 	want := OIPDatatype(mi.DType)
 	if in.Datatype != want {
 		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "datatype %q does not match the model's %s", in.Datatype, want)
-	}
-	if in.Shape == nil {
-		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, `"shape" is required`)
 	}
 	for _, d := range in.Shape {
 		if d < 0 {
@@ -284,57 +344,86 @@ func parseLeaves(leaves []any, dt infer.DType) (any, error) {
 	return nil, fmt.Errorf("%w: %s", infer.ErrUnsupportedDType, dt)
 }
 
-// Encode stacks the records' outputs back along dim 0 and writes every
-// model output. Post-processing does not apply to OIP answers: they are
-// typed tensors.
-func (oipCodec) Encode(_ *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error) {
-	info := s.Info
+// Encode writes the whole OIP answer: model_name and model_version of
+// s.Model, the request's id when it had one, and its requested outputs
+// (every output when it named none), each stacked back along dim 0 from
+// the records' rows. Post-processing does not apply to OIP answers: they
+// are typed tensors.
+func (oipCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error) {
 	if len(outs) == 0 {
 		return nil, fmt.Errorf("no records to encode")
 	}
+	for r, rec := range outs {
+		if len(rec) != len(outs[0]) {
+			return nil, fmt.Errorf("record %d has %d outputs, record 0 has %d", r, len(rec), len(outs[0]))
+		}
+	}
 	b := make([]byte, 0, 256)
-	b = append(b, `{"outputs":[`...)
+	b = append(b, `{"model_name":`...)
+	b = appendQuoted(b, s.Model.Name)
+	b = append(b, `,"model_version":`...)
+	b = appendQuoted(b, s.Model.Version)
+	if req.ID != "" {
+		b = append(b, `,"id":`...)
+		b = appendQuoted(b, req.ID)
+	}
+	b = append(b, `,"outputs":[`...)
+	first := true
 	for j := range outs[0] {
-		col := make([]infer.Tensor, len(outs))
-		for r, rec := range outs {
-			if len(rec) != len(outs[0]) {
-				return nil, fmt.Errorf("record %d has %d outputs, record 0 has %d", r, len(rec), len(outs[0]))
-			}
-			t := rec[j]
-			// A record's output lost its batch dim of 1 unless the inputs
-			// came batched: give it back.
-			if j < len(info.Outputs) && len(t.Shape) == len(info.Outputs[j].Shape)-1 || len(t.Shape) == 0 {
-				t.Shape = append([]int64{1}, t.Shape...)
-			}
-			if r > 0 && !infer.EqualDims(t.Shape[1:], col[0].Shape[1:]) {
-				return nil, fmt.Errorf("output %d: rows have shapes %s and %s", j, infer.ShapeString(col[0].Shape), infer.ShapeString(t.Shape))
-			}
-			col[r] = t
-		}
-		t := infer.Stack(col)
 		name := ""
-		if j < len(info.Outputs) {
-			name = info.Outputs[j].Name
+		if j < len(s.Info.Outputs) {
+			name = s.Info.Outputs[j].Name
 		}
-		if j > 0 {
+		if req.Outputs != nil && !slices.Contains(req.Outputs, name) {
+			continue
+		}
+		t, err := stackOutput(outs, j, s.Info)
+		if err != nil {
+			return nil, err
+		}
+		if !first {
 			b = append(b, ',')
 		}
-		b = append(b, `{"name":`...)
-		b = appendQuoted(b, name)
-		b = append(b, `,"datatype":"`...)
-		b = append(b, OIPDatatype(t.DType)...)
-		b = append(b, `","shape":[`...)
-		for i, d := range t.Shape {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, d, 10)
-		}
-		b = append(b, `],"data":`...)
-		b = appendTensorData(b, t)
-		b = append(b, '}')
+		first = false
+		b = appendOIPTensor(b, name, t)
 	}
 	return append(b, "]}"...), nil
+}
+
+// stackOutput stacks output j of every record along dim 0.
+func stackOutput(outs [][]infer.Tensor, j int, info infer.ModelInfo) (infer.Tensor, error) {
+	col := make([]infer.Tensor, len(outs))
+	for r, rec := range outs {
+		t := rec[j]
+		// A record's output lost its batch dim of 1 unless the inputs
+		// came batched: give it back.
+		if j < len(info.Outputs) && len(t.Shape) == len(info.Outputs[j].Shape)-1 || len(t.Shape) == 0 {
+			t.Shape = append([]int64{1}, t.Shape...)
+		}
+		if r > 0 && !infer.EqualDims(t.Shape[1:], col[0].Shape[1:]) {
+			return infer.Tensor{}, fmt.Errorf("output %d: rows have shapes %s and %s", j, infer.ShapeString(col[0].Shape), infer.ShapeString(t.Shape))
+		}
+		col[r] = t
+	}
+	return infer.Stack(col), nil
+}
+
+// appendOIPTensor appends {"name","datatype","shape","data"} for t.
+func appendOIPTensor(b []byte, name string, t infer.Tensor) []byte {
+	b = append(b, `{"name":`...)
+	b = appendQuoted(b, name)
+	b = append(b, `,"datatype":"`...)
+	b = append(b, OIPDatatype(t.DType)...)
+	b = append(b, `","shape":[`...)
+	for i, d := range t.Shape {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, d, 10)
+	}
+	b = append(b, `],"data":`...)
+	b = appendTensorData(b, t)
+	return append(b, '}')
 }
 
 // appendTensorData appends t's elements as one flat JSON array.

@@ -85,9 +85,40 @@ func TestOIPCodecTwoInputsTwoOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"outputs":[{"name":"sum","datatype":"FP32","shape":[2,3],"data":[2,3,4,6,7,8]},{"name":"prod","datatype":"FP32","shape":[2,3],"data":[1,2,3,8,10,12]}]}`
+	want := `{"model_name":"m","model_version":"1","outputs":[{"name":"sum","datatype":"FP32","shape":[2,3],"data":[2,3,4,6,7,8]},{"name":"prod","datatype":"FP32","shape":[2,3],"data":[1,2,3,8,10,12]}]}`
 	if string(out) != want {
 		t.Errorf("got %s, want %s", out, want)
+	}
+}
+
+// TestOIPCodecEnvelope checks the parts of the answer the request asks
+// for: its id comes back, and only the outputs it names, in model order.
+func TestOIPCodecEnvelope(t *testing.T) {
+	e := newEngine(t, infer.Config{ModelPath: model("two_io")})
+	p := wire.NewPredictor(e, wire.Model{Name: "two", Version: "7"})
+	inputs := `"inputs":[{"name":"a","datatype":"FP32","shape":[1,3],"data":[1,2,3]},{"name":"b","datatype":"FP32","shape":[1,3],"data":[2,2,2]}]`
+	sum := `{"name":"sum","datatype":"FP32","shape":[1,3],"data":[3,4,5]}`
+	prod := `{"name":"prod","datatype":"FP32","shape":[1,3],"data":[2,4,6]}`
+	tests := []struct{ name, body, want string }{
+		{"id and one output", `{"id":"r-1",` + inputs + `,"outputs":[{"name":"prod"}]}`,
+			`{"model_name":"two","model_version":"7","id":"r-1","outputs":[` + prod + `]}`},
+		{"outputs in model order", `{` + inputs + `,"outputs":[{"name":"prod"},{"name":"sum"}]}`,
+			`{"model_name":"two","model_version":"7","outputs":[` + sum + `,` + prod + `]}`},
+		{"no outputs named: all", `{"id":"","outputs":[],` + inputs + `}`,
+			`{"model_name":"two","model_version":"7","outputs":[` + sum + `,` + prod + `]}`},
+		{"id escaped", `{"id":"a\"b",` + inputs + `,"outputs":[{"name":"sum"}]}`,
+			`{"model_name":"two","model_version":"7","id":"a\"b","outputs":[` + sum + `]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tt.want {
+				t.Errorf("got  %s\nwant %s", out, tt.want)
+			}
+		})
 	}
 }
 
@@ -103,7 +134,12 @@ func TestOIPCodecErrors(t *testing.T) {
 		{"unknown", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "z": unknown input`},
 		{"string", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":["a",2,3,4]}]}`, "BYTES is not supported"},
 		{"zero rows", `{"inputs":[{"name":"x","datatype":"FP32","shape":[0,4],"data":[]}]}`, "batch dim is 0"},
-		{"no shape", `{"inputs":[{"name":"x","datatype":"FP32","data":[1,2,3,4]}]}`, `"shape" is required`},
+		{"no shape", `{"inputs":[{"name":"x","datatype":"FP32","data":[1,2,3,4]}]}`, `input "x": "shape" is required`},
+		{"no name", `{"inputs":[{"datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `inputs[0]: "name" is required`},
+		{"no datatype", `{"inputs":[{"name":"x","shape":[1,4],"data":[1,2,3,4]}]}`, `input "x": "datatype" is required`},
+		{"no data", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4]}]}`, `input "x": "data" is required`},
+		{"unknown output", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}],"outputs":[{"name":"z"}]}`, `unknown output "z": the model's outputs are [y]`},
+		{"id not a string", `{"id":7,"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, "malformed OIP request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -72,10 +72,10 @@ func decodeInstances(body []byte, inputs []infer.IO, alreadyBatched bool, pre in
 		return nil, infer.NewInputError(-1, "", "invalid JSON: %v; %s", err, jsonExample)
 	}
 	if !found {
-		return nil, infer.NewInputError(-1, "", "missing \"instances\"; %s", jsonExample)
+		return nil, infer.NewInputError(-1, "", `no "instances" in the request; %s`, jsonExample)
 	}
 	if len(records) == 0 {
-		return nil, infer.NewInputError(-1, "", "\"instances\" is empty; %s", jsonExample)
+		return nil, infer.NewInputError(-1, "", `no "instances": the list is empty; %s`, jsonExample)
 	}
 	return records, nil
 }
