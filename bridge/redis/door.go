@@ -367,9 +367,29 @@ func (d *Door) serveSkipped(ctx context.Context) error {
 // the mesh stored. An entry whose hand-over was cut short by ctx stays
 // pending for the next run.
 func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool) {
-	done := make([]string, 0, len(msgs))
-	type badEntry struct{ id, uri string }
-	var bad []badEntry // answered NaN here
+	done, bad := d.handOver(ctx, msgs, skipped)
+	// Ack even after ctx ended: what the mesh holds must leave the stream.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	defer cancel()
+	// A bad entry leaves the stream only once its NaN is written; until
+	// then it stays pending and retryOwnPending tries again.
+	if len(bad) > 0 && d.answerNaN(actx, bad) {
+		for _, b := range bad {
+			done = append(done, b.id)
+		}
+	}
+	if len(done) > 0 {
+		d.ackAndDelete(ctx, actx, done)
+	}
+}
+
+// badEntry is an entry answered NaN by the door itself.
+type badEntry struct{ id, uri string }
+
+// handOver enqueues msgs concurrently. It returns the ids the mesh stored
+// and the entries that can never be queued (no uri or data, too large).
+func (d *Door) handOver(ctx context.Context, msgs []goredis.XMessage, skipped bool) (done []string, bad []badEntry) {
+	done = make([]string, 0, len(msgs))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range msgs {
@@ -407,41 +427,36 @@ func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool)
 		}()
 	}
 	wg.Wait()
-	// Ack even after ctx ended: what the mesh holds must leave the stream.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
-	defer cancel()
-	// A bad entry leaves the stream only once its NaN is written; until
-	// then it stays pending and retryOwnPending tries again.
-	if len(bad) > 0 {
-		cmds, _ := d.rdb.Pipelined(actx, func(p goredis.Pipeliner) error {
-			for _, b := range bad {
-				if b.uri != "" {
-					p.HSet(actx, ResultKey(d.cfg.Job, b.uri), ResultField, NaN)
-				}
-			}
-			return nil
-		})
-		failed := false
-		for _, c := range cmds {
-			if c.Err() != nil {
-				failed = true
-				d.log.Warn("writing NaN for bad entries; they stay pending", "err", c.Err())
-				break
+	return done, bad
+}
+
+// answerNaN writes NaN as the result of each bad entry that has a uri, in
+// one pipeline, and reports whether Redis took them all.
+func (d *Door) answerNaN(ctx context.Context, bad []badEntry) bool {
+	cmds, _ := d.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, b := range bad {
+			if b.uri != "" {
+				p.HSet(ctx, ResultKey(d.cfg.Job, b.uri), ResultField, NaN)
 			}
 		}
-		if !failed {
-			for _, b := range bad {
-				done = append(done, b.id)
-			}
+		return nil
+	})
+	for _, c := range cmds {
+		if c.Err() != nil {
+			d.log.Warn("writing NaN for bad entries; they stay pending", "err", c.Err())
+			return false
 		}
 	}
-	if len(done) == 0 {
-		return
-	}
+	return true
+}
+
+// ackAndDelete XACKs and XDELs ids with actx, retrying a few times unless
+// ctx (the door's) ended.
+func (d *Door) ackAndDelete(ctx, actx context.Context, ids []string) {
 	for attempt := 0; ; attempt++ {
 		_, err := d.rdb.Pipelined(actx, func(p goredis.Pipeliner) error {
-			p.XAck(actx, d.cfg.Job, Group, done...)
-			p.XDel(actx, d.cfg.Job, done...)
+			p.XAck(actx, d.cfg.Job, Group, ids...)
+			p.XDel(actx, d.cfg.Job, ids...)
 			return nil
 		})
 		if err == nil {
@@ -450,7 +465,7 @@ func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool)
 		if attempt >= 3 || ctx.Err() != nil {
 			// They stay pending; the next reclaim hands them over again and
 			// their message ids keep them from running twice.
-			d.log.Warn("XACK/XDEL; entries stay pending", "entries", len(done), "err", err)
+			d.log.Warn("XACK/XDEL; entries stay pending", "entries", len(ids), "err", err)
 			return
 		}
 		d.sleep(actx, d.cfg.RetryInterval)
