@@ -252,84 +252,20 @@ func flattenJSON(raw json.RawMessage, hint int) ([]any, error) {
 	}
 }
 
+// parseLeaves converts the scalar leaves of an OIP input's data (see
+// flattenJSON) into the data slice of dtype dt.
 func parseLeaves(leaves []any, dt infer.DType) (any, error) {
-	num := func(i int) (json.Number, error) {
-		switch v := leaves[i].(type) {
-		case json.Number:
-			return v, nil
-		case nil:
-			if dt == infer.Float32 || dt == infer.Float64 {
-				return "NaN", nil
-			}
-		}
-		return "", fmt.Errorf("element %d: %v is not a %s", i, leaves[i], OIPDatatype(dt))
-	}
 	switch dt {
-	case infer.Float32, infer.Float64:
-		bits := 32
-		if dt == infer.Float64 {
-			bits = 64
-		}
-		f64 := make([]float64, len(leaves))
-		for i := range leaves {
-			s, err := num(i)
-			if err != nil {
-				return nil, err
-			}
-			if s == "NaN" {
-				f64[i] = math.NaN()
-				continue
-			}
-			f, err := strconv.ParseFloat(string(s), bits)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %s out of range for %s", i, s, OIPDatatype(dt))
-			}
-			f64[i] = f
-		}
-		if dt == infer.Float64 {
-			return f64, nil
-		}
-		f32 := make([]float32, len(f64))
-		for i, f := range f64 {
-			f32[i] = float32(f)
-		}
-		return f32, nil
-	case infer.Int32, infer.Int64, infer.Uint8:
-		lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
-		switch dt {
-		case infer.Int64:
-			lo, hi = math.MinInt64, math.MaxInt64
-		case infer.Uint8:
-			lo, hi = 0, 255
-		}
-		vals := make([]int64, len(leaves))
-		for i := range leaves {
-			s, err := num(i)
-			if err != nil {
-				return nil, err
-			}
-			v, err := strconv.ParseInt(string(s), 10, 64)
-			if err != nil || v < lo || v > hi {
-				return nil, fmt.Errorf("element %d: %s is not a %s", i, s, OIPDatatype(dt))
-			}
-			vals[i] = v
-		}
-		switch dt {
-		case infer.Int64:
-			return vals, nil
-		case infer.Int32:
-			out := make([]int32, len(vals))
-			for i, v := range vals {
-				out[i] = int32(v)
-			}
-			return out, nil
-		default:
-			out := make([]uint8, len(vals))
-			for i, v := range vals {
-				out[i] = uint8(v)
-			}
-			return out, nil
-		}
+	case infer.Float32:
+		return parseFloatLeaves[float32](leaves, dt, 32)
+	case infer.Float64:
+		return parseFloatLeaves[float64](leaves, dt, 64)
+	case infer.Int32:
+		return parseIntLeaves[int32](leaves, dt, math.MinInt32, math.MaxInt32)
+	case infer.Int64:
+		return parseIntLeaves[int64](leaves, dt, math.MinInt64, math.MaxInt64)
+	case infer.Uint8:
+		return parseIntLeaves[uint8](leaves, dt, 0, math.MaxUint8)
 	case infer.Bool:
 		out := make([]bool, len(leaves))
 		for i, l := range leaves {
@@ -342,6 +278,58 @@ func parseLeaves(leaves []any, dt infer.DType) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: %s", infer.ErrUnsupportedDType, dt)
+}
+
+// leafNumber returns leaf i as a number; a null is "NaN" for a float
+// dtype and an error otherwise.
+func leafNumber(leaves []any, i int, dt infer.DType) (json.Number, error) {
+	switch v := leaves[i].(type) {
+	case json.Number:
+		return v, nil
+	case nil:
+		if dt == infer.Float32 || dt == infer.Float64 {
+			return "NaN", nil
+		}
+	}
+	return "", fmt.Errorf("element %d: %v is not a %s", i, leaves[i], OIPDatatype(dt))
+}
+
+// parseFloatLeaves parses leaves as floats of bits (32 or 64) bits.
+func parseFloatLeaves[T float32 | float64](leaves []any, dt infer.DType, bits int) ([]T, error) {
+	out := make([]T, len(leaves))
+	for i := range leaves {
+		s, err := leafNumber(leaves, i, dt)
+		if err != nil {
+			return nil, err
+		}
+		if s == "NaN" {
+			out[i] = T(math.NaN())
+			continue
+		}
+		f, err := strconv.ParseFloat(string(s), bits)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %s out of range for %s", i, s, OIPDatatype(dt))
+		}
+		out[i] = T(f)
+	}
+	return out, nil
+}
+
+// parseIntLeaves parses leaves as integers in [lo, hi].
+func parseIntLeaves[T int32 | int64 | uint8](leaves []any, dt infer.DType, lo, hi int64) ([]T, error) {
+	out := make([]T, len(leaves))
+	for i := range leaves {
+		s, err := leafNumber(leaves, i, dt)
+		if err != nil {
+			return nil, err
+		}
+		v, err := strconv.ParseInt(string(s), 10, 64)
+		if err != nil || v < lo || v > hi {
+			return nil, fmt.Errorf("element %d: %s is not a %s", i, s, OIPDatatype(dt))
+		}
+		out[i] = T(v)
+	}
+	return out, nil
 }
 
 // Encode writes the whole OIP answer: model_name and model_version of

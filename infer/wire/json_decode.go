@@ -309,6 +309,7 @@ func parseDense[T any](s *scanner, buf []T, fast func(decimal) (T, bool), conv f
 
 var errRagged = &infer.InputError{Instance: -1, Msg: "ragged array: sub-arrays differ in length or depth"}
 
+// parse reads the value at depth: a number or a nested array.
 func (p *denseParser[T]) parse(depth int) error {
 	s := p.s
 	s.ws()
@@ -316,38 +317,49 @@ func (p *denseParser[T]) parse(depth int) error {
 		return s.errorf("unexpected end of input")
 	}
 	if s.b[s.i] != '[' {
-		if !p.rankFixed {
-			p.rankFixed = true
-		}
-		if depth != len(p.shape) {
-			return ragged()
-		}
-		start := s.i
-		if d, n, ok := scanNumber(s.b[s.i:]); ok {
-			s.i += n
-			if v, ok := p.fast(d); ok {
-				p.data = append(p.data, v)
-				return nil
-			}
-		} else {
-			if s.b[s.i] == '"' {
-				_, bad := p.conv(nil)
-				return infer.NewInputError(-1, "", "wrong dtype: a string where %s is expected", bad)
-			}
-			for s.i < len(s.b) && isValueByte(s.b[s.i]) {
-				s.i++
-			}
-			if s.i == start {
-				return s.errorf("unexpected %q", s.b[s.i])
-			}
-		}
-		v, bad := p.conv(s.b[start:s.i])
-		if bad != "" {
-			return infer.NewInputError(-1, "", "wrong dtype: %s is not %s", truncate(s.b[start:s.i]), bad)
-		}
-		p.data = append(p.data, v)
-		return nil
+		return p.leaf(depth)
 	}
+	return p.array(depth)
+}
+
+// leaf reads one number (or bool) at depth, which fixes the rank.
+func (p *denseParser[T]) leaf(depth int) error {
+	s := p.s
+	p.rankFixed = true
+	if depth != len(p.shape) {
+		return ragged()
+	}
+	start := s.i
+	if d, n, ok := scanNumber(s.b[s.i:]); ok {
+		s.i += n
+		if v, ok := p.fast(d); ok {
+			p.data = append(p.data, v)
+			return nil
+		}
+	} else {
+		if s.b[s.i] == '"' {
+			_, bad := p.conv(nil)
+			return infer.NewInputError(-1, "", "wrong dtype: a string where %s is expected", bad)
+		}
+		for s.i < len(s.b) && isValueByte(s.b[s.i]) {
+			s.i++
+		}
+		if s.i == start {
+			return s.errorf("unexpected %q", s.b[s.i])
+		}
+	}
+	v, bad := p.conv(s.b[start:s.i])
+	if bad != "" {
+		return infer.NewInputError(-1, "", "wrong dtype: %s is not %s", truncate(s.b[start:s.i]), bad)
+	}
+	p.data = append(p.data, v)
+	return nil
+}
+
+// array reads the array at depth and records (or checks) its length as
+// dim depth of the shape.
+func (p *denseParser[T]) array(depth int) error {
+	s := p.s
 	if depth >= maxDepth {
 		return infer.NewInputError(-1, "", "arrays nested deeper than %d", maxDepth)
 	}
@@ -360,34 +372,17 @@ func (p *denseParser[T]) parse(depth int) error {
 	s.i++ // '['
 	n := int64(0)
 	s.ws()
+	var err error
 	if s.i < len(s.b) && s.b[s.i] == ']' {
 		s.i++
 	} else if p.rankFixed && depth == len(p.shape)-1 {
 		// The innermost rows hold most of the numbers: a flat loop.
-		var err error
-		if n, err = p.row(); err != nil {
-			return err
-		}
+		n, err = p.row()
 	} else {
-		for {
-			if err := p.parse(depth + 1); err != nil {
-				return err
-			}
-			n++
-			s.ws()
-			if s.i >= len(s.b) {
-				return s.errorf("unexpected end of input in array")
-			}
-			if s.b[s.i] == ',' {
-				s.i++
-				continue
-			}
-			if s.b[s.i] == ']' {
-				s.i++
-				break
-			}
-			return s.errorf("want , or ] in array, got %q", s.b[s.i])
-		}
+		n, err = p.elems(depth)
+	}
+	if err != nil {
+		return err
 	}
 	if depth >= len(p.shape) {
 		return ragged()
@@ -400,6 +395,30 @@ func (p *denseParser[T]) parse(depth int) error {
 		return ragged()
 	}
 	return nil
+}
+
+// elems parses the elements of an array at depth after its '[' through
+// its ']' and returns how many there were.
+func (p *denseParser[T]) elems(depth int) (int64, error) {
+	s := p.s
+	for n := int64(1); ; n++ {
+		if err := p.parse(depth + 1); err != nil {
+			return 0, err
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return 0, s.errorf("unexpected end of input in array")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return n, nil
+		default:
+			return 0, s.errorf("want , or ] in array, got %q", s.b[s.i])
+		}
+	}
 }
 
 // row parses the numbers of an innermost array after its '[' through its
