@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -153,11 +152,7 @@ func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
 		trace.WithAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job)))
 	status := wire.StatusOK
 	defer func() {
-		span.SetAttributes(attrStatus.Int(status))
-		if status != wire.StatusOK {
-			span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
-		}
-		span.End()
+		endStatusSpan(span, status)
 		s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(status), time.Since(start))
 	}()
 	r := Request{

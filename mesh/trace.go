@@ -1,9 +1,14 @@
 package mesh
 
 import (
+	"strconv"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -23,3 +28,13 @@ const (
 	attrStatus      = attribute.Key("cluster_serving.status")
 	attrURI         = attribute.Key("cluster_serving.uri")
 )
+
+// endStatusSpan records the status of the answer on span, marks it an
+// error unless it is wire.StatusOK, and ends it.
+func endStatusSpan(span trace.Span, status int) {
+	span.SetAttributes(attrStatus.Int(status))
+	if status != wire.StatusOK {
+		span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
+	}
+	span.End()
+}
