@@ -42,7 +42,7 @@ func readLikePython(tb testing.TB, value string) []pyTensor {
 	defer r.Release()
 	var out []pyTensor
 	for r.Next() {
-		rec := r.Record()
+		rec := r.RecordBatch()
 		data := rec.Column(0).(*array.Float32)
 		shape := rec.Column(1).(*array.Int32)
 		var t pyTensor
