@@ -16,6 +16,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // These tests put the real engine (ONNX Runtime, a generated model) behind
@@ -61,12 +62,12 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = direct.Close() })
 
-	s := startServer(t)
+	s := meshtest.StartServer(t)
 	job := "engine2"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
-	ensure(t, connect(t, s), cfg.Stream)
-	w1, _ := runWorker(t, connect(t, s), cfg, newPredictor(t, "add_f32"))
-	w2, _ := runWorker(t, connect(t, s), cfg, newPredictor(t, "add_f32"))
+	ensure(t, meshtest.Connect(t, s), cfg.Stream)
+	w1, _ := runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
+	w2, _ := runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
 	caller := serveNATS(t, s, job)
 
 	const total, conc = 1000, 32
@@ -116,12 +117,12 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 
 func TestEngineBadInputKeepsServing(t *testing.T) {
 	infertest.RequireLibrary(t)
-	s := startServer(t)
+	s := meshtest.StartServer(t)
 	job := "engbad"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
-	ensure(t, connect(t, s), cfg.Stream)
+	ensure(t, meshtest.Connect(t, s), cfg.Stream)
 	p := newPredictor(t, "two_io")
-	runWorker(t, connect(t, s), cfg, p)
+	runWorker(t, meshtest.Connect(t, s), cfg, p)
 	caller := serveNATS(t, s, job)
 	info := p.Spec().Info
 	good := goodTwoIO(t, info)
@@ -187,14 +188,14 @@ func replaceFirstInput(info infer.ModelInfo, good, value string) string {
 // connection once the service answers.
 func serveNATS(t *testing.T, s *embedded.Server, job string) *nats.Conn {
 	t.Helper()
-	client := newClient(t, connect(t, s))
-	svc, err := mesh.NewService(connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
+	client := newClient(t, meshtest.Connect(t, s))
+	svc, err := mesh.NewService(meshtest.Connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, svc.Run)
-	caller := connect(t, s)
-	waitFor(t, "service", func() bool {
+	meshtest.Run(t, svc.Run)
+	caller := meshtest.Connect(t, s)
+	meshtest.WaitFor(t, "service", func() bool {
 		_, err := caller.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
 		return err == nil
 	})

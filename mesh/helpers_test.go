@@ -11,32 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
-
-// startServer runs an embedded NATS server on a random port for one test.
-func startServer(tb testing.TB) *embedded.Server {
-	tb.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
-	if err != nil {
-		tb.Fatalf("embedded.Start: %v", err)
-	}
-	tb.Cleanup(s.Shutdown)
-	return s
-}
-
-// connect opens a TCP connection to s, closed at cleanup.
-func connect(tb testing.TB, s *embedded.Server) *nats.Conn {
-	tb.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		tb.Fatalf("nats.Connect: %v", err)
-	}
-	tb.Cleanup(nc.Close)
-	return nc
-}
 
 func newJS(tb testing.TB, nc *nats.Conn) jetstream.JetStream {
 	tb.Helper()
@@ -74,39 +52,7 @@ func runWorker(tb testing.TB, nc *nats.Conn, cfg mesh.WorkerConfig, p mesh.Predi
 	if err != nil {
 		tb.Fatalf("NewWorker: %v", err)
 	}
-	return w, runInBackground(tb, w.Run)
-}
-
-// runInBackground runs fn(ctx) on a goroutine; the returned stop function
-// (also run at cleanup) cancels ctx and waits for fn.
-func runInBackground(tb testing.TB, fn func(context.Context) error) func() {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				tb.Errorf("Run: %v", err)
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return stop
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return w, meshtest.Run(tb, w.Run)
 }
 
 // queueLen reports the messages left in job's work queue.

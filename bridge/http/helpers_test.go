@@ -16,11 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
-	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // These tests run the door against the real mesh: an embedded NATS server on
@@ -53,16 +53,8 @@ type env struct {
 // in) on 127.0.0.1:0.
 func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 	tb.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(s.Shutdown)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
+	s := meshtest.StartServer(tb)
+	nc := meshtest.Connect(tb, s)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		tb.Fatal(err)
@@ -100,12 +92,7 @@ func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 		if m.noWorker {
 			continue
 		}
-		wnc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(wnc.Close)
-		w, err := mesh.NewWorker(wnc, mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
+		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
 		if err != nil {
 			tb.Fatal(err)
 		}

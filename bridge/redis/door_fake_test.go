@@ -15,6 +15,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // fakeMesh records enqueued requests, fails the first failures Enqueues
@@ -69,7 +70,7 @@ func TestEntriesBecomeRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, d.Run)
+	meshtest.Run(t, d.Run)
 	ctx := context.Background()
 	arrowID := enqueue(t, rdb, "fake", "a", "QVJST1c=", false)
 	jsonID, err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: "fake", Values: []any{
@@ -78,7 +79,7 @@ func TestEntriesBecomeRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "two requests", func() bool { return len(f.requests()) == 2 })
+	meshtest.WaitFor(t, "two requests", func() bool { return len(f.requests()) == 2 })
 	want := map[string]mesh.Request{
 		"a": {URI: "a", ContentType: wire.MediaTypeRedisArrow, Body: []byte("QVJST1c="), MsgID: "fake:" + arrowID},
 		"j": {URI: "j", ContentType: wire.MediaTypeRedisJSON, Body: []byte(`{"instances":[{"x":[1,2,3,4]}]}`), MsgID: "fake:" + jsonID},
@@ -92,7 +93,7 @@ func TestEntriesBecomeRequests(t *testing.T) {
 			t.Errorf("uri %s: got traceparent %v", got.URI, tp)
 		}
 	}
-	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "fake").Val() == 0 })
+	meshtest.WaitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "fake").Val() == 0 })
 	if p := rdb.XPending(ctx, "fake", "serving").Val(); p.Count != 0 {
 		t.Errorf("got %d pending, want 0", p.Count)
 	}
@@ -142,7 +143,7 @@ func TestResultsWrittenInOnePipeline(t *testing.T) {
 	}
 	hook := &pipelineCounter{}
 	d.Client().AddHook(hook)
-	runInBackground(t, d.Run)
+	meshtest.Run(t, d.Run)
 
 	var batch []mesh.Result
 	for i := range 10 {
@@ -211,12 +212,12 @@ func TestTooLargeRecordAnswersNaN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, d.Run)
+	meshtest.Run(t, d.Run)
 	enqueue(t, rdb, "big", "huge", "data", false)
 	if got := query(t, rdb, "big", "huge"); got != "NaN" {
 		t.Errorf("got %q, want NaN", got)
 	}
-	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(context.Background(), "big").Val() == 0 })
+	meshtest.WaitFor(t, "XLEN 0", func() bool { return rdb.XLen(context.Background(), "big").Val() == 0 })
 }
 
 func TestTLSConfig(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // fixtures are the original project's pyarrow payloads, beside the
@@ -71,7 +72,7 @@ func TestPyarrowFixturesThroughTheDoor(t *testing.T) {
 		}
 		t.Skipf("fixtures %s missing (shared/ sits beside the repository)", fixtures)
 	}
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	addr, rdb := startRedis(t)
 	for i, c := range []struct{ file, model string }{
 		{"ndarray-128-base64", "add_f32_128.onnx"},          // dense tensor, old framing
