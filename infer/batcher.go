@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -288,7 +289,7 @@ func sameRecordShape(a, b *item) bool {
 	}
 	for i := range a.inputs {
 		x, y := a.inputs[i], b.inputs[i]
-		if x.DType != y.DType || len(x.Shape) != len(y.Shape) || !EqualDims(x.Shape[1:], y.Shape[1:]) {
+		if x.DType != y.DType || len(x.Shape) != len(y.Shape) || !slices.Equal(x.Shape[1:], y.Shape[1:]) {
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestDecodeImagePNG(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeImage: %v", err)
 			}
-			if !equalShape(got.Shape, tt.wantShape) {
+			if !slices.Equal(got.Shape, tt.wantShape) {
 				t.Fatalf("shape: got %v, want %v", got.Shape, tt.wantShape)
 			}
 			data := got.Data.([]float32)
@@ -84,7 +85,7 @@ func TestDecodeImageJPEG(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeImage: %v", err)
 	}
-	if want := []int64{3, int64(h), int64(w)}; !equalShape(got.Shape, want) {
+	if want := []int64{3, int64(h), int64(w)}; !slices.Equal(got.Shape, want) {
 		t.Fatalf("shape: got %v, want %v", got.Shape, want)
 	}
 	data := got.Data.([]float32)
@@ -100,7 +101,7 @@ func TestDecodeImageJPEG(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeImage resized: %v", err)
 	}
-	if want := []int64{3, 224, 200}; !equalShape(resized.Shape, want) {
+	if want := []int64{3, 224, 200}; !slices.Equal(resized.Shape, want) {
 		t.Fatalf("resized shape: got %v, want %v", resized.Shape, want)
 	}
 }
@@ -158,16 +159,4 @@ func TestConfigValidateImage(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

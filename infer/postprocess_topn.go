@@ -63,31 +63,15 @@ func (p PostProcess) Apply(outputs []Tensor) (string, bool, error) {
 func Float64s(t Tensor) ([]float64, error) {
 	switch d := t.Data.(type) {
 	case []float32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return widen(d), nil
 	case []float64:
 		return d, nil
 	case []int32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return widen(d), nil
 	case []int64:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return widen(d), nil
 	case []uint8:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return widen(d), nil
 	case []bool:
 		out := make([]float64, len(d))
 		for i, v := range d {
@@ -98,6 +82,15 @@ func Float64s(t Tensor) ([]float64, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
+}
+
+// widen converts numbers to float64s.
+func widen[T float32 | int32 | int64 | uint8](d []T) []float64 {
+	out := make([]float64, len(d))
+	for i, v := range d {
+		out[i] = float64(v)
+	}
+	return out
 }
 
 // TopN flattens t and returns the n best scores, best first (ties keep index

@@ -225,7 +225,7 @@ func sliceData(data any, lo, hi int) any {
 }
 
 // Stack concatenates tensors of one dtype along dim 0; their other dims
-// must be equal (the caller checks, with EqualDims). One tensor comes back
+// must be equal (the caller checks). One tensor comes back
 // as it is; more are copied into a new one.
 func Stack(ts []Tensor) Tensor {
 	if len(ts) == 1 {
@@ -266,19 +266,6 @@ func Split(t Tensor, ns []int64) []Tensor {
 		off = hi
 	}
 	return out
-}
-
-// EqualDims reports whether two shapes are the same.
-func EqualDims(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // FitsShape reports whether a concrete shape fits a model shape (-1 = any).

@@ -388,7 +388,7 @@ func stackOutput(outs [][]infer.Tensor, j int, info infer.ModelInfo) (infer.Tens
 		if j < len(info.Outputs) && len(t.Shape) == len(info.Outputs[j].Shape)-1 || len(t.Shape) == 0 {
 			t.Shape = append([]int64{1}, t.Shape...)
 		}
-		if r > 0 && !infer.EqualDims(t.Shape[1:], col[0].Shape[1:]) {
+		if r > 0 && !slices.Equal(t.Shape[1:], col[0].Shape[1:]) {
 			return infer.Tensor{}, fmt.Errorf("output %d: rows have shapes %s and %s", j, infer.ShapeString(col[0].Shape), infer.ShapeString(t.Shape))
 		}
 		col[r] = t
@@ -403,22 +403,8 @@ func appendOIPTensor(b []byte, name string, t infer.Tensor) []byte {
 	b = append(b, `,"datatype":"`...)
 	b = append(b, OIPDatatype(t.DType)...)
 	b = append(b, `","shape":[`...)
-	for i, d := range t.Shape {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, d, 10)
-	}
-	b = append(b, `],"data":`...)
-	b = appendTensorData(b, t)
-	return append(b, '}')
-}
-
-// appendTensorData appends t's elements as one flat JSON array.
-func appendTensorData(b []byte, t infer.Tensor) []byte {
-	full := AppendTensorJSON(nil, infer.Tensor{DType: t.DType, Data: t.Data})
-	// full is {"data":[...],"shape":[]}: keep the array.
-	start := len(`{"data":`)
-	end := len(full) - len(`,"shape":[]}`)
-	return append(b, full[start:end]...)
+	b = appendList(b, t.Shape, appendInt[int64])
+	b = append(b, `],"data":[`...)
+	b = appendData(b, t.Data)
+	return append(b, "]}"...)
 }

@@ -405,18 +405,10 @@ func (p *denseParser[T]) elems(depth int) (int64, error) {
 		if err := p.parse(depth + 1); err != nil {
 			return 0, err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return 0, s.errorf("unexpected end of input in array")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
+		if end, err := s.arrayNext(); err != nil {
+			return 0, err
+		} else if end {
 			return n, nil
-		default:
-			return 0, s.errorf("want , or ] in array, got %q", s.b[s.i])
 		}
 	}
 }
@@ -442,25 +434,17 @@ func (p *denseParser[T]) row() (int64, error) {
 			return 0, err
 		}
 		n++
-		if s.i < len(s.b) && s.b[s.i] == ',' {
+		if s.i < len(s.b) && s.b[s.i] == ',' { // the common case, first
 			s.i++
 			s.ws() // pretty-printed rows: a comma, then a newline or space
 			continue
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return 0, s.errorf("unexpected end of input in array")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-		case ']':
-			s.i++
+		if end, err := s.arrayNext(); err != nil {
+			return 0, err
+		} else if end {
 			return n, nil
-		default:
-			return 0, s.errorf("want , or ] in array, got %q", s.b[s.i])
 		}
+		s.ws()
 	}
 }
 

@@ -95,20 +95,28 @@ func (s *scanner) array(f func(i int) error) error {
 		if err := f(n); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errorf("unexpected end of input in array")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.errorf("want , or ] in array, got %q", s.b[s.i])
+		if end, err := s.arrayNext(); end || err != nil {
+			return err
 		}
 	}
+}
+
+// arrayNext reads what follows an array element: a ',' before the next
+// one, or the array's closing ']' (end).
+func (s *scanner) arrayNext() (end bool, err error) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, s.errorf("unexpected end of input in array")
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case ']':
+		s.i++
+		return true, nil
+	}
+	return false, s.errorf("want , or ] in array, got %q", s.b[s.i])
 }
 
 // str reads a JSON string and returns its decoded bytes.
