@@ -10,18 +10,10 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
-func newEngine(t testing.TB, cfg infer.Config) *infer.Engine {
-	t.Helper()
-	requireORT(t)
-	e, err := infer.New(cfg)
-	if err != nil {
-		t.Fatalf("New(%+v): %v", cfg, err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
+func newEngine(t testing.TB, cfg infer.Config) *infer.Engine { return infertest.NewEngine(t, cfg) }
 
 // unbatch splits a [2,4] tensor into its two rows.
 func unbatch(t infer.Tensor) []infer.Tensor {

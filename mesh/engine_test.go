@@ -28,11 +28,7 @@ import (
 // its wire.Predictor; the engine closes at cleanup.
 func newPredictor(tb testing.TB, name string) *wire.Predictor {
 	tb.Helper()
-	e, err := infer.New(infer.Config{ModelPath: infertest.Model(name), Threads: 1, MaxBatch: 8})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = e.Close() })
+	e := infertest.NewEngine(tb, infer.Config{ModelPath: infertest.Model(name), Threads: 1, MaxBatch: 8})
 	return wire.NewPredictor(e, wire.Model{Name: name})
 }
 
@@ -56,11 +52,7 @@ func predictionData(tb testing.TB, body []byte) []float32 {
 
 func TestEngineThroughTwoWorkers(t *testing.T) {
 	infertest.RequireLibrary(t)
-	direct, err := infer.NewSession(infertest.Model("add_f32"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, infertest.Model("add_f32"))
 
 	s := meshtest.StartServer(t)
 	job := "engine2"

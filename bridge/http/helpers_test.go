@@ -81,11 +81,7 @@ func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 			if ec.MaxBatch == 0 {
 				ec.MaxBatch = 8
 			}
-			e, err := infer.New(ec)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			tb.Cleanup(func() { _ = e.Close() })
+			e := infertest.NewEngine(tb, ec)
 			p, info = wire.NewPredictor(e, wire.Model{Name: m.name, Version: m.version}), e.Info()
 		}
 		cfg.Models = append(cfg.Models, httpdoor.Model{Name: m.name, Version: m.version, Job: job, Info: info})

@@ -97,11 +97,7 @@ func TestOIPInferEveryDatatype(t *testing.T) {
 	e := startDoor(t, httpdoor.Config{}, models...)
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
-			sess, err := infer.NewSession(modelPath(c.model), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sess.Close()
+			sess := infertest.NewSession(t, modelPath(c.model))
 			want, err := sess.Run([]infer.Tensor{c.in})
 			if err != nil {
 				t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // These tests run the door against a real redis-server, an embedded NATS
 // server and workers on the real ONNX Runtime (infer/testdata models).
 
-const addModel = "../../infer/testdata/add_f32.onnx" // x [-1,4] float32, y = 2x+1
+var addModel = infertest.Model("add_f32") // x [-1,4] float32, y = 2x+1
 
 // mesh1 is one job's mesh: its streams, a worker on the model and a client.
 type mesh1 struct {
@@ -50,11 +50,7 @@ func startJob(tb testing.TB, s *embedded.Server, job, model string) mesh1 {
 	if err := mesh.EnsureStreams(ctx, js, cfg); err != nil {
 		tb.Fatal(err)
 	}
-	e, err := infer.New(infer.Config{ModelPath: model, Threads: 1, MaxBatch: 8})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = e.Close() })
+	e := infertest.NewEngine(tb, infer.Config{ModelPath: model, Threads: 1, MaxBatch: 8})
 	w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: cfg}, wire.NewPredictor(e, wire.Model{}))
 	if err != nil {
 		tb.Fatal(err)
@@ -105,11 +101,7 @@ func TestJSONRecordsMatchONNXRuntime(t *testing.T) {
 	addr, rdb := startRedis(t)
 	s := meshtest.StartServer(t)
 	m := startJob(t, s, "addjob", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "addjob", m.client)
 
 	const total = 200
@@ -136,11 +128,7 @@ func TestBadRecordsAnswerNaN(t *testing.T) {
 	addr, rdb := startRedis(t)
 	s := meshtest.StartServer(t)
 	m := startJob(t, s, "bad", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "bad", m.client)
 	ctx := context.Background()
 
@@ -168,11 +156,7 @@ func TestTwoJobsStayApart(t *testing.T) {
 	s := meshtest.StartServer(t)
 	a := startJob(t, s, "joba", addModel)
 	b := startJob(t, s, "jobb", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "joba", a.client)
 	runDoor(t, addr, "jobb", b.client)
 
@@ -197,11 +181,7 @@ func TestSkippedAndPendingEntriesServed(t *testing.T) {
 	addr, rdb := startRedis(t)
 	s := meshtest.StartServer(t)
 	m := startJob(t, s, "late", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	x := []float32{0.5, 1.5, 2.5, 3.5}
@@ -236,11 +216,7 @@ func TestRestartedDoorWritesWaitingResults(t *testing.T) {
 	addr, rdb := startRedis(t)
 	s := meshtest.StartServer(t)
 	m := startJob(t, s, "restart", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	// A door ran once (its durable results consumer exists), then stopped.
@@ -272,11 +248,7 @@ func TestRedisFullLosesNothing(t *testing.T) {
 	addr, rdb := startRedis(t)
 	s := meshtest.StartServer(t)
 	m := startJob(t, s, "full", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	x := []float32{-1, 0, 1, 2}

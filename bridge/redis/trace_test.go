@@ -24,7 +24,7 @@ func TestTraceFromRedisEntry(t *testing.T) {
 	s := meshtest.StartServer(t)
 	addr, rdb := startRedis(t)
 	job := "traced"
-	m := startJob(t, s, job, "../../infer/testdata/add_f32.onnx")
+	m := startJob(t, s, job, addModel)
 	runDoor(t, addr, job, m.client)
 
 	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"

@@ -84,3 +84,30 @@ func repoRoot() string {
 		}
 	}
 }
+
+// NewEngine initialises ONNX Runtime (see RequireLibrary) and loads cfg's
+// model; the engine closes at cleanup.
+func NewEngine(tb testing.TB, cfg infer.Config) *infer.Engine {
+	tb.Helper()
+	RequireLibrary(tb)
+	e, err := infer.New(cfg)
+	if err != nil {
+		tb.Fatalf("infer.New(%+v): %v", cfg, err)
+	}
+	tb.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// NewSession initialises ONNX Runtime (see RequireLibrary) and opens one
+// session on the model file, the direct run tests compare against; it
+// closes at cleanup.
+func NewSession(tb testing.TB, modelFile string) *infer.Session {
+	tb.Helper()
+	RequireLibrary(tb)
+	s, err := infer.NewSession(modelFile, 1)
+	if err != nil {
+		tb.Fatalf("infer.NewSession(%s): %v", modelFile, err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
@@ -47,11 +48,7 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 				name += "/alreadyBatched"
 			}
 			t.Run(name, func(t *testing.T) {
-				sess, err := infer.NewSession(model(tt.model), 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sess.Close()
+				sess := infertest.NewSession(t, model(tt.model))
 				want, err := sess.Run([]infer.Tensor{tt.in})
 				if err != nil {
 					t.Fatal(err)

@@ -20,18 +20,8 @@ func model(name string) string { return infertest.Model(name) }
 // fixture reads a file of shared/fixtures (see infertest.Fixture).
 func fixture(tb testing.TB, rel string) []byte { return infertest.Fixture(tb, rel) }
 
-// newEngine loads cfg's model on the real ONNX Runtime; the engine closes
-// at cleanup.
-func newEngine(tb testing.TB, cfg infer.Config) *infer.Engine {
-	tb.Helper()
-	requireORT(tb)
-	e, err := infer.New(cfg)
-	if err != nil {
-		tb.Fatalf("New(%+v): %v", cfg, err)
-	}
-	tb.Cleanup(func() { _ = e.Close() })
-	return e
-}
+// newEngine loads cfg's model on the real ONNX Runtime (see infertest).
+func newEngine(tb testing.TB, cfg infer.Config) *infer.Engine { return infertest.NewEngine(tb, cfg) }
 
 // newPredictor is the Predictor of newEngine(tb, cfg), named "m" version
 // "1".
