@@ -63,7 +63,7 @@ func RegisterCodec(mediaType string, c Codec) {
 	codecsMu.Lock()
 	defer codecsMu.Unlock()
 	if _, dup := codecs[mediaType]; dup {
-		panic("infer: codec registered twice: " + mediaType)
+		panic("wire: codec registered twice: " + mediaType)
 	}
 	codecs[mediaType] = c
 }
