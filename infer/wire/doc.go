@@ -19,5 +19,6 @@
 //
 // wire imports infer only; doors and the mesh import wire, never the
 // reverse. Decoding runs on the workers, so that the expensive work scales
-// out with them.
+// out with them: doors pass bodies through as they came, and write the
+// worker's answer as it is.
 package wire
