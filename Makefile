@@ -55,7 +55,7 @@ test-short:
 ## bench: the figures of the closing notes, from one run (see README "Benchmarks").
 RESNET := $(CACHE)/models/resnet50/resnet50.onnx
 bench: deps build $(RESNET)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./mesh ./bridge/http ./telemetry
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./infer/wire ./mesh ./bridge/http ./telemetry
 	$(BIN) bench -resnet $(RESNET) $(BENCH_FLAGS)
 
 # The ResNet-50-shaped model (random weights, ~100 MB) is generated, not committed.
@@ -67,7 +67,7 @@ $(RESNET): infer/testdata/gen_models.py | debs
 FUZZTIME ?= 30s
 FUZZERS := FuzzDecodeInstances FuzzDecodeRedisArrow FuzzDecodeOIP
 fuzz: deps
-	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer/wire -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 deps: debs ort
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -115,7 +116,7 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 	now := time.Now()
 	for i, rec := range records {
 		if len(rec) == 0 || len(rec[0].Shape) == 0 {
-			return nil, inputErr(i, "", "record has no batch dim")
+			return nil, NewInputError(i, "", "record has no batch dim")
 		}
 		items[i] = &item{ctx: ctx, inputs: rec, rows: rec[0].Shape[0], enq: now, done: make(chan itemResult, 1)}
 	}
@@ -288,7 +289,7 @@ func sameRecordShape(a, b *item) bool {
 	}
 	for i := range a.inputs {
 		x, y := a.inputs[i], b.inputs[i]
-		if x.DType != y.DType || len(x.Shape) != len(y.Shape) || !equalDims(x.Shape[1:], y.Shape[1:]) {
+		if x.DType != y.DType || len(x.Shape) != len(y.Shape) || !slices.Equal(x.Shape[1:], y.Shape[1:]) {
 			return false
 		}
 	}
@@ -328,7 +329,7 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		for i, it := range batch {
 			parts[i] = it.inputs[j]
 		}
-		inputs[j] = stack(parts)
+		inputs[j] = Stack(parts)
 	}
 	outs, err := b.safeRun(bctx, r, inputs)
 	if err == nil {
@@ -362,7 +363,7 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		per[i] = make([]Tensor, len(outs))
 	}
 	for j, o := range outs {
-		for i, piece := range split(o, ns) {
+		for i, piece := range Split(o, ns) {
 			per[i][j] = piece
 		}
 	}

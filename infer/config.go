@@ -137,9 +137,3 @@ const (
 	StageInfer  = "infer"
 	StageEncode = "encode"
 )
-
-func (h Hooks) stage(ctx context.Context, stage string, since time.Time) {
-	if h.Stage != nil {
-		h.Stage(ctx, stage, time.Since(since))
-	}
-}

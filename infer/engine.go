@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Engine serves one model: Parallelism sessions behind a Batcher, plus the
-// JSON codec and post-processing. Safe for concurrent use; Close is
-// idempotent.
+// Engine serves one model: Parallelism sessions behind a Batcher, with the
+// model's settings (post-processing, image pre-processing, batching) that
+// codecs read. Safe for concurrent use; Close is idempotent.
 type Engine struct {
 	cfg      Config
 	info     ModelInfo
@@ -125,30 +125,30 @@ func (e *Engine) Infer(ctx context.Context, records [][]Tensor) ([][]Tensor, err
 func (e *Engine) prepare(i int, rec []Tensor) ([]Tensor, error) {
 	ins := e.info.Inputs
 	if len(rec) != len(ins) {
-		return nil, inputErr(i, "", "got %d inputs, model has %d", len(rec), len(ins))
+		return nil, NewInputError(i, "", "got %d inputs, model has %d", len(rec), len(ins))
 	}
 	out := make([]Tensor, len(rec))
 	rows := int64(-1)
 	for j, t := range rec {
 		in := ins[j]
 		if t.DType != in.DType {
-			return nil, inputErr(i, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
+			return nil, NewInputError(i, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
 		}
-		if err := t.check(); err != nil {
-			return nil, inputErr(i, in.Name, "%v", err)
+		if err := t.Check(); err != nil {
+			return nil, NewInputError(i, in.Name, "%v", err)
 		}
 		if !e.cfg.InputAlreadyBatched {
 			t.Shape = append([]int64{1}, t.Shape...)
 		}
-		if !fitsShape(t.Shape, in.Shape) {
+		if !FitsShape(t.Shape, in.Shape) {
 			got := t.Shape
 			if !e.cfg.InputAlreadyBatched {
 				got = got[1:]
 			}
-			return nil, inputErr(i, in.Name, "shape %s does not match model %s", shapeString(got), shapeString(in.Shape))
+			return nil, NewInputError(i, in.Name, "shape %s does not match model %s", ShapeString(got), ShapeString(in.Shape))
 		}
 		if rows >= 0 && t.Shape[0] != rows {
-			return nil, inputErr(i, in.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
+			return nil, NewInputError(i, in.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
 		}
 		rows = t.Shape[0]
 		out[j] = t
@@ -156,35 +156,17 @@ func (e *Engine) prepare(i int, rec []Tensor) ([]Tensor, error) {
 	return out, nil
 }
 
-// Predict decodes body with the codec of contentType (see RegisterCodec;
-// "" means application/json: {"instances":[...]} in, {"predictions":[...]}
-// out), runs the records through the batcher and encodes the outputs,
-// post-processed when configured. An unknown content type, and any body
-// that does not fit the model, is an *InputError.
-func (e *Engine) Predict(ctx context.Context, contentType string, body []byte) ([]byte, error) {
-	codec, err := codecFor(contentType)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	_, span := tracer.Start(ctx, spanDecode)
-	records, err := codec.Decode(body, e.info, e.cfg.InputAlreadyBatched)
-	endSpan(span, err)
-	e.cfg.Hooks.stage(ctx, StageDecode, start)
-	if err != nil {
-		return nil, err
-	}
-	outs, err := e.Infer(ctx, records)
-	if err != nil {
-		return nil, err
-	}
-	start = time.Now()
-	_, span = tracer.Start(ctx, spanEncode)
-	out, err := codec.Encode(outs, e.info, e.post)
-	endSpan(span, err)
-	e.cfg.Hooks.stage(ctx, StageEncode, start)
-	return out, err
-}
+// PostProcess returns the configured post-processing (Config.PostProcessing,
+// parsed); its zero value means none. Codecs apply it to answers.
+func (e *Engine) PostProcess() PostProcess { return e.post }
+
+// AlreadyBatched reports Config.InputAlreadyBatched: records passed to
+// Infer carry their batch dim.
+func (e *Engine) AlreadyBatched() bool { return e.cfg.InputAlreadyBatched }
+
+// Hooks returns the configured Hooks, so that what runs before and after
+// Infer (decoding, encoding) reports its stages to the same observer.
+func (e *Engine) Hooks() Hooks { return e.cfg.Hooks }
 
 // Close stops the batcher (queued records fail with ErrClosed), waits for
 // running batches and destroys the sessions. Idempotent.

@@ -10,18 +10,10 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
-func newEngine(t testing.TB, cfg infer.Config) *infer.Engine {
-	t.Helper()
-	requireORT(t)
-	e, err := infer.New(cfg)
-	if err != nil {
-		t.Fatalf("New(%+v): %v", cfg, err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
+func newEngine(t testing.TB, cfg infer.Config) *infer.Engine { return infertest.NewEngine(t, cfg) }
 
 // unbatch splits a [2,4] tensor into its two rows.
 func unbatch(t infer.Tensor) []infer.Tensor {
@@ -168,106 +160,6 @@ func TestEngineConcurrentCallers(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-}
-
-func TestEnginePredict(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  infer.Config
-		body string
-		want []string // decoded value strings
-	}{
-		{
-			name: "single output",
-			cfg:  infer.Config{ModelPath: model("add_f32")},
-			body: `{"instances":[{"x":[1,2,3,4]},{"x":[0.5,0,0,0]}]}`,
-			want: []string{`{"data":[3,5,7,9],"shape":[4]}`, `{"data":[2,1,1,1],"shape":[4]}`},
-		},
-		{
-			name: "two outputs, keys by position",
-			cfg:  infer.Config{ModelPath: model("two_io")},
-			body: `{"instances":[{"p":[1,2,3],"q":[1,1,2]}]}`,
-			want: []string{`[{"data":[2,3,5],"shape":[3]},{"data":[1,2,6],"shape":[3]}]`},
-		},
-		{
-			name: "int64",
-			cfg:  infer.Config{ModelPath: model("add_i64")},
-			body: `{"instances":[{"x":[1,2,3,40000000000]}]}`,
-			want: []string{`{"data":[3,5,7,80000000001],"shape":[4]}`},
-		},
-		{
-			name: "sparse",
-			cfg:  infer.Config{ModelPath: model("add_f32")},
-			body: `{"instances":[{"x":{"shape":[4],"data":[1],"indices":[[2]]}}]}`,
-			want: []string{`{"data":[1,1,3,1],"shape":[4]}`},
-		},
-		{
-			name: "pickTopN",
-			cfg:  infer.Config{ModelPath: model("matmul_dyn"), PostProcessing: "pickTopN(1)"},
-			body: `{"instances":[{"x":[[0,0,0,8],[8,0,0,0]]}]}`,
-			want: []string{`[[6.0,7.0]]`},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEngine(t, tt.cfg)
-			body, err := e.Predict(context.Background(), "application/json; charset=utf-8", []byte(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := decodePredictions(t, body); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Predict: got %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestEnginePredictTopN(t *testing.T) {
-	e := newEngine(t, infer.Config{ModelPath: model("classifier"), PostProcessing: "topN(2)"})
-	x := []float32{1, -1, 0.5, 2, 0, 0, 1, -2}
-	body := fmt.Sprintf(`{"instances":[{"x":%s}]}`, strings.Join(strings.Fields(fmt.Sprint(x)), ","))
-	resp, err := e.Predict(context.Background(), "", []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := e.Infer(context.Background(), [][]infer.Tensor{{f32([]int64{8}, x...)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := infer.TopN(out[0][0], 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := decodePredictions(t, resp)
-	if len(got) != 1 || got[0] != want {
-		t.Errorf("Predict topN: got %q, want [%q]", got, want)
-	}
-	if !strings.HasPrefix(want, "[[") || strings.Count(want, "][") != 1 {
-		t.Errorf("topN string %q: want two pairs with no comma between them", want)
-	}
-}
-
-func TestEnginePredictErrors(t *testing.T) {
-	e := newEngine(t, infer.Config{ModelPath: model("add_f32")})
-	tests := []struct {
-		name, ct, body, want string
-	}{
-		{"content type", "application/x-arrow", `{}`, "unsupported content type"},
-		{"bad JSON", "application/json", `{"instances":`, "invalid JSON"},
-		{"wrong shape", "", `{"instances":[{"x":[1,2,3]}]}`, `instance 0: input "x": shape [3] does not match model [-1 4]`},
-		{"string in tensor", "", `{"instances":[{"x":[1,2,"a",4]}]}`, `instance 0: input "x": wrong dtype: a string where a float32 is expected`},
-		{"object in tensor", "", `{"instances":[{"x":[1,2,3,{}]}]}`, "invalid JSON"},
-		{"unknown input", "", `{"instances":[{"y":[1,2,3,4],"x":[1,2,3,4]}]}`, `input "y": unknown input; model inputs: x`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Predict(context.Background(), tt.ct, []byte(tt.body))
-			var ie *infer.InputError
-			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Predict: got %v, want *InputError containing %q", err, tt.want)
-			}
-		})
 	}
 }
 

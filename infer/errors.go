@@ -34,8 +34,9 @@ var (
 	ErrUnsupportedDType = errors.New("infer: unsupported dtype")
 )
 
-// InputError is a bad request: the payload does not fit the model. Doors map
-// it to 400 / Term / NaN. Instance is -1 when the error is not about one
+// InputError is a bad request: the payload does not fit the model.
+// wire.Status maps it to 400, so doors answer 400 / NaN and the worker
+// terminates the record. Instance is -1 when the error is not about one
 // instance; Input is empty when it is not about one input.
 type InputError struct {
 	Instance int    // index of the instance (record) in the request, or -1
@@ -56,10 +57,9 @@ func (e *InputError) Error() string {
 	}
 }
 
-// BadInput reports true: the request itself is wrong and retrying it cannot
-// help. mesh checks for this method, so it need not import infer.
-func (e *InputError) BadInput() bool { return true }
-
-func inputErr(instance int, input, format string, args ...any) *InputError {
+// NewInputError returns the *InputError of instance (-1 for none) and
+// input ("" for none) with the formatted message. Codecs build their
+// errors with it.
+func NewInputError(instance int, input, format string, args ...any) *InputError {
 	return &InputError{Instance: instance, Input: input, Msg: fmt.Sprintf(format, args...)}
 }

@@ -68,20 +68,20 @@ func isBad(f float32) bool { return math.IsNaN(float64(f)) || math.IsInf(float64
 // HWC) pre-processed as p says. A bad encoding or image is an *InputError.
 // Safe for concurrent use; it does not retain b64.
 func DecodeImage(b64 []byte, p ImagePre) (Tensor, error) {
-	raw, err := decodeBase64(b64)
+	raw, err := DecodeBase64(b64)
 	if err != nil {
-		return Tensor{}, inputErr(-1, "", "image is not base64: %v", err)
+		return Tensor{}, NewInputError(-1, "", "image is not base64: %v", err)
 	}
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(raw))
 	if err != nil {
-		return Tensor{}, inputErr(-1, "", "undecodable image (want JPEG or PNG): %v", err)
+		return Tensor{}, NewInputError(-1, "", "undecodable image (want JPEG or PNG): %v", err)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxImagePixels {
-		return Tensor{}, inputErr(-1, "", "image is %dx%d, want at most %d pixels", cfg.Width, cfg.Height, maxImagePixels)
+		return Tensor{}, NewInputError(-1, "", "image is %dx%d, want at most %d pixels", cfg.Width, cfg.Height, maxImagePixels)
 	}
 	img, _, err := image.Decode(bytes.NewReader(raw))
 	if err != nil {
-		return Tensor{}, inputErr(-1, "", "undecodable image (want JPEG or PNG): %v", err)
+		return Tensor{}, NewInputError(-1, "", "undecodable image (want JPEG or PNG): %v", err)
 	}
 	return imageTensor(img, p), nil
 }
@@ -146,10 +146,11 @@ func imageTensor(img image.Image, p ImagePre) Tensor {
 	return Tensor{DType: Float32, Shape: shape, Data: data}
 }
 
-// imageInput decodes b64 as an image for model input in: the input must be
-// of rank 3 without its batch dim. With batched the tensor gets a batch dim
-// of 1. The result has the input's dtype.
-func imageInput(b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
+// ImageInput decodes b64 as an image for model input in, pre-processed as
+// p says: the input must be of rank 3 without its batch dim. With batched
+// the tensor gets a batch dim of 1. The result has the input's dtype. A
+// bad image, or one that does not fit the input, is an *InputError.
+func ImageInput(b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
 	want := in.Shape
 	if !batched && len(want) > 0 {
 		want = want[1:]
@@ -159,24 +160,24 @@ func imageInput(b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
 		want = nil
 	}
 	if len(want) != 3 {
-		return Tensor{}, inputErr(-1, "", "got a string (image), but model input %s is not an image (want rank 3 without the batch dim)", shapeString(in.Shape))
+		return Tensor{}, NewInputError(-1, "", "got a string (image), but model input %s is not an image (want rank 3 without the batch dim)", ShapeString(in.Shape))
 	}
 	t, err := DecodeImage(b64, p)
 	if err != nil {
 		return Tensor{}, err
 	}
-	if !fitsShape(t.Shape, want) {
-		return Tensor{}, inputErr(-1, "", "image tensor %s does not fit model input %s; set imageResize (h,w) or imageLayout", shapeString(t.Shape), shapeString(in.Shape))
+	if !FitsShape(t.Shape, want) {
+		return Tensor{}, NewInputError(-1, "", "image tensor %s does not fit model input %s; set imageResize (h,w) or imageLayout", ShapeString(t.Shape), ShapeString(in.Shape))
 	}
 	if batched {
 		t.Shape = append([]int64{1}, t.Shape...)
 	}
-	return castFloat32(t, in.DType)
+	return CastFloat32(t, in.DType)
 }
 
-// castFloat32 converts a float32 tensor to dtype dt (integers round, uint8
-// saturates).
-func castFloat32(t Tensor, dt DType) (Tensor, error) {
+// CastFloat32 converts a float32 tensor to dtype dt (integers round, uint8
+// saturates). A dtype it cannot feed is an *InputError.
+func CastFloat32(t Tensor, dt DType) (Tensor, error) {
 	src := t.Data.([]float32)
 	var data any
 	switch dt {
@@ -207,15 +208,16 @@ func castFloat32(t Tensor, dt DType) (Tensor, error) {
 		}
 		data = d
 	default:
-		return Tensor{}, inputErr(-1, "", "cannot feed float values to a %s input", dt)
+		return Tensor{}, NewInputError(-1, "", "cannot feed float values to a %s input", dt)
 	}
 	return Tensor{DType: dt, Shape: t.Shape, Data: data}, nil
 }
 
 var errBase64 = errors.New("invalid base64")
 
-// decodeBase64 accepts standard base64, padded or not, with line breaks.
-func decodeBase64(b []byte) ([]byte, error) {
+// DecodeBase64 decodes standard base64, padded or not, with line breaks,
+// as the original's Python clients write images and Arrow payloads.
+func DecodeBase64(b []byte) ([]byte, error) {
 	b = bytes.TrimSpace(b)
 	if bytes.ContainsAny(b, "\r\n") {
 		b = bytes.Map(func(r rune) rune {

@@ -2,42 +2,23 @@ package infer_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
 	"math"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
-// fixturesDir holds the original project's payloads (see its README).
-const fixturesDir = "../../shared/fixtures"
-
-// fixture reads a file of shared/fixtures, skipping the test when the
-// folder is missing (failing with CLUSTER_SERVING_REQUIRE_DEPS=1).
-func fixture(tb testing.TB, rel string) []byte {
-	tb.Helper()
-	if _, err := os.Stat(fixturesDir); err != nil {
-		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-			tb.Fatalf("fixtures folder %s missing: %v", fixturesDir, err)
-		}
-		tb.Skipf("fixtures folder %s missing (it sits beside the repository as shared/fixtures)", fixturesDir)
-	}
-	b, err := os.ReadFile(filepath.Join(fixturesDir, rel))
-	if err != nil {
-		tb.Fatalf("read fixture: %v", err)
-	}
-	return b
-}
+// fixture reads a file of shared/fixtures (see infertest.Fixture).
+func fixture(tb testing.TB, rel string) []byte { return infertest.Fixture(tb, rel) }
 
 // bgrAt returns the B, G, R values (0-255) of img at (x, y), computed through
 // image.Image.At, independently of infer's conversion.
@@ -80,7 +61,7 @@ func TestDecodeImagePNG(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeImage: %v", err)
 			}
-			if !equalShape(got.Shape, tt.wantShape) {
+			if !slices.Equal(got.Shape, tt.wantShape) {
 				t.Fatalf("shape: got %v, want %v", got.Shape, tt.wantShape)
 			}
 			data := got.Data.([]float32)
@@ -104,7 +85,7 @@ func TestDecodeImageJPEG(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeImage: %v", err)
 	}
-	if want := []int64{3, int64(h), int64(w)}; !equalShape(got.Shape, want) {
+	if want := []int64{3, int64(h), int64(w)}; !slices.Equal(got.Shape, want) {
 		t.Fatalf("shape: got %v, want %v", got.Shape, want)
 	}
 	data := got.Data.([]float32)
@@ -120,7 +101,7 @@ func TestDecodeImageJPEG(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeImage resized: %v", err)
 	}
-	if want := []int64{3, 224, 200}; !equalShape(resized.Shape, want) {
+	if want := []int64{3, 224, 200}; !slices.Equal(resized.Shape, want) {
 		t.Fatalf("resized shape: got %v, want %v", resized.Shape, want)
 	}
 }
@@ -178,107 +159,4 @@ func TestConfigValidateImage(t *testing.T) {
 			}
 		})
 	}
-}
-
-// channelMeans returns the per-channel means of a [3,h,w] float32 tensor.
-func channelMeans(t infer.Tensor) [3]float64 {
-	d := t.Data.([]float32)
-	n := len(d) / 3
-	var m [3]float64
-	for c := range 3 {
-		for _, v := range d[c*n : (c+1)*n] {
-			m[c] += float64(v)
-		}
-		m[c] /= float64(n)
-	}
-	return m
-}
-
-// predictionTensor decodes the one {"data":[...],"shape":[...]} of a
-// {"predictions":[...]} answer.
-func predictionTensor(tb testing.TB, body []byte) ([]float64, []int64) {
-	tb.Helper()
-	var resp struct{ Predictions []string }
-	if err := json.Unmarshal(body, &resp); err != nil || len(resp.Predictions) != 1 {
-		tb.Fatalf("answer %s: got %d predictions (%v), want 1", body, len(resp.Predictions), err)
-	}
-	var v struct{ Value string }
-	if err := json.Unmarshal([]byte(resp.Predictions[0]), &v); err != nil {
-		tb.Fatalf("prediction %q: %v", resp.Predictions[0], err)
-	}
-	var ten struct {
-		Data  []float64
-		Shape []int64
-	}
-	if err := json.Unmarshal([]byte(v.Value), &ten); err != nil {
-		tb.Fatalf("value %q: %v", v.Value, err)
-	}
-	return ten.Data, ten.Shape
-}
-
-func TestEnginePredictJSONImage(t *testing.T) {
-	raw := fixture(t, "images/fish1.jpeg")
-	tests := []struct {
-		name string
-		cfg  infer.Config
-		pre  infer.ImagePre
-	}{
-		{"BGR default", infer.Config{ImageResize: [2]int{224, 224}}, infer.ImagePre{Resize: [2]int{224, 224}}},
-		{"RGB scaled", infer.Config{ImageResize: [2]int{224, 224}, ImageChannels: "RGB", ImageScale: 1.0 / 255},
-			infer.ImagePre{Resize: [2]int{224, 224}, Channels: "RGB", Scale: 1.0 / 255}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.ModelPath = model("image_mean")
-			e := newEngine(t, tt.cfg)
-			img, err := infer.DecodeImage(b64(raw), tt.pre)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := channelMeans(img)
-			body := `{"instances":[{"x":"` + string(b64(raw)) + `"}]}`
-			out, err := e.Predict(context.Background(), "", []byte(body))
-			if err != nil {
-				t.Fatalf("Predict: %v", err)
-			}
-			data, shape := predictionTensor(t, out)
-			if !equalShape(shape, []int64{3}) {
-				t.Fatalf("shape: got %v, want [3]", shape)
-			}
-			for c := range 3 {
-				if math.Abs(data[c]-want[c]) > 1e-3*max(1, want[c]) {
-					t.Errorf("channel %d mean: got %v, want %v", c, data[c], want[c])
-				}
-			}
-		})
-	}
-	t.Run("no resize: shape error", func(t *testing.T) {
-		e := newEngine(t, infer.Config{ModelPath: model("image_mean")})
-		body := `{"instances":[{"x":"` + string(b64(raw)) + `"}]}`
-		_, err := e.Predict(context.Background(), "", []byte(body))
-		var ie *infer.InputError
-		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "imageResize") {
-			t.Fatalf("got %v, want an *InputError suggesting imageResize", err)
-		}
-	})
-	t.Run("string tensor", func(t *testing.T) {
-		e := newEngine(t, infer.Config{ModelPath: model("image_mean")})
-		_, err := e.Predict(context.Background(), "", []byte(`{"instances":[{"x":"a|b|c"}]}`))
-		var ie *infer.InputError
-		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "string tensors are not supported") {
-			t.Fatalf("got %v, want an *InputError about string tensors", err)
-		}
-	})
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -59,35 +59,19 @@ func (p PostProcess) Apply(outputs []Tensor) (string, bool, error) {
 	return "", false, nil
 }
 
-// floats returns t's data as float64s (any dtype).
-func floats(t Tensor) ([]float64, error) {
+// Float64s returns t's data as float64s (any dtype; true is 1).
+func Float64s(t Tensor) ([]float64, error) {
 	switch d := t.Data.(type) {
 	case []float32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return widen(d), nil
 	case []float64:
 		return d, nil
 	case []int32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return widen(d), nil
 	case []int64:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return widen(d), nil
 	case []uint8:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return widen(d), nil
 	case []bool:
 		out := make([]float64, len(d))
 		for i, v := range d {
@@ -100,12 +84,21 @@ func floats(t Tensor) ([]float64, error) {
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
 }
 
+// widen converts numbers to float64s.
+func widen[T float32 | int32 | int64 | uint8](d []T) []float64 {
+	out := make([]float64, len(d))
+	for i, v := range d {
+		out[i] = float64(v)
+	}
+	return out
+}
+
 // TopN flattens t and returns the n best scores, best first (ties keep index
 // order), as "[[i,score][j,score]]": 0-based index, score printed as Java
 // prints a float, and no comma between pairs. n larger than the tensor
 // prints every element.
 func TopN(t Tensor, n int) (string, error) {
-	v, err := floats(t)
+	v, err := Float64s(t)
 	if err != nil {
 		return "", err
 	}
@@ -154,9 +147,9 @@ func PickTopN(t Tensor, n int) (string, error) {
 		}
 	}
 	if len(shape) != 2 {
-		return "", fmt.Errorf("pickTopN: output shape %s is not 2-D", shapeString(t.Shape))
+		return "", fmt.Errorf("pickTopN: output shape %s is not 2-D", ShapeString(t.Shape))
 	}
-	v, err := floats(t)
+	v, err := Float64s(t)
 	if err != nil {
 		return "", err
 	}

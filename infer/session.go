@@ -64,19 +64,11 @@ func NewSession(modelFile string, threads int) (*Session, error) {
 			info.DynamicBatch = false
 		}
 	}
-	sess, err := ort.NewDynamicAdvancedSession(modelFile, info.InputNames(), outputNames(info), opts)
+	sess, err := ort.NewDynamicAdvancedSession(modelFile, info.InputNames(), info.OutputNames(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
 	}
 	return &Session{info: info, sess: sess}, nil
-}
-
-func outputNames(m ModelInfo) []string {
-	names := make([]string, len(m.Outputs))
-	for i, o := range m.Outputs {
-		names[i] = o.Name
-	}
-	return names
 }
 
 func convertIO(infos []ort.InputOutputInfo, kind string) ([]IO, error) {
@@ -128,7 +120,7 @@ func (s *Session) Info() ModelInfo { return s.info }
 // returned wrapped. After Close it returns ErrClosed.
 func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 	if len(inputs) != len(s.info.Inputs) {
-		return nil, inputErr(-1, "", "got %d inputs, want %d (%s)", len(inputs), len(s.info.Inputs), strings.Join(s.info.InputNames(), ", "))
+		return nil, NewInputError(-1, "", "got %d inputs, want %d (%s)", len(inputs), len(s.info.Inputs), strings.Join(s.info.InputNames(), ", "))
 	}
 	vals := make([]ort.Value, len(inputs))
 	defer func() {
@@ -141,10 +133,10 @@ func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 	for i, t := range inputs {
 		in := s.info.Inputs[i]
 		if t.DType != in.DType {
-			return nil, inputErr(-1, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
+			return nil, NewInputError(-1, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
 		}
-		if err := t.check(); err != nil {
-			return nil, inputErr(-1, in.Name, "%v", err)
+		if err := t.Check(); err != nil {
+			return nil, NewInputError(-1, in.Name, "%v", err)
 		}
 		v, err := toORT(t)
 		if err != nil {

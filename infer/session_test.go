@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
 // dtypeCase is a committed model of one dtype, an input batch and the
@@ -36,13 +37,7 @@ func dtypeCases() []dtypeCase {
 
 func newSession(t testing.TB, name string) *infer.Session {
 	t.Helper()
-	requireORT(t)
-	s, err := infer.NewSession(model(name), 1)
-	if err != nil {
-		t.Fatalf("NewSession(%s): %v", name, err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return infertest.NewSession(t, model(name))
 }
 
 func TestSessionDTypes(t *testing.T) {

@@ -52,14 +52,15 @@ type Tensor struct {
 
 // NewTensor returns a zero-filled tensor of the given dtype and shape.
 func NewTensor(dt DType, shape []int64) Tensor {
-	return Tensor{DType: dt, Shape: append([]int64(nil), shape...), Data: makeData(dt, int(numElems(shape)))}
+	return Tensor{DType: dt, Shape: append([]int64(nil), shape...), Data: makeData(dt, int(NumElems(shape)))}
 }
 
 // Len returns the number of elements in Data.
 func (t Tensor) Len() int { return dataLen(t.Data) }
 
-// check reports whether Data matches DType and Shape.
-func (t Tensor) check() error {
+// Check reports whether Data matches DType and Shape: an error says what
+// differs.
+func (t Tensor) Check() error {
 	if dtypeOf(t.Data) != t.DType {
 		return fmt.Errorf("data is %T, want %s", t.Data, t.DType)
 	}
@@ -68,7 +69,7 @@ func (t Tensor) check() error {
 			return fmt.Errorf("shape %v has a negative dim", t.Shape)
 		}
 	}
-	if n := numElems(t.Shape); int64(t.Len()) != n {
+	if n := NumElems(t.Shape); int64(t.Len()) != n {
 		return fmt.Errorf("shape %v needs %d elements, data has %d", t.Shape, n, t.Len())
 	}
 	return nil
@@ -95,15 +96,21 @@ type ModelInfo struct {
 }
 
 // InputNames returns the model's input names in model order.
-func (m ModelInfo) InputNames() []string {
-	names := make([]string, len(m.Inputs))
-	for i, in := range m.Inputs {
-		names[i] = in.Name
+func (m ModelInfo) InputNames() []string { return ioNames(m.Inputs) }
+
+// OutputNames returns the model's output names in model order.
+func (m ModelInfo) OutputNames() []string { return ioNames(m.Outputs) }
+
+func ioNames(ios []IO) []string {
+	names := make([]string, len(ios))
+	for i, io := range ios {
+		names[i] = io.Name
 	}
 	return names
 }
 
-func numElems(shape []int64) int64 {
+// NumElems returns the number of elements of shape (1 for a scalar).
+func NumElems(shape []int64) int64 {
 	n := int64(1)
 	for _, d := range shape {
 		n *= d
@@ -111,7 +118,8 @@ func numElems(shape []int64) int64 {
 	return n
 }
 
-func shapeString(s []int64) string {
+// ShapeString formats a shape as error messages show it: [1 -1 4].
+func ShapeString(s []int64) string {
 	var b strings.Builder
 	b.WriteByte('[')
 	for i, d := range s {
@@ -216,9 +224,10 @@ func sliceData(data any, lo, hi int) any {
 	return nil
 }
 
-// stack concatenates tensors of one dtype along dim 0; their other dims must
-// be equal (the caller checks).
-func stack(ts []Tensor) Tensor {
+// Stack concatenates tensors of one dtype along dim 0; their other dims
+// must be equal (the caller checks). One tensor comes back
+// as it is; more are copied into a new one.
+func Stack(ts []Tensor) Tensor {
 	if len(ts) == 1 {
 		return ts[0]
 	}
@@ -238,9 +247,9 @@ func stack(ts []Tensor) Tensor {
 	return Tensor{DType: ts[0].DType, Shape: shape, Data: data}
 }
 
-// split cuts t along dim 0 into pieces of ns[i] rows each; sum(ns) must be
-// t.Shape[0].
-func split(t Tensor, ns []int64) []Tensor {
+// Split cuts t along dim 0 into pieces of ns[i] rows each, copying their
+// data; sum(ns) must be t.Shape[0]. One piece is t itself.
+func Split(t Tensor, ns []int64) []Tensor {
 	if len(ns) == 1 {
 		return []Tensor{t}
 	}
@@ -259,20 +268,8 @@ func split(t Tensor, ns []int64) []Tensor {
 	return out
 }
 
-func equalDims(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// fitsShape reports whether a concrete shape fits a model shape (-1 = any).
-func fitsShape(got, model []int64) bool {
+// FitsShape reports whether a concrete shape fits a model shape (-1 = any).
+func FitsShape(got, model []int64) bool {
 	if len(got) != len(model) {
 		return false
 	}

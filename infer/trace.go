@@ -3,8 +3,6 @@ package infer
 import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // tracer starts infer's spans through the OTel API only: infer knows
@@ -15,10 +13,8 @@ var tracer = otel.Tracer("github.com/cluster-serving/cluster-serving/infer")
 // Span names; they match telemetry's constants (infer imports none of our
 // packages).
 const (
-	spanBatch  = "infer batch"     // one run of stacked records; links to each request
-	spanRun    = "onnxruntime run" // the ONNX Runtime call
-	spanDecode = "decode"          // payload to tensors, with pre-processing
-	spanEncode = "encode"          // outputs to the wire format, with post-processing
+	spanBatch = "infer batch"     // one run of stacked records; links to each request
+	spanRun   = "onnxruntime run" // the ONNX Runtime call
 )
 
 const (
@@ -27,12 +23,3 @@ const (
 	attrBatchWaitMS = attribute.Key("cluster_serving.batch.wait_ms")
 	attrRunner      = attribute.Key("cluster_serving.runner")
 )
-
-// endSpan records err on span and ends it.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}

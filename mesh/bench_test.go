@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // echoPredictor is the cheapest Predictor: it returns the body.
@@ -30,11 +31,11 @@ func BenchmarkSubmit(b *testing.B) {
 		{"memory", jetstream.MemoryStorage},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			s := startServer(b)
-			nc := connect(b, s)
+			s := meshtest.StartServer(b)
+			nc := meshtest.Connect(b, s)
 			sc := mesh.StreamConfig{Job: "bench", Storage: tc.storage}
 			ensure(b, nc, sc)
-			runWorker(b, connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
+			runWorker(b, meshtest.Connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
 			c := newClient(b, nc)
 			body := make([]byte, 256)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -50,11 +51,11 @@ func BenchmarkSubmit(b *testing.B) {
 
 // BenchmarkSubmitParallel is BenchmarkSubmit with concurrent callers.
 func BenchmarkSubmitParallel(b *testing.B) {
-	s := startServer(b)
-	nc := connect(b, s)
+	s := meshtest.StartServer(b)
+	nc := meshtest.Connect(b, s)
 	sc := mesh.StreamConfig{Job: "bench"}
 	ensure(b, nc, sc)
-	runWorker(b, connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
+	runWorker(b, meshtest.Connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
 	c := newClient(b, nc)
 	body := make([]byte, 256)
 	b.SetParallelism(4)
@@ -74,9 +75,9 @@ func BenchmarkSubmitParallel(b *testing.B) {
 // BenchmarkCoreRequest is the baseline: a trivial core NATS responder on
 // its own connection, the least any NATS round trip costs.
 func BenchmarkCoreRequest(b *testing.B) {
-	s := startServer(b)
-	nc := connect(b, s)
-	responder := connect(b, s)
+	s := meshtest.StartServer(b)
+	nc := meshtest.Connect(b, s)
+	responder := meshtest.Connect(b, s)
 	sub, err := responder.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
 	if err != nil {
 		b.Fatal(err)

@@ -152,7 +152,7 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 	if err == nil {
 		span.SetAttributes(attrStatus.Int(res.Status))
 	}
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	return res, err
 }
 
@@ -228,7 +228,7 @@ func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSub
 	if err != nil {
 		err = fmt.Errorf("mesh: enqueue to %s: %w", job, mapPublishErr(err))
 	}
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	return err
 }
 

@@ -7,24 +7,25 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 func TestDiscoverWorkers(t *testing.T) {
-	s := startServer(t)
+	s := meshtest.StartServer(t)
 	job := "disc"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}, Model: "fake"}
-	ensure(t, connect(t, s), cfg.Stream)
-	runWorker(t, connect(t, s), cfg, newFake())
-	_, stop2 := runWorker(t, connect(t, s), cfg, newFake())
-	client := newClient(t, connect(t, s))
+	ensure(t, meshtest.Connect(t, s), cfg.Stream)
+	runWorker(t, meshtest.Connect(t, s), cfg, newFake())
+	_, stop2 := runWorker(t, meshtest.Connect(t, s), cfg, newFake())
+	client := newClient(t, meshtest.Connect(t, s))
 	for i := range 20 {
 		if _, err := client.Submit(context.Background(), job, mesh.Request{Body: []byte(fmt.Sprint("x", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	nc := connect(t, s)
+	nc := meshtest.Connect(t, s)
 	var ws []mesh.WorkerInfo
-	waitFor(t, "two workers", func() bool {
+	meshtest.WaitFor(t, "two workers", func() bool {
 		var err error
 		ws, err = mesh.DiscoverWorkers(context.Background(), nc, 200*time.Millisecond)
 		return err == nil && len(ws) == 2
@@ -42,7 +43,7 @@ func TestDiscoverWorkers(t *testing.T) {
 	}
 	// A stopped worker leaves discovery.
 	stop2()
-	waitFor(t, "one worker", func() bool {
+	meshtest.WaitFor(t, "one worker", func() bool {
 		ws, _ = mesh.DiscoverWorkers(context.Background(), nc, 200*time.Millisecond)
 		return len(ws) == 1
 	})

@@ -8,11 +8,17 @@
 // job's work-queue stream SERVING_<job> with headers naming the record id,
 // content type, deadline and where the answer goes. A Worker pulls the
 // message, calls its Predictor, sends the result (core NATS to Cs-Reply-To,
-// JetStream with a PubAck to Cs-Result-To) and only then acks. Bad input is
-// answered with status 400 and terminated; other failures are retried with
-// a growing NakWithDelay until the configured attempts are spent, when the
-// caller gets a 500 and the record is terminated, so nothing stays stuck.
+// JetStream with a PubAck to Cs-Result-To) and only then acks. Statuses and
+// error meanings are infer/wire's: the worker maps a Predict error with
+// wire.Status; bad input is answered with status 400 and terminated; other
+// failures are retried with a growing NakWithDelay until the configured
+// attempts are spent, when the caller gets a 500 and the record is
+// terminated, so nothing stays stuck. A non-200 result reaches the caller as
+// a *wire.Error; a full queue or a closed client as an error wrapping
+// wire.ErrBusy, a body past the NATS max payload as one wrapping
+// wire.ErrTooLarge.
 //
-// mesh reaches inference only through the Predictor interface, so tests can
-// use a fake and infer does not import NATS.
+// mesh reaches inference only through the Predictor interface (in
+// production a *wire.Predictor), so tests can use a fake and infer does not
+// import NATS.
 package mesh

@@ -14,21 +14,22 @@ import (
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
-// These tests put the real *infer.Engine (ONNX Runtime, a generated model)
-// behind the workers; they fail in CI (CLUSTER_SERVING_REQUIRE_DEPS=1) and
-// skip elsewhere when the library is missing.
+// These tests put the real engine (ONNX Runtime, a generated model) behind
+// the workers through its wire.Predictor; they fail in CI
+// (CLUSTER_SERVING_REQUIRE_DEPS=1) and skip elsewhere when the library is
+// missing.
 
-func newEngine(tb testing.TB, model string) *infer.Engine {
+// newPredictor loads the test model name of infer/testdata and returns
+// its wire.Predictor; the engine closes at cleanup.
+func newPredictor(tb testing.TB, name string) *wire.Predictor {
 	tb.Helper()
-	e, err := infer.New(infer.Config{ModelPath: model, Threads: 1, MaxBatch: 8})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = e.Close() })
-	return e
+	e := infertest.NewEngine(tb, infer.Config{ModelPath: infertest.Model(name), Threads: 1, MaxBatch: 8})
+	return wire.NewPredictor(e, wire.Model{Name: name})
 }
 
 // predictionData unwraps one prediction of the /predict answer format.
@@ -51,19 +52,14 @@ func predictionData(tb testing.TB, body []byte) []float32 {
 
 func TestEngineThroughTwoWorkers(t *testing.T) {
 	infertest.RequireLibrary(t)
-	const model = "../infer/testdata/add_f32.onnx"
-	direct, err := infer.NewSession(model, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, infertest.Model("add_f32"))
 
-	s := startServer(t)
+	s := meshtest.StartServer(t)
 	job := "engine2"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
-	ensure(t, connect(t, s), cfg.Stream)
-	w1, _ := runWorker(t, connect(t, s), cfg, newEngine(t, model))
-	w2, _ := runWorker(t, connect(t, s), cfg, newEngine(t, model))
+	ensure(t, meshtest.Connect(t, s), cfg.Stream)
+	w1, _ := runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
+	w2, _ := runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
 	caller := serveNATS(t, s, job)
 
 	const total, conc = 1000, 32
@@ -113,13 +109,14 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 
 func TestEngineBadInputKeepsServing(t *testing.T) {
 	infertest.RequireLibrary(t)
-	s := startServer(t)
+	s := meshtest.StartServer(t)
 	job := "engbad"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
-	ensure(t, connect(t, s), cfg.Stream)
-	runWorker(t, connect(t, s), cfg, newEngine(t, "../infer/testdata/two_io.onnx"))
+	ensure(t, meshtest.Connect(t, s), cfg.Stream)
+	p := newPredictor(t, "two_io")
+	runWorker(t, meshtest.Connect(t, s), cfg, p)
 	caller := serveNATS(t, s, job)
-	info := newEngine(t, "../infer/testdata/two_io.onnx").Info()
+	info := p.Spec().Info
 	good := goodTwoIO(t, info)
 
 	tests := []struct{ name, body, want string }{
@@ -183,14 +180,14 @@ func replaceFirstInput(info infer.ModelInfo, good, value string) string {
 // connection once the service answers.
 func serveNATS(t *testing.T, s *embedded.Server, job string) *nats.Conn {
 	t.Helper()
-	client := newClient(t, connect(t, s))
-	svc, err := mesh.NewService(connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
+	client := newClient(t, meshtest.Connect(t, s))
+	svc, err := mesh.NewService(meshtest.Connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, svc.Run)
-	caller := connect(t, s)
-	waitFor(t, "service", func() bool {
+	meshtest.Run(t, svc.Run)
+	caller := meshtest.Connect(t, s)
+	meshtest.WaitFor(t, "service", func() bool {
 		_, err := caller.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
 		return err == nil
 	})

@@ -11,31 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
-
-// startServer runs an embedded NATS server on a random port for one test.
-func startServer(tb testing.TB) *embedded.Server {
-	tb.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
-	if err != nil {
-		tb.Fatalf("embedded.Start: %v", err)
-	}
-	tb.Cleanup(s.Shutdown)
-	return s
-}
-
-// connect opens a TCP connection to s, closed at cleanup.
-func connect(tb testing.TB, s *embedded.Server) *nats.Conn {
-	tb.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		tb.Fatalf("nats.Connect: %v", err)
-	}
-	tb.Cleanup(nc.Close)
-	return nc
-}
 
 func newJS(tb testing.TB, nc *nats.Conn) jetstream.JetStream {
 	tb.Helper()
@@ -73,39 +52,7 @@ func runWorker(tb testing.TB, nc *nats.Conn, cfg mesh.WorkerConfig, p mesh.Predi
 	if err != nil {
 		tb.Fatalf("NewWorker: %v", err)
 	}
-	return w, runInBackground(tb, w.Run)
-}
-
-// runInBackground runs fn(ctx) on a goroutine; the returned stop function
-// (also run at cleanup) cancels ctx and waits for fn.
-func runInBackground(tb testing.TB, fn func(context.Context) error) func() {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				tb.Errorf("Run: %v", err)
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return stop
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return w, meshtest.Run(tb, w.Run)
 }
 
 // queueLen reports the messages left in job's work queue.
@@ -122,9 +69,10 @@ func queueLen(tb testing.TB, js jetstream.JetStream, job string) uint64 {
 	return info.State.Msgs
 }
 
-// fakePredictor stands in for *infer.Engine behind mesh.Predictor, our own
-// interface: it upper-cases the body and counts calls per body. Bodies
-// starting with "bad" fail as bad input; with "fail" as a temporary error.
+// fakePredictor stands in for *wire.Predictor behind mesh.Predictor, our
+// own interface: it upper-cases the body and counts calls per body. Bodies
+// starting with "bad" fail as bad input (wire.ErrBadInput); with "fail" as
+// a busy model (wire.ErrBusy), which is retried.
 // When block is non-nil, Predict waits for it (or ctx) first.
 type fakePredictor struct {
 	mu    sync.Mutex
@@ -138,16 +86,6 @@ type fakePredictor struct {
 }
 
 func newFake() *fakePredictor { return &fakePredictor{calls: map[string]int{}} }
-
-type inputError struct{ msg string }
-
-func (e *inputError) Error() string  { return e.msg }
-func (e *inputError) BadInput() bool { return true }
-
-type busyError struct{}
-
-func (busyError) Error() string   { return "model busy" }
-func (busyError) Temporary() bool { return true }
 
 func (f *fakePredictor) Predict(ctx context.Context, contentType string, body []byte) ([]byte, error) {
 	f.mu.Lock()
@@ -176,9 +114,9 @@ func (f *fakePredictor) Predict(ctx context.Context, contentType string, body []
 	}
 	switch {
 	case strings.HasPrefix(string(body), "bad"):
-		return nil, fmt.Errorf("decode %s: %w", contentType, &inputError{msg: "bad payload: want JSON instances"})
+		return nil, fmt.Errorf("decode %s: bad payload: want JSON instances: %w", contentType, wire.ErrBadInput)
 	case strings.HasPrefix(string(body), "fail"):
-		return nil, fmt.Errorf("run: %w", busyError{})
+		return nil, fmt.Errorf("run: model busy: %w", wire.ErrBusy)
 	}
 	return []byte(strings.ToUpper(string(body))), nil
 }

@@ -15,17 +15,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 func TestSubmitThroughTwoWorkers(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "echo", Storage: jetstream.MemoryStorage}
 	ensure(t, nc, sc)
 	fake := newFake()
-	w1, _ := runWorker(t, connect(t, s), mesh.WorkerConfig{Stream: sc}, fake)
-	w2, _ := runWorker(t, connect(t, s), mesh.WorkerConfig{Stream: sc}, fake)
+	w1, _ := runWorker(t, meshtest.Connect(t, s), mesh.WorkerConfig{Stream: sc}, fake)
+	w2, _ := runWorker(t, meshtest.Connect(t, s), mesh.WorkerConfig{Stream: sc}, fake)
 	c := newClient(t, nc)
 
 	const n, conc = 1000, 32
@@ -67,12 +69,12 @@ func TestSubmitThroughTwoWorkers(t *testing.T) {
 	if s1.Processed == 0 || s2.Processed == 0 {
 		t.Logf("one worker took everything: %d / %d", s1.Processed, s2.Processed)
 	}
-	waitFor(t, "empty queue", func() bool { return queueLen(t, newJS(t, nc), "echo") == 0 })
+	meshtest.WaitFor(t, "empty queue", func() bool { return queueLen(t, newJS(t, nc), "echo") == 0 })
 }
 
 func TestServiceEndpoint(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "svc"}
 	ensure(t, nc, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
@@ -80,13 +82,13 @@ func TestServiceEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
-	runInBackground(t, svc.Run)
+	meshtest.Run(t, svc.Run)
 
-	caller := connect(t, s)
+	caller := meshtest.Connect(t, s)
 	request := func(body string) *nats.Msg {
 		t.Helper()
 		var m *nats.Msg
-		waitFor(t, "endpoint", func() bool {
+		meshtest.WaitFor(t, "endpoint", func() bool {
 			var err error
 			m, err = caller.Request(mesh.PredictSubject("svc"), []byte(body), 10*time.Second)
 			return !errors.Is(err, nats.ErrNoResponders)
@@ -122,14 +124,14 @@ func TestServiceEndpoint(t *testing.T) {
 }
 
 func TestWorkerShutdownRedelivers(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "shut", AckWait: 30 * time.Second}
 	ensure(t, nc, sc)
 	const n = 10
 	stuck := newFake()
 	stuck.block = make(chan struct{}) // never released: only ctx ends it
-	w1, stop1 := runWorker(t, connect(t, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: 100 * time.Millisecond}, stuck)
+	w1, stop1 := runWorker(t, meshtest.Connect(t, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: 100 * time.Millisecond}, stuck)
 	c := newClient(t, nc)
 
 	results := make(chan error, n)
@@ -145,10 +147,10 @@ func TestWorkerShutdownRedelivers(t *testing.T) {
 			results <- err
 		}()
 	}
-	waitFor(t, "worker 1 holding every record", func() bool { return stuck.totalCalls() == n })
+	meshtest.WaitFor(t, "worker 1 holding every record", func() bool { return stuck.totalCalls() == n })
 
 	fresh := newFake()
-	w2, _ := runWorker(t, connect(t, s), mesh.WorkerConfig{Stream: sc}, fresh)
+	w2, _ := runWorker(t, meshtest.Connect(t, s), mesh.WorkerConfig{Stream: sc}, fresh)
 	stop1()
 	for range n {
 		if err := <-results; err != nil {
@@ -164,8 +166,8 @@ func TestWorkerShutdownRedelivers(t *testing.T) {
 }
 
 func TestGiveUpAfterMaxDeliver(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "giveup", MaxDeliver: 3, Backoff: 10 * time.Millisecond}
 	ensure(t, nc, sc)
 	fake := newFake()
@@ -175,9 +177,9 @@ func TestGiveUpAfterMaxDeliver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := c.Submit(ctx, "giveup", mesh.Request{URI: "r1", Body: []byte("fail-1")})
-	var me *mesh.Error
+	var me *wire.Error
 	if !errors.As(err, &me) {
-		t.Fatalf("got error %v, want *mesh.Error", err)
+		t.Fatalf("got error %v, want *wire.Error", err)
 	}
 	if got, want := me.Status, 500; got != want {
 		t.Errorf("got status %d, want %d", got, want)
@@ -194,7 +196,7 @@ func TestGiveUpAfterMaxDeliver(t *testing.T) {
 		t.Errorf("got %d Predict calls, want %d", got, want)
 	}
 	js := newJS(t, nc)
-	waitFor(t, "empty queue", func() bool { return queueLen(t, js, "giveup") == 0 })
+	meshtest.WaitFor(t, "empty queue", func() bool { return queueLen(t, js, "giveup") == 0 })
 	st := w.Stats()
 	if got, want := st.Failed, uint64(1); got != want {
 		t.Errorf("got %d failed, want %d", got, want)
@@ -205,8 +207,8 @@ func TestGiveUpAfterMaxDeliver(t *testing.T) {
 }
 
 func TestExpiredDeadlineNotRun(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "expire"}
 	ensure(t, nc, sc)
 	js := newJS(t, nc)
@@ -223,11 +225,11 @@ func TestExpiredDeadlineNotRun(t *testing.T) {
 	if _, err := newClient(t, nc).Submit(ctx, "expire", mesh.Request{Body: []byte("live")}); err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	waitFor(t, "expired record dropped", func() bool { return w.Stats().Expired == 1 })
+	meshtest.WaitFor(t, "expired record dropped", func() bool { return w.Stats().Expired == 1 })
 	if got, want := fake.count("expired"), 0; got != want {
 		t.Errorf("got %d Predict calls, want %d", got, want)
 	}
-	waitFor(t, "empty queue", func() bool { return queueLen(t, js, "expire") == 0 })
+	meshtest.WaitFor(t, "empty queue", func() bool { return queueLen(t, js, "expire") == 0 })
 }
 
 // collectResults runs ConsumeResults and returns a channel of its results.
@@ -235,7 +237,7 @@ func collectResults(t *testing.T, nc *nats.Conn, job, durable string) <-chan mes
 	t.Helper()
 	ch := make(chan mesh.Result, 100)
 	js := newJS(t, nc)
-	runInBackground(t, func(ctx context.Context) error {
+	meshtest.Run(t, func(ctx context.Context) error {
 		return mesh.ConsumeResults(ctx, js, job, durable, mesh.ResultsSubject(job, durable), func(_ context.Context, r mesh.Result) error {
 			ch <- r
 			return nil
@@ -245,8 +247,8 @@ func collectResults(t *testing.T, nc *nats.Conn, job, durable string) <-chan mes
 }
 
 func TestEnqueueConsumeResults(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "durable"}
 	ensure(t, nc, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
@@ -285,8 +287,8 @@ func TestEnqueueConsumeResults(t *testing.T) {
 }
 
 func TestDuplicateMsgIDRunsOnce(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "dedup"}
 	ensure(t, nc, sc)
 	fake := newFake()
@@ -328,8 +330,8 @@ func TestDuplicateMsgIDRunsOnce(t *testing.T) {
 }
 
 func TestQueueFull(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	ensure(t, nc, mesh.StreamConfig{Job: "full", MaxMsgs: 2})
 	c := newClient(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -343,8 +345,46 @@ func TestQueueFull(t *testing.T) {
 	if err := c.Enqueue(ctx, "full", mesh.Request{Body: []byte("x")}, subj); !errors.Is(err, mesh.ErrQueueFull) {
 		t.Errorf("Enqueue: got %v, want ErrQueueFull", err)
 	}
-	if _, err := c.Submit(ctx, "full", mesh.Request{Body: []byte("x")}); !errors.Is(err, mesh.ErrQueueFull) {
+	_, err := c.Submit(ctx, "full", mesh.Request{Body: []byte("x")})
+	if !errors.Is(err, mesh.ErrQueueFull) {
 		t.Errorf("Submit: got %v, want ErrQueueFull", err)
+	}
+	if got := wire.Status(err); got != wire.StatusBusy {
+		t.Errorf("Submit: got wire.Status %d, want %d", got, wire.StatusBusy)
+	}
+}
+
+// TestTooLargeForNATS sends a body past the server's max payload: it can
+// never be queued, and both publish paths say so with wire.ErrTooLarge.
+func TestTooLargeForNATS(t *testing.T) {
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
+	ensure(t, nc, mesh.StreamConfig{Job: "big"})
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := make([]byte, nc.MaxPayload()+1)
+	err := c.Enqueue(ctx, "big", mesh.Request{Body: body}, mesh.ResultsSubject("big", "door"))
+	if !errors.Is(err, wire.ErrTooLarge) || wire.Status(err) != wire.StatusTooLarge {
+		t.Errorf("Enqueue: got %v, want wire.ErrTooLarge", err)
+	}
+	if _, err := c.Submit(ctx, "big", mesh.Request{Body: body}); !errors.Is(err, wire.ErrTooLarge) {
+		t.Errorf("Submit: got %v, want wire.ErrTooLarge", err)
+	}
+}
+
+func TestClosedClientIsBusy(t *testing.T) {
+	s := meshtest.StartServer(t)
+	c, err := mesh.NewClient(meshtest.Connect(t, s), mesh.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Submit(context.Background(), "closed", mesh.Request{Body: []byte("x")})
+	if !errors.Is(err, mesh.ErrClosed) || !errors.Is(err, wire.ErrBusy) {
+		t.Errorf("Submit after Close: got %v, want mesh.ErrClosed wrapping wire.ErrBusy", err)
 	}
 }
 
@@ -376,8 +416,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestGiveUpAfterAckWaitExpiries(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	// One attempt; the consumer allows a second delivery so the worker can
 	// end the record that its first attempt never settled.
 	sc := mesh.StreamConfig{Job: "crash", MaxDeliver: 1, AckWait: 200 * time.Millisecond}
@@ -414,12 +454,12 @@ func TestGiveUpAfterAckWaitExpiries(t *testing.T) {
 	if got, want := stuck.count("hang"), 1; got != want {
 		t.Errorf("got %d Predict calls, want %d", got, want)
 	}
-	waitFor(t, "empty queue", func() bool { return queueLen(t, newJS(t, nc), "crash") == 0 })
+	meshtest.WaitFor(t, "empty queue", func() bool { return queueLen(t, newJS(t, nc), "crash") == 0 })
 }
 
 func TestSlowPredictKeptInProgress(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "slow", AckWait: 200 * time.Millisecond}
 	ensure(t, nc, sc)
 	slow := newFake()
@@ -440,8 +480,8 @@ func TestSlowPredictKeptInProgress(t *testing.T) {
 }
 
 func TestServiceBusyAndJobs(t *testing.T) {
-	s := startServer(t)
-	nc := connect(t, s)
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
 	stuck := newFake()
 	stuck.block = make(chan struct{})
 	stuck.started = make(chan struct{}, 1)
@@ -454,8 +494,8 @@ func TestServiceBusyAndJobs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
-	runInBackground(t, svc.Run)
-	caller := connect(t, s)
+	meshtest.Run(t, svc.Run)
+	caller := meshtest.Connect(t, s)
 
 	// The micro INFO verb lists one predict endpoint per job.
 	var info struct {
@@ -466,7 +506,7 @@ func TestServiceBusyAndJobs(t *testing.T) {
 			Metadata map[string]string `json:"metadata"`
 		} `json:"endpoints"`
 	}
-	waitFor(t, "service info", func() bool {
+	meshtest.WaitFor(t, "service info", func() bool {
 		m, err := caller.Request("$SRV.INFO."+mesh.ServiceName, nil, time.Second)
 		return err == nil && json.Unmarshal(m.Data, &info) == nil && len(info.Endpoints) == 2
 	})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Names of the NATS objects for a job J. Subjects, streams and headers are
@@ -44,7 +46,8 @@ const (
 	// HeaderDeadline is the caller's deadline in unix nanoseconds; expired
 	// work is acked and dropped without inference.
 	HeaderDeadline = "Cs-Deadline"
-	// HeaderStatus is the result status: 200, 400, 500, 503 or 504.
+	// HeaderStatus is the result status, one of wire's Status* codes: 200,
+	// or 400, 500, 503, 504 from a worker.
 	HeaderStatus = "Cs-Status"
 	// HeaderError is the error message of a non-200 result.
 	HeaderError = "Cs-Error"
@@ -54,16 +57,7 @@ const (
 	// HeaderContentTypeHTTP is the content type header of micro requests.
 	HeaderContentTypeHTTP = "Content-Type"
 	// DefaultContentType is used when a request names none.
-	DefaultContentType = "application/json"
-)
-
-// Result statuses.
-const (
-	StatusOK       = 200
-	StatusBadInput = 400
-	StatusInternal = 500
-	StatusBusy     = 503
-	StatusTimeout  = 504
+	DefaultContentType = wire.MediaTypeJSON
 )
 
 var jobRegexp = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Result is the answer to one request.
@@ -16,7 +18,7 @@ type Result struct {
 	URI string
 	// Body is the Predictor's output; empty for a non-200 status.
 	Body []byte
-	// Status is StatusOK or an error status (400, 500, 503, 504).
+	// Status is wire.StatusOK or an error status (400, 500, 503, 504).
 	Status int
 	// Message is the error message of a non-200 status.
 	Message string
@@ -26,12 +28,12 @@ type Result struct {
 	Header nats.Header
 }
 
-// Err returns nil for StatusOK and a *Error otherwise.
+// Err returns nil for wire.StatusOK and a *wire.Error otherwise.
 func (r Result) Err() error {
-	if r.Status == StatusOK {
+	if r.Status == wire.StatusOK {
 		return nil
 	}
-	return &Error{Status: r.Status, Message: r.Message}
+	return &wire.Error{Status: r.Status, Message: r.Message}
 }
 
 // resultMsg builds the message a worker sends for one record.
@@ -56,13 +58,13 @@ func parseResult(h nats.Header, body []byte) Result {
 	r := Result{URI: h.Get(HeaderURI), Message: h.Get(HeaderError)}
 	st, err := strconv.Atoi(h.Get(HeaderStatus))
 	if err != nil || st < 100 || st > 599 {
-		st = StatusInternal
+		st = wire.StatusInternal
 		if r.Message == "" {
 			r.Message = "result without a valid " + HeaderStatus + " header"
 		}
 	}
 	r.Status = st
-	if st == StatusOK {
+	if st == wire.StatusOK {
 		r.Body = body
 	}
 	return r
@@ -73,8 +75,14 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
-// mapPublishErr turns a DiscardNew rejection into ErrQueueFull.
+// mapPublishErr turns a DiscardNew rejection into ErrQueueFull, and a
+// message larger than the NATS max payload (the client's
+// nats.ErrMaxPayload, or the server's "maximum payload exceeded") into an
+// error wrapping wire.ErrTooLarge: it can never be queued.
 func mapPublishErr(err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) || strings.Contains(err.Error(), "maximum payload exceeded") {
+		return fmt.Errorf("%w: %w", wire.ErrTooLarge, err)
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStoreFailed {
 		d := apiErr.Description

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -114,7 +114,7 @@ func (s *Service) Run(ctx context.Context) error {
 			select {
 			case sem <- struct{}{}:
 			default:
-				_ = req.Error(strconv.Itoa(StatusBusy), "busy: too many requests in flight", nil)
+				_ = req.Error(strconv.Itoa(wire.StatusBusy), "busy: too many requests in flight", nil)
 				return
 			}
 			wg.Add(1)
@@ -150,14 +150,10 @@ func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
 	ctx = telemetry.Extract(ctx, nats.Header(hdr))
 	ctx, span := tracer.Start(ctx, telemetry.SpanDoorNATS, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job)))
-	status := StatusOK
+	status := wire.StatusOK
 	defer func() {
-		span.SetAttributes(attrStatus.Int(status))
-		if status != StatusOK {
-			span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
-		}
-		span.End()
-		s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, outcome(status), time.Since(start))
+		endStatusSpan(span, status)
+		s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(status), time.Since(start))
 	}()
 	r := Request{
 		ContentType: hdr.Get(HeaderContentTypeHTTP),
@@ -171,16 +167,16 @@ func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
 		return
 	}
 	span.RecordError(err)
-	status = StatusInternal
+	status = wire.Status(err)
 	msg := err.Error()
-	var me *Error
+	var we *wire.Error
 	switch {
-	case errors.As(err, &me):
-		status, msg = me.Status, me.Message
+	case errors.As(err, &we):
+		msg = we.Message
 	case errors.Is(err, ErrQueueFull):
-		status, msg = StatusBusy, "queue full"
+		msg = "queue full"
 	case errors.Is(err, context.DeadlineExceeded):
-		status, msg = StatusTimeout, "timed out waiting for a worker"
+		msg = "timed out waiting for a worker"
 	}
 	_ = req.Error(strconv.Itoa(status), msg, nil)
 }

@@ -1,11 +1,14 @@
 package mesh
 
 import (
+	"strconv"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -26,27 +29,12 @@ const (
 	attrURI         = attribute.Key("cluster_serving.uri")
 )
 
-// endSpan records err on span (status Error) and ends it.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+// endStatusSpan records the status of the answer on span, marks it an
+// error unless it is wire.StatusOK, and ends it.
+func endStatusSpan(span trace.Span, status int) {
+	span.SetAttributes(attrStatus.Int(status))
+	if status != wire.StatusOK {
+		span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
 	}
 	span.End()
-}
-
-// outcome maps a result status to the outcome attribute of metrics.
-func outcome(status int) string {
-	switch status {
-	case StatusOK:
-		return telemetry.OutcomeOK
-	case StatusBadInput:
-		return telemetry.OutcomeBadInput
-	case StatusTimeout:
-		return telemetry.OutcomeTimeout
-	case StatusBusy:
-		return telemetry.OutcomeRejected
-	default:
-		return telemetry.OutcomeError
-	}
 }

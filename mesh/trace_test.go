@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -31,11 +32,11 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 
-	s := startServer(t)
+	s := meshtest.StartServer(t)
 	job := "traced"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
-	ensure(t, connect(t, s), cfg.Stream)
-	runWorker(t, connect(t, s), cfg, newEngine(t, "../infer/testdata/add_f32.onnx"))
+	ensure(t, meshtest.Connect(t, s), cfg.Stream)
+	runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
 	caller := serveNATS(t, s, job)
 
 	// The caller's own span, propagated as a W3C traceparent header.
@@ -51,7 +52,7 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 	traceID := callerSpan.SpanContext().TraceID()
 
 	var spans tracetest.SpanStubs
-	waitFor(t, "spans", func() bool {
+	meshtest.WaitFor(t, "spans", func() bool {
 		spans = tel.Spans()
 		return find(spans, telemetry.SpanDoorNATS) != nil && find(spans, telemetry.SpanReply) != nil &&
 			find(spans, "onnxruntime run") != nil

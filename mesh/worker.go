@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -153,56 +152,15 @@ func (w *Worker) Stats() WorkerStats {
 func (w *Worker) Run(ctx context.Context) error {
 	w.cfg.Metrics.AddWorkers(ctx, w.cfg.Stream.Job, w.cfg.Model, 1)
 	defer w.cfg.Metrics.AddWorkers(context.WithoutCancel(ctx), w.cfg.Stream.Job, w.cfg.Model, -1)
-	if err := EnsureStreams(ctx, w.js, w.cfg.Stream); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while starting
-		}
+	cons, err := w.consumer(ctx)
+	if err != nil || cons == nil {
 		return err
 	}
-	cons, err := w.js.Consumer(ctx, StreamName(w.cfg.Stream.Job), WorkersConsumer)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("mesh: consumer %s/%s: %w", StreamName(w.cfg.Stream.Job), WorkersConsumer, err)
-	}
-
 	// work outlives ctx by up to ShutdownGrace so in-flight records finish.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	stopping := make(chan struct{})
-	sem := make(chan struct{}, w.cfg.MaxInflight)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex // orders wg.Add before wg.Wait
-		shut bool
-	)
-
-	handler := func(msg jetstream.Msg) {
-		// Acquire a slot without blocking past shutdown: the callback must
-		// keep draining the buffer so Closed fires.
-		select {
-		case sem <- struct{}{}:
-		case <-stopping:
-			w.nak(msg, 0)
-			return
-		}
-		mu.Lock()
-		if shut {
-			mu.Unlock()
-			<-sem
-			w.nak(msg, 0)
-			return
-		}
-		wg.Add(1)
-		mu.Unlock()
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			w.handle(work, msg)
-		}()
-	}
-	cc, err := cons.Consume(handler,
+	g := newGate(w.cfg.MaxInflight)
+	cc, err := cons.Consume(func(msg jetstream.Msg) { w.dispatch(work, g, msg) },
 		jetstream.PullMaxMessages(w.cfg.MaxInflight),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if ctx.Err() == nil {
@@ -222,26 +180,61 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	unregister() // leave discovery first: this worker takes no more work
-	close(stopping)
+	w.stop(cc, g, cancelWork)
+	return nil
+}
+
+// consumer ensures the job's streams and returns the workers consumer all
+// workers of the job share. It returns a nil Consumer and no error when
+// ctx ended while it started.
+func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	if err := EnsureStreams(ctx, w.js, w.cfg.Stream); err != nil {
+		if ctx.Err() != nil {
+			return nil, nil // stopped while starting
+		}
+		return nil, err
+	}
+	cons, err := w.js.Consumer(ctx, StreamName(w.cfg.Stream.Job), WorkersConsumer)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("mesh: consumer %s/%s: %w", StreamName(w.cfg.Stream.Job), WorkersConsumer, err)
+	}
+	return cons, nil
+}
+
+// dispatch runs the handling of msg on its own goroutine once g admits it,
+// and naks it when the worker is stopping.
+func (w *Worker) dispatch(ctx context.Context, g *gate, msg jetstream.Msg) {
+	if !g.enter() {
+		w.nak(msg, 0)
+		return
+	}
+	go func() {
+		defer g.leave()
+		w.handle(ctx, msg)
+	}()
+}
+
+// stop ends consuming: it stops pulling and drains within ShutdownGrace,
+// then waits for the records in flight, cancelling them (so that they nak)
+// once ShutdownGrace passes again.
+func (w *Worker) stop(cc jetstream.ConsumeContext, g *gate, cancelWork context.CancelFunc) {
+	close(g.stopping)
 	cc.Drain()
 	select {
 	case <-cc.Closed():
 	case <-time.After(w.cfg.ShutdownGrace):
 		cc.Stop()
 	}
-	mu.Lock()
-	shut = true
-	mu.Unlock()
-
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	done := g.close()
 	select {
 	case <-done:
 	case <-time.After(w.cfg.ShutdownGrace):
 		cancelWork() // in-flight Predict calls see ctx end and nak.
 		<-done
 	}
-	return nil
 }
 
 // handle runs one record and settles it: ack, term or nak.
@@ -250,63 +243,24 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	w.inflight.Add(1)
 	defer w.inflight.Add(-1)
 	h := msg.Headers()
-	var delivered uint64 = 1
-	job := w.cfg.Stream.Job
-	// The door's publish span is the parent of this worker's spans; the
-	// time the message spent stored is a span of its own.
-	ctx = telemetry.Extract(ctx, h)
-	var queueWait time.Duration
-	if md, err := msg.Metadata(); err == nil {
-		delivered = md.NumDelivered
-		queueWait = time.Since(md.Timestamp)
-		_, qs := tracer.Start(ctx, telemetry.SpanQueueWait, trace.WithTimestamp(md.Timestamp))
-		qs.End()
-		w.cfg.Metrics.RecordStage(ctx, telemetry.StageQueueWait, job, w.cfg.Model, queueWait)
-	}
-	ctx, span := tracer.Start(ctx, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)),
-			telemetry.AttrJob.String(job), attrDelivery.Int64(int64(delivered)),
-			attrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000)))
+	ctx, span, delivered := w.startProcess(ctx, msg)
 	status := 0
-	defer func() {
-		span.SetAttributes(attrStatus.Int(status))
-		if status != StatusOK {
-			span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
-		}
-		span.End()
-	}()
-	attempts := uint64(w.cfg.Stream.MaxDeliver)
+	defer func() { endStatusSpan(span, status) }()
 
-	pctx := ctx
-	callerDeadline := h.Get(HeaderDeadline) != ""
-	if v := h.Get(HeaderDeadline); v != "" {
-		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
-			dl := time.Unix(0, ns)
-			if !time.Now().Before(dl) {
-				// Nobody waits any more: answer 504 unrun (a durable door
-				// records the failure) and end the record.
-				w.expired.Add(1)
-				status = StatusTimeout
-				w.fail(ctx, msg, h, StatusTimeout, "deadline passed before a worker took the request")
-				return
-			}
-			var cancel context.CancelFunc
-			pctx, cancel = context.WithDeadline(ctx, dl)
-			defer cancel()
-		}
-	} else {
-		// No caller deadline (a durable door's record): still bound one
-		// attempt, so that a hung Predict cannot hold the record for ever
-		// while the heartbeat keeps JetStream from redelivering it.
-		var cancel context.CancelFunc
-		pctx, cancel = context.WithTimeout(ctx, maxAttempt*w.cfg.Stream.AckWait)
-		defer cancel()
-	}
-
-	if delivered > attempts {
+	pctx, cancel, expired := w.attemptContext(ctx, h)
+	defer cancel()
+	switch {
+	case expired:
+		// Nobody waits any more: answer 504 unrun (a durable door records
+		// the failure) and end the record.
+		w.expired.Add(1)
+		status = wire.StatusTimeout
+		w.fail(ctx, msg, h, status, "deadline passed before a worker took the request")
+		return
+	case delivered > uint64(w.cfg.Stream.MaxDeliver):
 		// Every attempt ended without a settle: workers crashed or held it
 		// past AckWait. End it so it does not stay stuck.
-		status = StatusInternal
+		status = wire.StatusInternal
 		w.fail(ctx, msg, h, status, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
 		return
 	}
@@ -320,48 +274,127 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	stopBeat()
 	if err != nil {
 		span.RecordError(err)
+		status = w.settleError(ctx, pctx, msg, err, delivered)
+		return
 	}
-	switch {
-	case err == nil:
-		status = StatusOK
-		// Counted before the reply leaves, so that a caller who has its
-		// answer never sees a count without it; taken back if it fails.
-		w.processed.Add(1)
-		if perr := w.publish(ctx, h, StatusOK, out, ""); perr != nil {
-			w.processed.Add(^uint64(0))
-			status = StatusInternal
-			w.log.WarnContext(ctx, "mesh: publish result", "uri", h.Get(HeaderURI), "err", perr)
-			w.retried.Add(1)
-			w.nak(msg, w.cfg.Stream.backoff(delivered))
-			return
-		}
-		w.ack(msg)
-		w.lat.add(time.Since(began))
-	case badInput(err):
-		status = StatusBadInput
-		w.fail(ctx, msg, h, StatusBadInput, err.Error())
-	case ctx.Err() != nil:
-		// Shutdown grace ran out: hand the record to another worker now.
-		status = StatusBusy
-		w.retried.Add(1)
-		w.nak(msg, 0)
-	case callerDeadline && pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
-		// The caller's deadline passed while we ran it; nobody waits.
-		status = StatusTimeout
-		w.fail(ctx, msg, h, StatusTimeout, "deadline exceeded: "+err.Error())
-	case delivered >= attempts:
-		status = StatusInternal
-		w.fail(ctx, msg, h, StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
-	default:
-		status = StatusInternal
-		level := slog.LevelWarn
-		if temporary(err) {
-			level = slog.LevelDebug // busy: expected under load, retried.
-		}
-		w.log.Log(ctx, level, "mesh: predict, will retry", "uri", h.Get(HeaderURI), "delivery", delivered, "err", err)
+	status = w.settleOK(ctx, msg, out, delivered, began)
+}
+
+// startProcess starts the record's process span, the child of the door's
+// publish span, after recording the time the message spent stored (a span
+// of its own and a stage metric). It returns the delivery count too.
+func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (context.Context, trace.Span, uint64) {
+	var delivered uint64 = 1
+	job := w.cfg.Stream.Job
+	ctx = telemetry.Extract(ctx, msg.Headers())
+	var queueWait time.Duration
+	if md, err := msg.Metadata(); err == nil {
+		delivered = md.NumDelivered
+		queueWait = time.Since(md.Timestamp)
+		_, qs := tracer.Start(ctx, telemetry.SpanQueueWait, trace.WithTimestamp(md.Timestamp))
+		qs.End()
+		w.cfg.Metrics.RecordStage(ctx, telemetry.StageQueueWait, job, w.cfg.Model, queueWait)
+	}
+	ctx, span := tracer.Start(ctx, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)),
+			telemetry.AttrJob.String(job), attrDelivery.Int64(int64(delivered)),
+			attrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000)))
+	return ctx, span, delivered
+}
+
+// attemptContext bounds one attempt: by the caller's deadline
+// (Cs-Deadline), expired when it has passed already; without one (a
+// durable door's record) by maxAttempt AckWaits, so that a hung Predict
+// cannot hold the record for ever while the heartbeat keeps JetStream from
+// redelivering it.
+func (w *Worker) attemptContext(ctx context.Context, h nats.Header) (pctx context.Context, cancel context.CancelFunc, expired bool) {
+	v := h.Get(HeaderDeadline)
+	if v == "" {
+		pctx, cancel = context.WithTimeout(ctx, maxAttempt*w.cfg.Stream.AckWait)
+		return pctx, cancel, false
+	}
+	ns, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return ctx, func() {}, false
+	}
+	dl := time.Unix(0, ns)
+	if !time.Now().Before(dl) {
+		return ctx, func() {}, true
+	}
+	pctx, cancel = context.WithDeadline(ctx, dl)
+	return pctx, cancel, false
+}
+
+// settleOK publishes out and acks the record; when the result cannot be
+// published it naks the record to try again. It returns the status the
+// process span records.
+func (w *Worker) settleOK(ctx context.Context, msg jetstream.Msg, out []byte, delivered uint64, began time.Time) int {
+	h := msg.Headers()
+	// Counted before the reply leaves, so that a caller who has its answer
+	// never sees a count without it; taken back if it fails.
+	w.processed.Add(1)
+	if err := w.publish(ctx, h, wire.StatusOK, out, ""); err != nil {
+		w.processed.Add(^uint64(0))
+		w.log.WarnContext(ctx, "mesh: publish result", "uri", h.Get(HeaderURI), "err", err)
 		w.retried.Add(1)
 		w.nak(msg, w.cfg.Stream.backoff(delivered))
+		return wire.StatusInternal
 	}
+	w.ack(msg)
+	w.lat.add(time.Since(began))
+	return wire.StatusOK
+}
+
+// settleError settles a record whose Predict (under pctx) failed with err: a
+// request at fault, a passed caller deadline and a last attempt end it
+// with an error result; anything else goes back to the queue, at once when
+// the worker is stopping (ctx ended), else after a growing delay. It
+// returns the status the process span records.
+func (w *Worker) settleError(ctx, pctx context.Context, msg jetstream.Msg, err error, delivered uint64) int {
+	h := msg.Headers()
+	st := wire.Status(err)
+	switch {
+	case requestAtFault(st):
+		w.fail(ctx, msg, h, st, message(err))
+		return st
+	case ctx.Err() != nil:
+		// Shutdown grace ran out: hand the record to another worker now.
+		w.retried.Add(1)
+		w.nak(msg, 0)
+		return wire.StatusBusy
+	case h.Get(HeaderDeadline) != "" && pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+		// The caller's deadline passed while we ran it; nobody waits.
+		w.fail(ctx, msg, h, wire.StatusTimeout, "deadline exceeded: "+err.Error())
+		return wire.StatusTimeout
+	case delivered >= uint64(w.cfg.Stream.MaxDeliver):
+		w.fail(ctx, msg, h, wire.StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
+		return wire.StatusInternal
+	}
+	level := slog.LevelWarn
+	if st == wire.StatusBusy {
+		level = slog.LevelDebug // busy: expected under load, retried.
+	}
+	w.log.Log(ctx, level, "mesh: predict, will retry", "uri", h.Get(HeaderURI), "delivery", delivered, "err", err)
+	w.retried.Add(1)
+	w.nak(msg, w.cfg.Stream.backoff(delivered))
+	return wire.StatusInternal
+}
+
+// requestAtFault reports whether a Predict error of status st says the
+// request itself is wrong (400, 404, 413: a 4xx but 429 and 499), so that
+// no retry can help: the caller gets st and the record ends.
+func requestAtFault(st int) bool {
+	return st >= 400 && st < 500 && st != wire.StatusTooManyRequests && st != wire.StatusClientClosed
+}
+
+// message is what the caller reads of a failed Predict: a *wire.Error's
+// own message, else the error's text.
+func message(err error) string {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Message
+	}
+	return err.Error()
 }
 
 // fail publishes an error result and terminates the record. When the
@@ -390,7 +423,7 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 	}
 	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
 	defer func() {
-		endSpan(span, err)
+		telemetry.EndSpan(span, err)
 		w.cfg.Metrics.RecordStage(ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))
 	}()
 	if to := h.Get(HeaderResultTo); to != "" {

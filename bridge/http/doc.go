@@ -2,10 +2,12 @@
 // the original Cluster Serving (/predict, /metrics, /models/...) and the
 // Open Inference Protocol (KServe v2) REST API under /v2.
 //
-// The door does no inference and no tensor decoding: it checks a request
-// shallowly, bounds it (body size, token bucket, timeout) and passes the
-// body as it came through a Submitter (in production a *mesh.Client) to the
-// job of the model it names; workers decode, run and encode. The door maps
-// errors to HTTP statuses with errors.As and answers every error as
-// {"error": "<message>"}.
+// The door does no inference and does not parse bodies: it bounds a
+// request (body size, token bucket, timeout) and passes the body as it came
+// through a Submitter (in production a *mesh.Client) to the job of the model
+// it names, under the media type of its route (wire.MediaTypeJSON for
+// /predict, wire.MediaTypeOIP for /v2/.../infer); workers decode, run and
+// encode, and the door writes their answer as it is. The door maps errors
+// to HTTP statuses with wire.Status, its own included (404, 413, 429 are
+// *wire.Error), and answers every error as {"error": "<message>"}.
 package httpdoor

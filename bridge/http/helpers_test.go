@@ -16,18 +16,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
-	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // These tests run the door against the real mesh: an embedded NATS server on
-// a random port, JetStream work queues, Workers and real *infer.Engines on
-// the generated models of infer/testdata. They fail in CI
+// a random port, JetStream work queues, Workers and real engines (through
+// their wire.Predictor) on the generated models of infer/testdata. They fail in CI
 // (CLUSTER_SERVING_REQUIRE_DEPS=1) and skip elsewhere when ONNX Runtime is
 // missing.
 
-func modelPath(name string) string { return "../../infer/testdata/" + name + ".onnx" }
+func modelPath(name string) string { return infertest.Model(name) }
 
 // served is one model behind the door: its file, or a Predictor standing in
 // for the engine (then info describes it).
@@ -51,16 +53,8 @@ type env struct {
 // in) on 127.0.0.1:0.
 func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 	tb.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(s.Shutdown)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
+	s := meshtest.StartServer(tb)
+	nc := meshtest.Connect(tb, s)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		tb.Fatal(err)
@@ -87,23 +81,14 @@ func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 			if ec.MaxBatch == 0 {
 				ec.MaxBatch = 8
 			}
-			e, err := infer.New(ec)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			tb.Cleanup(func() { _ = e.Close() })
-			p, info = e, e.Info()
+			e := infertest.NewEngine(tb, ec)
+			p, info = wire.NewPredictor(e, wire.Model{Name: m.name, Version: m.version}), e.Info()
 		}
 		cfg.Models = append(cfg.Models, httpdoor.Model{Name: m.name, Version: m.version, Job: job, Info: info})
 		if m.noWorker {
 			continue
 		}
-		wnc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(wnc.Close)
-		w, err := mesh.NewWorker(wnc, mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
+		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
 		if err != nil {
 			tb.Fatal(err)
 		}

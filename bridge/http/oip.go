@@ -1,11 +1,10 @@
 package httpdoor
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // ioMeta is one input or output in model metadata.
@@ -40,7 +39,7 @@ func ioMetas(ios []infer.IO) []ioMeta {
 		if shape == nil {
 			shape = []int64{}
 		}
-		out[i] = ioMeta{Name: io.Name, Datatype: infer.OIPDatatype(io.DType), Shape: shape}
+		out[i] = ioMeta{Name: io.Name, Datatype: wire.OIPDatatype(io.DType), Shape: shape}
 	}
 	return out
 }
@@ -60,102 +59,15 @@ func (s *Server) oipMeta(m Model) oipMeta {
 		Inputs: ioMetas(m.Info.Inputs), Outputs: ioMetas(m.Info.Outputs)}
 }
 
-// oipRequest is what the door reads of an infer request; "data" stays raw
-// for the worker's codec (infer.MediaTypeOIP) to decode.
-type oipRequest struct {
-	ID     string `json:"id"`
-	Inputs []struct {
-		Name     string          `json:"name"`
-		Datatype string          `json:"datatype"`
-		Shape    []int64         `json:"shape"`
-		Data     json.RawMessage `json:"data"`
-	} `json:"inputs"`
-	Outputs []struct {
-		Name string `json:"name"`
-	} `json:"outputs"`
-}
-
-type oipResponse struct {
-	ModelName    string            `json:"model_name"`
-	ModelVersion string            `json:"model_version"`
-	ID           string            `json:"id,omitempty"`
-	Outputs      []json.RawMessage `json:"outputs"`
-}
-
-// infer serves POST /v2/models/{m}[/versions/{v}]/infer.
+// infer serves POST /v2/models/{m}[/versions/{v}]/infer: the body goes
+// through to m's job as it came, and the worker's answer (the whole OIP
+// response, see wire.MediaTypeOIP) comes back as it is.
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, m Model) {
 	defer s.timed("cluster-serving.http.infer", m)()
-	var req oipRequest
-	check := func(body []byte) error {
-		if err := json.Unmarshal(body, &req); err != nil {
-			return &httpError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
-		}
-		if len(req.Inputs) == 0 {
-			return &httpError{http.StatusBadRequest, `no "inputs": want {"inputs":[{"name","datatype","shape","data"}]}`}
-		}
-		for i, in := range req.Inputs {
-			switch {
-			case in.Name == "":
-				return &httpError{http.StatusBadRequest, fmt.Sprintf(`inputs[%d]: "name" is required`, i)}
-			case in.Datatype == "":
-				return &httpError{http.StatusBadRequest, fmt.Sprintf(`input %q: "datatype" is required`, in.Name)}
-			case in.Shape == nil:
-				return &httpError{http.StatusBadRequest, fmt.Sprintf(`input %q: "shape" is required`, in.Name)}
-			case len(in.Data) == 0:
-				return &httpError{http.StatusBadRequest, fmt.Sprintf(`input %q: "data" is required`, in.Name)}
-			}
-		}
-		for _, o := range req.Outputs {
-			if !hasOutput(m, o.Name) {
-				return &httpError{http.StatusBadRequest, fmt.Sprintf("unknown output %q: the model's outputs are %v", o.Name, outputNames(m))}
-			}
-		}
-		return nil
-	}
-	body, err := s.submit(w, r, m, infer.MediaTypeOIP, check)
+	body, err := s.submit(w, r, m, wire.MediaTypeOIP)
 	if err != nil {
 		s.writeError(w, err, "")
 		return
 	}
-	var ans struct {
-		Outputs []json.RawMessage `json:"outputs"`
-	}
-	if err := json.Unmarshal(body, &ans); err != nil {
-		s.writeError(w, fmt.Errorf("worker answer: %w", err), "")
-		return
-	}
-	resp := oipResponse{ModelName: m.Name, ModelVersion: m.Version, ID: req.ID, Outputs: ans.Outputs}
-	if len(req.Outputs) > 0 {
-		resp.Outputs = resp.Outputs[:0:0]
-		for _, raw := range ans.Outputs {
-			var o struct {
-				Name string `json:"name"`
-			}
-			_ = json.Unmarshal(raw, &o)
-			for _, want := range req.Outputs {
-				if want.Name == o.Name {
-					resp.Outputs = append(resp.Outputs, raw)
-					break
-				}
-			}
-		}
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-func hasOutput(m Model, name string) bool {
-	for _, o := range m.Info.Outputs {
-		if o.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func outputNames(m Model) []string {
-	names := make([]string, len(m.Info.Outputs))
-	for i, o := range m.Info.Outputs {
-		names[i] = o.Name
-	}
-	return names
+	writeRaw(w, http.StatusOK, body)
 }

@@ -1,18 +1,20 @@
 package httpdoor
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Welcome is the plain-text answer of GET /.
 const Welcome = "welcome to cluster-serving: POST /predict or /v2/models/{model}/infer; GET /models, /metrics, /v2\n"
 
+// routes builds the door's mux: the original frontend's routes, the Open
+// Inference Protocol's, and a JSON 404 for anything else.
 func (s *Server) routes() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
@@ -22,8 +24,17 @@ func (s *Server) routes() {
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.metrics.snapshot())
 	})
+	s.legacyRoutes(mux)
+	s.oipRoutes(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, wire.Errorf(wire.StatusNotFound, "no route %s %s", r.Method, r.URL.Path), "")
+	})
+	s.mux = mux
+}
 
-	// The original frontend.
+// legacyRoutes are the original frontend's: POST /predict (the first
+// model), GET /models and the per-version routes.
+func (s *Server) legacyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /predict", func(w http.ResponseWriter, r *http.Request) {
 		s.predict(w, r, s.cfg.Models[0])
 	})
@@ -42,29 +53,19 @@ func (s *Server) routes() {
 			}
 		}
 		if out == nil {
-			s.writeError(w, &httpError{http.StatusNotFound, fmt.Sprintf("unknown model %q", r.PathValue("name"))}, "")
+			s.writeError(w, wire.Errorf(wire.StatusNotFound, "unknown model %q", r.PathValue("name")), "")
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
-	mux.HandleFunc("GET /models/{name}/versions/{v}", func(w http.ResponseWriter, r *http.Request) {
-		m, err := s.model(r.PathValue("name"), r.PathValue("v"))
-		if err != nil {
-			s.writeError(w, err, "")
-			return
-		}
+	mux.HandleFunc("GET /models/{name}/versions/{v}", s.withModel("name", func(w http.ResponseWriter, _ *http.Request, m Model) {
 		writeJSON(w, http.StatusOK, legacyMeta(m))
-	})
-	mux.HandleFunc("POST /models/{name}/versions/{v}/predict", func(w http.ResponseWriter, r *http.Request) {
-		m, err := s.model(r.PathValue("name"), r.PathValue("v"))
-		if err != nil {
-			s.writeError(w, err, "")
-			return
-		}
-		s.predict(w, r, m)
-	})
+	}))
+	mux.HandleFunc("POST /models/{name}/versions/{v}/predict", s.withModel("name", s.predict))
+}
 
-	// Open Inference Protocol (KServe v2) REST.
+// oipRoutes are the Open Inference Protocol (KServe v2) REST routes.
+func (s *Server) oipRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version, "extensions": []string{}})
 	})
@@ -82,35 +83,27 @@ func (s *Server) routes() {
 		writeJSON(w, http.StatusOK, map[string]any{"models": out})
 	})
 	for _, p := range []string{"/v2/models/{m}", "/v2/models/{m}/versions/{v}"} {
-		mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
-			m, err := s.model(r.PathValue("m"), r.PathValue("v"))
-			if err != nil {
-				s.writeError(w, err, "")
-				return
-			}
+		mux.HandleFunc("GET "+p, s.withModel("m", func(w http.ResponseWriter, _ *http.Request, m Model) {
 			writeJSON(w, http.StatusOK, s.oipMeta(m))
-		})
-		mux.HandleFunc("GET "+p+"/ready", func(w http.ResponseWriter, r *http.Request) {
-			m, err := s.model(r.PathValue("m"), r.PathValue("v"))
-			if err != nil {
-				s.writeError(w, err, "")
-				return
-			}
+		}))
+		mux.HandleFunc("GET "+p+"/ready", s.withModel("m", func(w http.ResponseWriter, _ *http.Request, m Model) {
 			s.writeReady(w, m.Name)
-		})
-		mux.HandleFunc("POST "+p+"/infer", func(w http.ResponseWriter, r *http.Request) {
-			m, err := s.model(r.PathValue("m"), r.PathValue("v"))
-			if err != nil {
-				s.writeError(w, err, "")
-				return
-			}
-			s.infer(w, r, m)
-		})
+		}))
+		mux.HandleFunc("POST "+p+"/infer", s.withModel("m", s.infer))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, &httpError{http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)}, "")
-	})
-	s.mux = mux
+}
+
+// withModel resolves the model a route names (path values nameKey and
+// "v", see model) before h runs, answering 404 when it is not served.
+func (s *Server) withModel(nameKey string, h func(http.ResponseWriter, *http.Request, Model)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		m, err := s.model(r.PathValue(nameKey), r.PathValue("v"))
+		if err != nil {
+			s.writeError(w, err, "")
+			return
+		}
+		h(w, r, m)
+	}
 }
 
 func (s *Server) writeReady(w http.ResponseWriter, name string) {
@@ -132,28 +125,17 @@ func (s *Server) timed(route string, m Model) func() {
 	return func() { s.metrics.timer(route + "." + m.Name + ".v" + m.Version).observe(time.Since(start)) }
 }
 
-// predict serves POST /predict: {"instances":[...]} through to m's job.
+// predict serves POST /predict: {"instances":[...]} through to m's job
+// as it came; the worker's decoder answers a body it cannot read with 400,
+// to which the door adds a valid example (predictHint).
 func (s *Server) predict(w http.ResponseWriter, r *http.Request, m Model) {
 	defer s.timed("cluster-serving.http.predict", m)()
-	body, err := s.submit(w, r, m, infer.MediaTypeJSON, checkInstances)
+	body, err := s.submit(w, r, m, wire.MediaTypeJSON)
 	if err != nil {
 		s.writeError(w, err, predictHint(m))
 		return
 	}
 	writeRaw(w, http.StatusOK, body)
-}
-
-func checkInstances(body []byte) error {
-	var req struct {
-		Instances []json.RawMessage `json:"instances"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return &httpError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
-	}
-	if len(req.Instances) == 0 {
-		return &httpError{http.StatusBadRequest, `no "instances"`}
-	}
-	return nil
 }
 
 // predictHint is appended to a /predict 400: a valid request for m, as the

@@ -16,14 +16,16 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Submitter sends one request to a job's work queue and waits for its
 // result. *mesh.Client implements it. It must be safe for concurrent use;
-// it returns a *mesh.Error for a non-200 result, mesh.ErrQueueFull when
-// the queue is full and ctx.Err() when ctx ends first.
+// it returns a *wire.Error for a non-200 result, mesh.ErrQueueFull when
+// the queue is full and ctx.Err() when ctx ends first: the door answers
+// with wire.Status of the error.
 type Submitter interface {
 	Submit(ctx context.Context, job string, req mesh.Request) (mesh.Result, error)
 }
@@ -35,7 +37,8 @@ type Model struct {
 	Version string
 	// Job is the mesh job whose workers serve the model.
 	Job string
-	// Info describes the inputs and outputs (metadata, request checks).
+	// Info describes the inputs and outputs, for the metadata routes and
+	// the example a /predict 400 shows.
 	Info infer.ModelInfo
 }
 
@@ -233,40 +236,30 @@ func (s *Server) model(name, version string) (Model, error) {
 	}
 	for _, m := range s.cfg.Models {
 		if m.Name == name {
-			return Model{}, &httpError{http.StatusNotFound, fmt.Sprintf("model %q has no version %q", name, version)}
+			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
 		}
 	}
-	return Model{}, &httpError{http.StatusNotFound, fmt.Sprintf("unknown model %q", name)}
+	return Model{}, wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
 }
 
-// httpError is an error the door itself answers with its status.
-type httpError struct {
-	status int
-	msg    string
-}
-
-func (e *httpError) Error() string { return e.msg }
-
-// submit reads the body, waits for a token and sends the body to m's job.
-// It returns the worker's answer or an error for writeError.
-func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, contentType string, check func([]byte) error) ([]byte, error) {
+// submit reads the body (at most MaxBodyBytes), waits for a token and
+// sends the body as it came to m's job under contentType. It returns the
+// worker's answer or an error for writeError.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, contentType string) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes (httpMaxBodyBytes)", mbe.Limit)}
+			return nil, wire.Errorf(wire.StatusTooLarge, "request body larger than %d bytes (httpMaxBodyBytes)", mbe.Limit)
 		}
-		return nil, &httpError{http.StatusBadRequest, "read body: " + err.Error()}
-	}
-	if err := check(body); err != nil {
-		return nil, err
+		return nil, wire.Errorf(wire.StatusBadInput, "read body: %v", err)
 	}
 	if s.limiter != nil {
 		tctx, cancel := context.WithTimeout(r.Context(), s.cfg.TokenAcquireTimeout)
 		err := s.limiter.Wait(tctx)
 		cancel()
 		if err != nil {
-			return nil, &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many requests: no token within %v (tokensPerSecond %g)", s.cfg.TokenAcquireTimeout, s.cfg.TokensPerSecond)}
+			return nil, wire.Errorf(wire.StatusTooManyRequests, "too many requests: no token within %v (tokensPerSecond %g)", s.cfg.TokenAcquireTimeout, s.cfg.TokensPerSecond)
 		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
@@ -274,42 +267,34 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, content
 	// ctx carries the door's server span (traced): the mesh continues it.
 	start := time.Now()
 	res, err := s.sub.Submit(ctx, m.Job, mesh.Request{ContentType: contentType, Body: body})
-	st := http.StatusOK
-	if err != nil {
-		st, _ = status(err)
-	}
-	s.record(ctx, m.Job, st, start)
+	s.record(ctx, m.Job, wire.Status(err), start)
 	if err != nil {
 		return nil, err
 	}
 	return res.Body, nil
 }
 
-// status maps an error to its HTTP status and message.
+// status maps err to its HTTP status (wire.Status) and the message the
+// door answers with.
 func status(err error) (int, string) {
-	var he *httpError
-	var me *mesh.Error
+	st := wire.Status(err)
+	var we *wire.Error
 	switch {
-	case errors.As(err, &he):
-		return he.status, he.msg
-	case errors.As(err, &me):
-		switch me.Status {
-		case mesh.StatusTimeout:
-			return me.Status, "timed out (httpRequestTimeout): " + me.Message
-		case mesh.StatusBadInput, mesh.StatusBusy:
-			return me.Status, me.Message
+	case errors.As(err, &we):
+		if st == wire.StatusTimeout {
+			return st, "timed out (httpRequestTimeout): " + we.Message
 		}
-		return http.StatusInternalServerError, me.Message
+		return st, we.Message
 	case errors.Is(err, mesh.ErrQueueFull):
-		return http.StatusServiceUnavailable, "queue full: retry later"
+		return st, "queue full: retry later"
 	case errors.Is(err, mesh.ErrClosed):
-		return http.StatusServiceUnavailable, "shutting down"
+		return st, "shutting down"
 	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout, "timed out waiting for a worker (httpRequestTimeout)"
+		return st, "timed out waiting for a worker (httpRequestTimeout)"
 	case errors.Is(err, context.Canceled):
-		return 499, "client closed the request"
+		return st, "client closed the request"
 	}
-	return http.StatusInternalServerError, err.Error()
+	return st, err.Error()
 }
 
 // writeError answers {"error": msg} with err's status.
@@ -318,7 +303,7 @@ func (s *Server) writeError(w http.ResponseWriter, err error, hint string) int {
 	if st >= 500 {
 		s.log.Warn("HTTP door", "status", st, "err", err)
 	}
-	if hint != "" && st == http.StatusBadRequest {
+	if hint != "" && st == wire.StatusBadInput {
 		msg += hint
 	}
 	writeJSON(w, st, map[string]string{"error": msg})

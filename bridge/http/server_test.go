@@ -15,6 +15,7 @@ import (
 
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -96,11 +97,7 @@ func TestOIPInferEveryDatatype(t *testing.T) {
 	e := startDoor(t, httpdoor.Config{}, models...)
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
-			sess, err := infer.NewSession(modelPath(c.model), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sess.Close()
+			sess := infertest.NewSession(t, modelPath(c.model))
 			want, err := sess.Run([]infer.Tensor{c.in})
 			if err != nil {
 				t.Fatal(err)
@@ -108,7 +105,7 @@ func TestOIPInferEveryDatatype(t *testing.T) {
 			info := sess.Info()
 			shape, _ := json.Marshal(c.in.Shape)
 			body := fmt.Sprintf(`{"id":"req-%s","inputs":[{"name":%q,"datatype":%q,"shape":%s,"data":%s}]}`,
-				c.model, info.Inputs[0].Name, infer.OIPDatatype(c.in.DType), shape, c.data)
+				c.model, info.Inputs[0].Name, wire.OIPDatatype(c.in.DType), shape, c.data)
 			st, ans := call(t, "POST", e.url+"/v2/models/"+c.model+"/infer", body)
 			if st != http.StatusOK {
 				t.Fatalf("got %d %s", st, ans)
@@ -131,8 +128,8 @@ func TestOIPInferEveryDatatype(t *testing.T) {
 				t.Errorf("got model %q version %q id %q", got.ModelName, got.ModelVersion, got.ID)
 			}
 			o := got.Outputs[0]
-			if o.Name != info.Outputs[0].Name || o.Datatype != infer.OIPDatatype(want[0].DType) || !reflect.DeepEqual(o.Shape, want[0].Shape) {
-				t.Errorf("got output %s %s %v, want %s %s %v", o.Name, o.Datatype, o.Shape, info.Outputs[0].Name, infer.OIPDatatype(want[0].DType), want[0].Shape)
+			if o.Name != info.Outputs[0].Name || o.Datatype != wire.OIPDatatype(want[0].DType) || !reflect.DeepEqual(o.Shape, want[0].Shape) {
+				t.Errorf("got output %s %s %v, want %s %s %v", o.Name, o.Datatype, o.Shape, info.Outputs[0].Name, wire.OIPDatatype(want[0].DType), want[0].Shape)
 			}
 			if !sameData(t, o.Data, want[0].Data) {
 				t.Errorf("got data %s, want %v", o.Data, want[0].Data)

@@ -53,22 +53,7 @@ func (w *statusWriter) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the real writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// outcome maps an HTTP status to the outcome attribute of metrics.
-func outcome(status int) string {
-	switch {
-	case status < 400:
-		return telemetry.OutcomeOK
-	case status == http.StatusGatewayTimeout:
-		return telemetry.OutcomeTimeout
-	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
-		return telemetry.OutcomeRejected
-	case status < 500:
-		return telemetry.OutcomeBadInput
-	}
-	return telemetry.OutcomeError
-}
-
 // record counts one inference request of job at this door.
 func (s *Server) record(ctx context.Context, job string, status int, start time.Time) {
-	s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorHTTP, job, outcome(status), time.Since(start))
+	s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorHTTP, job, telemetry.OutcomeOf(status), time.Since(start))
 }

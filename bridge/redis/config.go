@@ -40,14 +40,6 @@ const (
 	DoorName = "redis"
 )
 
-// Content types the workers decode the entries' data with.
-const (
-	// ContentTypeArrow is data as it came: base64 of an Arrow IPC stream.
-	ContentTypeArrow = "application/vnd.cluster-serving.redis-arrow"
-	// ContentTypeJSON is data of an entry with serde=stream: {"instances":[...]}.
-	ContentTypeJSON = "application/vnd.cluster-serving.redis-json"
-)
-
 // Config configures a Door. The zero value is invalid only for lack of Addr;
 // every other field has a default.
 type Config struct {

@@ -13,14 +13,17 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Mesh is what the door needs from the mesh; *mesh.Client implements it.
 // Its methods must be safe for concurrent use.
 type Mesh interface {
 	// Enqueue stores req in job's work queue; it returns once JetStream
-	// holds it (nil), or mesh.ErrQueueFull, or another error.
+	// holds it (nil), or mesh.ErrQueueFull, an error wrapping
+	// wire.ErrTooLarge for a body NATS cannot take, or another error.
 	Enqueue(ctx context.Context, job string, req mesh.Request, resultSubject string) error
 	// ConsumeResultBatches hands the results published to
 	// ResultsSubject(job, door) to handle, in batches, through the durable
@@ -108,7 +111,7 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 			continue // not ours to answer: no key to write
 		}
 		v := NaN
-		if r.Status == mesh.StatusOK {
+		if r.Status == wire.StatusOK {
 			v = string(r.Body)
 		} else {
 			d.log.Debug("record failed", "uri", r.URI, "status", r.Status, "err", r.Message)
@@ -121,7 +124,7 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 	}
 	ctx, span := d.writeSpan(ctx, rs)
 	_, err := pipe.Exec(ctx)
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	if err == nil {
 		d.recordResults(ctx, rs)
 	}
@@ -364,9 +367,29 @@ func (d *Door) serveSkipped(ctx context.Context) error {
 // the mesh stored. An entry whose hand-over was cut short by ctx stays
 // pending for the next run.
 func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool) {
-	done := make([]string, 0, len(msgs))
-	type badEntry struct{ id, uri string }
-	var bad []badEntry // answered NaN here
+	done, bad := d.handOver(ctx, msgs, skipped)
+	// Ack even after ctx ended: what the mesh holds must leave the stream.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	defer cancel()
+	// A bad entry leaves the stream only once its NaN is written; until
+	// then it stays pending and retryOwnPending tries again.
+	if len(bad) > 0 && d.answerNaN(actx, bad) {
+		for _, b := range bad {
+			done = append(done, b.id)
+		}
+	}
+	if len(done) > 0 {
+		d.ackAndDelete(ctx, actx, done)
+	}
+}
+
+// badEntry is an entry answered NaN by the door itself.
+type badEntry struct{ id, uri string }
+
+// handOver enqueues msgs concurrently. It returns the ids the mesh stored
+// and the entries that can never be queued (no uri or data, too large).
+func (d *Door) handOver(ctx context.Context, msgs []goredis.XMessage, skipped bool) (done []string, bad []badEntry) {
+	done = make([]string, 0, len(msgs))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range msgs {
@@ -404,41 +427,36 @@ func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool)
 		}()
 	}
 	wg.Wait()
-	// Ack even after ctx ended: what the mesh holds must leave the stream.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
-	defer cancel()
-	// A bad entry leaves the stream only once its NaN is written; until
-	// then it stays pending and retryOwnPending tries again.
-	if len(bad) > 0 {
-		cmds, _ := d.rdb.Pipelined(actx, func(p goredis.Pipeliner) error {
-			for _, b := range bad {
-				if b.uri != "" {
-					p.HSet(actx, ResultKey(d.cfg.Job, b.uri), ResultField, NaN)
-				}
-			}
-			return nil
-		})
-		failed := false
-		for _, c := range cmds {
-			if c.Err() != nil {
-				failed = true
-				d.log.Warn("writing NaN for bad entries; they stay pending", "err", c.Err())
-				break
+	return done, bad
+}
+
+// answerNaN writes NaN as the result of each bad entry that has a uri, in
+// one pipeline, and reports whether Redis took them all.
+func (d *Door) answerNaN(ctx context.Context, bad []badEntry) bool {
+	cmds, _ := d.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, b := range bad {
+			if b.uri != "" {
+				p.HSet(ctx, ResultKey(d.cfg.Job, b.uri), ResultField, NaN)
 			}
 		}
-		if !failed {
-			for _, b := range bad {
-				done = append(done, b.id)
-			}
+		return nil
+	})
+	for _, c := range cmds {
+		if c.Err() != nil {
+			d.log.Warn("writing NaN for bad entries; they stay pending", "err", c.Err())
+			return false
 		}
 	}
-	if len(done) == 0 {
-		return
-	}
+	return true
+}
+
+// ackAndDelete XACKs and XDELs ids with actx, retrying a few times unless
+// ctx (the door's) ended.
+func (d *Door) ackAndDelete(ctx, actx context.Context, ids []string) {
 	for attempt := 0; ; attempt++ {
 		_, err := d.rdb.Pipelined(actx, func(p goredis.Pipeliner) error {
-			p.XAck(actx, d.cfg.Job, Group, done...)
-			p.XDel(actx, d.cfg.Job, done...)
+			p.XAck(actx, d.cfg.Job, Group, ids...)
+			p.XDel(actx, d.cfg.Job, ids...)
 			return nil
 		})
 		if err == nil {
@@ -447,7 +465,7 @@ func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool)
 		if attempt >= 3 || ctx.Err() != nil {
 			// They stay pending; the next reclaim hands them over again and
 			// their message ids keep them from running twice.
-			d.log.Warn("XACK/XDEL; entries stay pending", "entries", len(done), "err", err)
+			d.log.Warn("XACK/XDEL; entries stay pending", "entries", len(ids), "err", err)
 			return
 		}
 		d.sleep(actx, d.cfg.RetryInterval)
@@ -459,9 +477,9 @@ func (d *Door) request(m goredis.XMessage) (mesh.Request, bool) {
 	uri, _ := m.Values["uri"].(string)
 	data, _ := m.Values["data"].(string)
 	serde, _ := m.Values["serde"].(string)
-	req := mesh.Request{URI: uri, Body: []byte(data), MsgID: d.cfg.Job + ":" + m.ID, ContentType: ContentTypeArrow}
+	req := mesh.Request{URI: uri, Body: []byte(data), MsgID: d.cfg.Job + ":" + m.ID, ContentType: wire.MediaTypeRedisArrow}
 	if serde == "stream" {
-		req.ContentType = ContentTypeJSON
+		req.ContentType = wire.MediaTypeRedisJSON
 	}
 	for _, k := range []string{mesh.HeaderTraceParent, mesh.HeaderTraceState} {
 		if v, ok := m.Values[k].(string); ok && v != "" {
@@ -496,9 +514,8 @@ func (d *Door) enqueue(ctx context.Context, req mesh.Request) outcome {
 		case errors.Is(err, mesh.ErrInvalidJob) || errors.Is(err, mesh.ErrInvalidConfig):
 			d.log.Error("enqueue; entry stays pending", "uri", req.URI, "err", err)
 			return left
-		case strings.Contains(err.Error(), "maximum payload exceeded"):
-			// Larger than NATS takes: it can never be queued. (The message
-			// is nats.ErrMaxPayload's; this package does not import NATS.)
+		case errors.Is(err, wire.ErrTooLarge):
+			// Larger than NATS takes: it can never be queued.
 			d.log.Warn("record larger than the NATS max payload; answering NaN", "uri", req.URI, "bytes", len(req.Body))
 			return rejected
 		case errors.Is(err, mesh.ErrQueueFull):

@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,7 +13,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // fakeMesh records enqueued requests, fails the first failures Enqueues
@@ -69,7 +70,7 @@ func TestEntriesBecomeRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, d.Run)
+	meshtest.Run(t, d.Run)
 	ctx := context.Background()
 	arrowID := enqueue(t, rdb, "fake", "a", "QVJST1c=", false)
 	jsonID, err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: "fake", Values: []any{
@@ -78,10 +79,10 @@ func TestEntriesBecomeRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "two requests", func() bool { return len(f.requests()) == 2 })
+	meshtest.WaitFor(t, "two requests", func() bool { return len(f.requests()) == 2 })
 	want := map[string]mesh.Request{
-		"a": {URI: "a", ContentType: redis.ContentTypeArrow, Body: []byte("QVJST1c="), MsgID: "fake:" + arrowID},
-		"j": {URI: "j", ContentType: redis.ContentTypeJSON, Body: []byte(`{"instances":[{"x":[1,2,3,4]}]}`), MsgID: "fake:" + jsonID},
+		"a": {URI: "a", ContentType: wire.MediaTypeRedisArrow, Body: []byte("QVJST1c="), MsgID: "fake:" + arrowID},
+		"j": {URI: "j", ContentType: wire.MediaTypeRedisJSON, Body: []byte(`{"instances":[{"x":[1,2,3,4]}]}`), MsgID: "fake:" + jsonID},
 	}
 	for _, got := range f.requests() {
 		w := want[got.URI]
@@ -92,7 +93,7 @@ func TestEntriesBecomeRequests(t *testing.T) {
 			t.Errorf("uri %s: got traceparent %v", got.URI, tp)
 		}
 	}
-	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "fake").Val() == 0 })
+	meshtest.WaitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "fake").Val() == 0 })
 	if p := rdb.XPending(ctx, "fake", "serving").Val(); p.Count != 0 {
 		t.Errorf("got %d pending, want 0", p.Count)
 	}
@@ -142,13 +143,13 @@ func TestResultsWrittenInOnePipeline(t *testing.T) {
 	}
 	hook := &pipelineCounter{}
 	d.Client().AddHook(hook)
-	runInBackground(t, d.Run)
+	meshtest.Run(t, d.Run)
 
 	var batch []mesh.Result
 	for i := range 10 {
-		r := mesh.Result{URI: fmt.Sprint("u", i), Status: mesh.StatusOK, Body: []byte(fmt.Sprint("v", i))}
+		r := mesh.Result{URI: fmt.Sprint("u", i), Status: wire.StatusOK, Body: []byte(fmt.Sprint("v", i))}
 		if i == 3 {
-			r = mesh.Result{URI: "u3", Status: mesh.StatusBadInput, Message: "bad"}
+			r = mesh.Result{URI: "u3", Status: wire.StatusBadInput, Message: "bad"}
 		}
 		batch = append(batch, r)
 	}
@@ -206,17 +207,17 @@ func (e errMesh) Enqueue(context.Context, string, mesh.Request, string) error { 
 
 func TestTooLargeRecordAnswersNaN(t *testing.T) {
 	addr, rdb := startRedis(t)
-	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", errors.New("nats: maximum payload exceeded"))}
+	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", wire.ErrTooLarge)}
 	d, err := redis.New(redis.Config{Addr: addr, Job: "big"}, f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, d.Run)
+	meshtest.Run(t, d.Run)
 	enqueue(t, rdb, "big", "huge", "data", false)
 	if got := query(t, rdb, "big", "huge"); got != "NaN" {
 		t.Errorf("got %q, want NaN", got)
 	}
-	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(context.Background(), "big").Val() == 0 })
+	meshtest.WaitFor(t, "XLEN 0", func() bool { return rdb.XLen(context.Background(), "big").Val() == 0 })
 }
 
 func TestTLSConfig(t *testing.T) {

@@ -10,20 +10,21 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // These tests run the door against a real redis-server, an embedded NATS
 // server and workers on the real ONNX Runtime (infer/testdata models).
 
-const addModel = "../../infer/testdata/add_f32.onnx" // x [-1,4] float32, y = 2x+1
+var addModel = infertest.Model("add_f32") // x [-1,4] float32, y = 2x+1
 
 // mesh1 is one job's mesh: its streams, a worker on the model and a client.
 type mesh1 struct {
@@ -31,31 +32,11 @@ type mesh1 struct {
 	engine *infer.Engine
 }
 
-func startNATS(tb testing.TB) *embedded.Server {
-	tb.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: tb.TempDir()})
-	if err != nil {
-		tb.Fatalf("embedded.Start: %v", err)
-	}
-	tb.Cleanup(s.Shutdown)
-	return s
-}
-
-func connect(tb testing.TB, s *embedded.Server) *nats.Conn {
-	tb.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	return nc
-}
-
 // startJob creates job's streams on s and runs one worker on model.
 func startJob(tb testing.TB, s *embedded.Server, job, model string) mesh1 {
 	tb.Helper()
 	infertest.RequireLibrary(tb)
-	nc := connect(tb, s)
+	nc := meshtest.Connect(tb, s)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		tb.Fatal(err)
@@ -69,17 +50,13 @@ func startJob(tb testing.TB, s *embedded.Server, job, model string) mesh1 {
 	if err := mesh.EnsureStreams(ctx, js, cfg); err != nil {
 		tb.Fatal(err)
 	}
-	e, err := infer.New(infer.Config{ModelPath: model, Threads: 1, MaxBatch: 8})
+	e := infertest.NewEngine(tb, infer.Config{ModelPath: model, Threads: 1, MaxBatch: 8})
+	w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: cfg}, wire.NewPredictor(e, wire.Model{}))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = e.Close() })
-	w, err := mesh.NewWorker(connect(tb, s), mesh.WorkerConfig{Stream: cfg}, e)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	runInBackground(tb, w.Run)
-	c, err := mesh.NewClient(connect(tb, s), mesh.ClientConfig{})
+	meshtest.Run(tb, w.Run)
+	c, err := mesh.NewClient(meshtest.Connect(tb, s), mesh.ClientConfig{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -93,7 +70,7 @@ func runDoor(tb testing.TB, addr, job string, m redis.Mesh) func() {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return runInBackground(tb, d.Run)
+	return meshtest.Run(tb, d.Run)
 }
 
 func instances(x []float32) string {
@@ -113,7 +90,7 @@ func wantAdd(tb testing.TB, direct *infer.Session, x []float32) string {
 	for i := range out {
 		out[i].Shape = out[i].Shape[1:] // one record, without the batch dim
 	}
-	v, err := infer.EncodeRedisArrow(out)
+	v, err := wire.EncodeRedisArrow(out)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -122,13 +99,9 @@ func wantAdd(tb testing.TB, direct *infer.Session, x []float32) string {
 
 func TestJSONRecordsMatchONNXRuntime(t *testing.T) {
 	addr, rdb := startRedis(t)
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	m := startJob(t, s, "addjob", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "addjob", m.client)
 
 	const total = 200
@@ -145,7 +118,7 @@ func TestJSONRecordsMatchONNXRuntime(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "addjob").Val() == 0 })
+	meshtest.WaitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "addjob").Val() == 0 })
 	if p := rdb.XPending(ctx, "addjob", "serving").Val(); p.Count != 0 {
 		t.Errorf("got %d pending entries, want 0", p.Count)
 	}
@@ -153,13 +126,9 @@ func TestJSONRecordsMatchONNXRuntime(t *testing.T) {
 
 func TestBadRecordsAnswerNaN(t *testing.T) {
 	addr, rdb := startRedis(t)
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	m := startJob(t, s, "bad", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "bad", m.client)
 	ctx := context.Background()
 
@@ -179,19 +148,15 @@ func TestBadRecordsAnswerNaN(t *testing.T) {
 	if got, want := query(t, rdb, "bad", "good"), wantAdd(t, direct, x); got != want {
 		t.Errorf("good record after bad ones: got %q, want %q", got, want)
 	}
-	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "bad").Val() == 0 })
+	meshtest.WaitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "bad").Val() == 0 })
 }
 
 func TestTwoJobsStayApart(t *testing.T) {
 	addr, rdb := startRedis(t)
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	a := startJob(t, s, "joba", addModel)
 	b := startJob(t, s, "jobb", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "joba", a.client)
 	runDoor(t, addr, "jobb", b.client)
 
@@ -214,13 +179,9 @@ func TestTwoJobsStayApart(t *testing.T) {
 // group skip them; a door that crashed left entries pending. Both are served.
 func TestSkippedAndPendingEntriesServed(t *testing.T) {
 	addr, rdb := startRedis(t)
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	m := startJob(t, s, "late", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	x := []float32{0.5, 1.5, 2.5, 3.5}
@@ -246,31 +207,27 @@ func TestSkippedAndPendingEntriesServed(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", uri, got, want)
 		}
 	}
-	waitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "late").Val() == 0 })
+	meshtest.WaitFor(t, "XLEN 0", func() bool { return rdb.XLen(ctx, "late").Val() == 0 })
 }
 
 // A door restarted between inference and the HSET loses nothing: the
 // results wait in the durable consumer.
 func TestRestartedDoorWritesWaitingResults(t *testing.T) {
 	addr, rdb := startRedis(t)
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	m := startJob(t, s, "restart", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	// A door ran once (its durable results consumer exists), then stopped.
 	stop := runDoor(t, addr, "restart", m.client)
-	waitFor(t, "group", func() bool { return rdb.XInfoGroups(ctx, "restart").Err() == nil })
+	meshtest.WaitFor(t, "group", func() bool { return rdb.XInfoGroups(ctx, "restart").Err() == nil })
 	stop()
 	// Requests go in through the mesh as the door would; the results are
 	// computed while no door runs.
 	x := []float32{9, 8, 7, 6}
 	for i := range 10 {
-		err := m.client.Enqueue(ctx, "restart", mesh.Request{URI: fmt.Sprint("r", i), ContentType: redis.ContentTypeJSON, Body: []byte(instances(x))}, mesh.ResultsSubject("restart", "redis"))
+		err := m.client.Enqueue(ctx, "restart", mesh.Request{URI: fmt.Sprint("r", i), ContentType: wire.MediaTypeRedisJSON, Body: []byte(instances(x))}, mesh.ResultsSubject("restart", "redis"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,13 +246,9 @@ func TestRestartedDoorWritesWaitingResults(t *testing.T) {
 // JetStream and are written once Redis has room again.
 func TestRedisFullLosesNothing(t *testing.T) {
 	addr, rdb := startRedis(t)
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	m := startJob(t, s, "full", addModel)
-	direct, err := infer.NewSession(addModel, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close() })
+	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	x := []float32{-1, 0, 1, 2}
@@ -314,7 +267,7 @@ func TestRedisFullLosesNothing(t *testing.T) {
 		t.Fatal("HSET accepted with maxmemory 1; want an OOM error")
 	}
 	runDoor(t, addr, "full", m.client)
-	waitFor(t, "XLEN 0 while Redis is full", func() bool { return rdb.XLen(ctx, "full").Val() == 0 })
+	meshtest.WaitFor(t, "XLEN 0 while Redis is full", func() bool { return rdb.XLen(ctx, "full").Val() == 0 })
 	time.Sleep(500 * time.Millisecond) // results are computed and refused meanwhile
 	if keys := rdb.Keys(ctx, "cluster-serving_full:*").Val(); len(keys) != 0 {
 		t.Fatalf("got %d result keys while Redis refuses writes", len(keys))

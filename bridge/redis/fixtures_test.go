@@ -5,20 +5,16 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
-	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
-
-// fixtures are the original project's pyarrow payloads, beside the
-// repository in shared/fixtures (see its README).
-const fixtures = "../../../shared/fixtures/payloads"
 
 // pyTensor is one output as the Python client reads a result: column 0 is
 // the flat data, the non-null non-zero entries of column 1 the shape.
@@ -41,7 +37,7 @@ func readLikePython(tb testing.TB, value string) []pyTensor {
 	defer r.Release()
 	var out []pyTensor
 	for r.Next() {
-		rec := r.Record()
+		rec := r.RecordBatch()
 		data := rec.Column(0).(*array.Float32)
 		shape := rec.Column(1).(*array.Int32)
 		var t pyTensor
@@ -64,38 +60,24 @@ func readLikePython(tb testing.TB, value string) []pyTensor {
 // Python client does (uri, data = base64 Arrow) and checks the result, read
 // as the client reads it, against ONNX Runtime run directly on the payload.
 func TestPyarrowFixturesThroughTheDoor(t *testing.T) {
-	if _, err := os.Stat(fixtures); err != nil {
-		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-			t.Fatalf("fixtures %s: %v", fixtures, err)
-		}
-		t.Skipf("fixtures %s missing (shared/ sits beside the repository)", fixtures)
-	}
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	addr, rdb := startRedis(t)
 	for i, c := range []struct{ file, model string }{
-		{"ndarray-128-base64", "add_f32_128.onnx"},          // dense tensor, old framing
-		{"arrowBytes", "sparse_rows.onnx"},                  // sparse tensor, old framing
-		{"image-3_224_224-arrow-base64", "image_mean.onnx"}, // base64 JPEG, modern framing
+		{"ndarray-128-base64", "add_f32_128"},          // dense tensor, old framing
+		{"arrowBytes", "sparse_rows"},                  // sparse tensor, old framing
+		{"image-3_224_224-arrow-base64", "image_mean"}, // base64 JPEG, modern framing
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(fixtures, c.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			data := strings.TrimSpace(string(raw))
-			model := filepath.Join("../../infer/testdata", c.model)
+			data := strings.TrimSpace(string(infertest.Fixture(t, "payloads/"+c.file)))
+			model := infertest.Model(c.model)
 			job := fmt.Sprintf("fixture%d", i)
 			m := startJob(t, s, job, model)
 			runDoor(t, addr, job, m.client)
 			enqueue(t, rdb, job, "rec", data, false)
 			got := readLikePython(t, query(t, rdb, job, "rec"))
 
-			direct, err := infer.NewSession(model, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer direct.Close()
-			in, err := infer.DecodeRedisArrow([]byte(data), direct.Info(), false)
+			direct := infertest.NewSession(t, model)
+			in, err := wire.DecodeRedisArrow([]byte(data), direct.Info(), false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,11 +6,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // startRedis runs a real redis-server on a free port for one test. It
@@ -23,7 +23,7 @@ func startRedis(tb testing.TB) (addr string, rdb *goredis.Client) {
 	addr = fmt.Sprintf("127.0.0.1:%d", port)
 	rdb = goredis.NewClient(&goredis.Options{Addr: addr})
 	tb.Cleanup(func() { _ = rdb.Close() })
-	waitFor(tb, "redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
+	meshtest.WaitFor(tb, "redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
 	return addr, rdb
 }
 
@@ -58,38 +58,6 @@ func runRedisServer(tb testing.TB, args ...string) {
 	tb.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
 }
 
-// runInBackground runs fn(ctx) on a goroutine; the returned stop function
-// (also run at cleanup) cancels ctx and waits for fn.
-func runInBackground(tb testing.TB, fn func(context.Context) error) func() {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				tb.Errorf("Run: %v", err)
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return stop
-}
-
-// waitFor polls cond until it holds or 30s pass.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // enqueue adds a record the way the Python InputQueue does:
 // XADD <stream> * uri <uri> data <data> [serde stream].
 func enqueue(tb testing.TB, rdb *goredis.Client, stream, uri, data string, serde bool) string {
@@ -111,7 +79,7 @@ func query(tb testing.TB, rdb *goredis.Client, job, uri string) string {
 	tb.Helper()
 	key := "cluster-serving_" + job + ":" + uri
 	var v string
-	waitFor(tb, "result "+key, func() bool {
+	meshtest.WaitFor(tb, "result "+key, func() bool {
 		m, err := rdb.HGetAll(context.Background(), key).Result()
 		if err != nil {
 			tb.Fatalf("HGETALL: %v", err)

@@ -20,7 +20,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // writeCerts writes a CA (ca.pem) and a server certificate for 127.0.0.1
@@ -82,7 +84,7 @@ func TestTLSRedis(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	rdb := goredis.NewClient(&goredis.Options{Addr: addr, TLSConfig: tc})
 	t.Cleanup(func() { _ = rdb.Close() })
-	waitFor(t, "TLS redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
+	meshtest.WaitFor(t, "TLS redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
 
 	// Without the CA the server's certificate is refused.
 	plain := goredis.NewClient(&goredis.Options{Addr: addr, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}, MaxRetries: -1})
@@ -96,10 +98,10 @@ func TestTLSRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, d.Run)
+	meshtest.Run(t, d.Run)
 	enqueue(t, rdb, "tls", "over-tls", "QVJST1c=", false)
-	waitFor(t, "request over TLS", func() bool { return len(f.requests()) == 1 })
-	f.results <- []mesh.Result{{URI: "over-tls", Status: mesh.StatusOK, Body: []byte("v")}}
+	meshtest.WaitFor(t, "request over TLS", func() bool { return len(f.requests()) == 1 })
+	f.results <- []mesh.Result{{URI: "over-tls", Status: wire.StatusOK, Body: []byte("v")}}
 	if err := <-f.written; err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -40,14 +39,6 @@ func (d *Door) writeSpan(ctx context.Context, rs []mesh.Result) (context.Context
 		trace.WithAttributes(attribute.Int("cluster_serving.results", len(rs)), telemetry.AttrJob.String(d.cfg.Job)))
 }
 
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}
-
 // recordResults counts written results by outcome, with the time from the
 // client's XADD (the entry id's milliseconds) to the write.
 func (d *Door) recordResults(ctx context.Context, rs []mesh.Result) {
@@ -63,7 +54,7 @@ func (d *Door) recordResults(ctx context.Context, rs []mesh.Result) {
 		if added, ok := entryTime(r.Header.Get(mesh.HeaderMsgID)); ok {
 			took = now.Sub(added)
 		}
-		d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorRedis, d.cfg.Job, metricOutcome(r.Status), took)
+		d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorRedis, d.cfg.Job, telemetry.OutcomeOf(r.Status), took)
 	}
 }
 
@@ -79,18 +70,4 @@ func entryTime(msgID string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return time.UnixMilli(n), true
-}
-
-func metricOutcome(status int) string {
-	switch status {
-	case mesh.StatusOK:
-		return telemetry.OutcomeOK
-	case mesh.StatusBadInput:
-		return telemetry.OutcomeBadInput
-	case mesh.StatusTimeout:
-		return telemetry.OutcomeTimeout
-	case mesh.StatusBusy:
-		return telemetry.OutcomeRejected
-	}
-	return telemetry.OutcomeError
 }

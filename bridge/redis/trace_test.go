@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -20,10 +21,10 @@ func TestTraceFromRedisEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	s := startNATS(t)
+	s := meshtest.StartServer(t)
 	addr, rdb := startRedis(t)
 	job := "traced"
-	m := startJob(t, s, job, "../../infer/testdata/add_f32.onnx")
+	m := startJob(t, s, job, addModel)
 	runDoor(t, addr, job, m.client)
 
 	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
@@ -44,7 +45,7 @@ func TestTraceFromRedisEntry(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, "spans", func() bool {
+	meshtest.WaitFor(t, "spans", func() bool {
 		spans = tel.Spans()
 		return find(telemetry.SpanDoorRedis) != nil && find(telemetry.SpanResultDeliver) != nil && find(telemetry.SpanProcess) != nil
 	})

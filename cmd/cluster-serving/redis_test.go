@@ -19,6 +19,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -152,7 +153,7 @@ func TestBridgeKilledMidFlightLosesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		out[0].Shape = out[0].Shape[1:]
-		v, err := infer.EncodeRedisArrow(out)
+		v, err := wire.EncodeRedisArrow(out)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,9 @@
 package infertest
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -39,4 +41,73 @@ func RequireLibrary(tb testing.TB) string {
 		tb.Fatalf("init ONNX Runtime %q: %v", lib, err)
 	}
 	return lib
+}
+
+// Model returns the path of the committed test model
+// infer/testdata/<name>.onnx (see gen_models.py there), from whichever
+// package directory the test runs in.
+func Model(name string) string {
+	return filepath.Join(repoRoot(), "infer", "testdata", name+".onnx")
+}
+
+// Fixture reads rel under the shared fixtures folder: the original
+// project's payloads and images in shared/fixtures, which sits beside the
+// repository (see its README). When the folder is missing the test fails
+// or skips (see Missing).
+func Fixture(tb testing.TB, rel string) []byte {
+	tb.Helper()
+	dir := filepath.Join(repoRoot(), "..", "shared", "fixtures")
+	if _, err := os.Stat(dir); err != nil {
+		Missing(tb, fmt.Sprintf("fixtures folder %s missing (it sits beside the repository as shared/fixtures): %v", dir, err))
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, rel))
+	if err != nil {
+		tb.Fatalf("read fixture: %v", err)
+	}
+	return b
+}
+
+// repoRoot is the directory holding go.mod, found upwards from the working
+// directory (a test runs in its package's directory); "." when none is.
+func repoRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return "."
+		}
+	}
+}
+
+// NewEngine initialises ONNX Runtime (see RequireLibrary) and loads cfg's
+// model; the engine closes at cleanup.
+func NewEngine(tb testing.TB, cfg infer.Config) *infer.Engine {
+	tb.Helper()
+	RequireLibrary(tb)
+	e, err := infer.New(cfg)
+	if err != nil {
+		tb.Fatalf("infer.New(%+v): %v", cfg, err)
+	}
+	tb.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// NewSession initialises ONNX Runtime (see RequireLibrary) and opens one
+// session on the model file, the direct run tests compare against; it
+// closes at cleanup.
+func NewSession(tb testing.TB, modelFile string) *infer.Session {
+	tb.Helper()
+	RequireLibrary(tb)
+	s, err := infer.NewSession(modelFile, 1)
+	if err != nil {
+		tb.Fatalf("infer.NewSession(%s): %v", modelFile, err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -94,9 +95,11 @@ func engineHooks(m *telemetry.Metrics, job, model string) infer.Hooks {
 	}
 }
 
-// predictor is what the unit's worker calls: the engine behind the
-// mesh.Predictor contract.
-func predictor(e *infer.Engine) mesh.Predictor { return e }
+// predictor is what the unit's worker calls: the wire codecs in front of
+// the engine, answering under the model's name and version.
+func predictor(e *infer.Engine, m Model) mesh.Predictor {
+	return wire.NewPredictor(e, wire.Model{Name: m.Name, Version: m.Version})
+}
 
 // Unit is the life of one served model: its engine (ONNX Runtime
 // sessions behind a batcher) and the mesh.Worker that pulls the job's
@@ -152,7 +155,7 @@ func (u *Unit) Info() infer.ModelInfo { return u.cfg.Model.Info }
 // finish within ShutdownGrace. StopNow cuts the drain short. Run returns
 // nil when ctx ends, or the error that kept the worker from starting.
 func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
-	w, err := mesh.NewWorker(nc, u.cfg.worker(), predictor(u.engine))
+	w, err := mesh.NewWorker(nc, u.cfg.worker(), predictor(u.engine, u.cfg.Model))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package infer_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // decodePredictions undoes the three JSON layers of a /predict answer.
@@ -46,11 +47,11 @@ func TestEncodePredictions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := infer.RecordValue(tt.outputs)
+			v := wire.RecordValue(tt.outputs)
 			if v != tt.want {
 				t.Errorf("RecordValue: got %s, want %s", v, tt.want)
 			}
-			got := decodePredictions(t, infer.EncodePredictions([]string{v, "[[4,5.0][3,4.0]]"}))
+			got := decodePredictions(t, wire.EncodePredictions([]string{v, "[[4,5.0][3,4.0]]"}))
 			if want := []string{tt.want, "[[4,5.0][3,4.0]]"}; !reflect.DeepEqual(got, want) {
 				t.Errorf("round trip: got %q, want %q", got, want)
 			}

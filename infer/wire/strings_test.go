@@ -1,4 +1,4 @@
-package infer_test
+package wire_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 func TestDecodeInstancesStrings(t *testing.T) {
@@ -24,7 +25,7 @@ func TestDecodeInstancesStrings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := infer.DecodeInstances([]byte(tt.body), tt.inputs, false)
+			_, err := wire.DecodeInstances([]byte(tt.body), tt.inputs, false)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("got %v, want nil", err)

@@ -1,4 +1,4 @@
-package infer_test
+package wire_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 type oipOut struct {
@@ -46,21 +48,13 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 				name += "/alreadyBatched"
 			}
 			t.Run(name, func(t *testing.T) {
-				sess, err := infer.NewSession(model(tt.model), 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sess.Close()
+				sess := infertest.NewSession(t, model(tt.model))
 				want, err := sess.Run([]infer.Tensor{tt.in})
 				if err != nil {
 					t.Fatal(err)
 				}
-				e, err := infer.New(infer.Config{ModelPath: model(tt.model), InputAlreadyBatched: batched})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close()
-				body, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(tt.body))
+				p := newPredictor(t, infer.Config{ModelPath: model(tt.model), InputAlreadyBatched: batched})
+				body, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -73,7 +67,7 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 				if tt.in.DType == infer.Uint8 { // json.Marshal writes []uint8 as base64
 					wantData = []byte("[0,1,254,255]")
 				}
-				if o.Name != "y" || o.Datatype != infer.OIPDatatype(tt.in.DType) || !reflect.DeepEqual(o.Shape, want[0].Shape) || string(o.Data) != string(wantData) {
+				if o.Name != "y" || o.Datatype != wire.OIPDatatype(tt.in.DType) || !reflect.DeepEqual(o.Shape, want[0].Shape) || string(o.Data) != string(wantData) {
 					t.Errorf("got %s, want y %v %s", body, want[0].Shape, wantData)
 				}
 			})
@@ -82,30 +76,51 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 }
 
 func TestOIPCodecTwoInputsTwoOutputs(t *testing.T) {
-	requireORT(t)
-	e, err := infer.New(infer.Config{ModelPath: model("two_io")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	p := newPredictor(t, infer.Config{ModelPath: model("two_io")})
 	body := `{"inputs":[{"name":"b","datatype":"FP32","shape":[2,3],"data":[1,1,1,2,2,2]},{"name":"a","datatype":"FP32","shape":[2,3],"data":[1,2,3,4,5,6]}]}`
-	out, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(body))
+	out, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"outputs":[{"name":"sum","datatype":"FP32","shape":[2,3],"data":[2,3,4,6,7,8]},{"name":"prod","datatype":"FP32","shape":[2,3],"data":[1,2,3,8,10,12]}]}`
+	want := `{"model_name":"m","model_version":"1","outputs":[{"name":"sum","datatype":"FP32","shape":[2,3],"data":[2,3,4,6,7,8]},{"name":"prod","datatype":"FP32","shape":[2,3],"data":[1,2,3,8,10,12]}]}`
 	if string(out) != want {
 		t.Errorf("got %s, want %s", out, want)
 	}
 }
 
-func TestOIPCodecErrors(t *testing.T) {
-	requireORT(t)
-	e, err := infer.New(infer.Config{ModelPath: model("add_f32")})
-	if err != nil {
-		t.Fatal(err)
+// TestOIPCodecEnvelope checks the parts of the answer the request asks
+// for: its id comes back, and only the outputs it names, in model order.
+func TestOIPCodecEnvelope(t *testing.T) {
+	e := newEngine(t, infer.Config{ModelPath: model("two_io")})
+	p := wire.NewPredictor(e, wire.Model{Name: "two", Version: "7"})
+	inputs := `"inputs":[{"name":"a","datatype":"FP32","shape":[1,3],"data":[1,2,3]},{"name":"b","datatype":"FP32","shape":[1,3],"data":[2,2,2]}]`
+	sum := `{"name":"sum","datatype":"FP32","shape":[1,3],"data":[3,4,5]}`
+	prod := `{"name":"prod","datatype":"FP32","shape":[1,3],"data":[2,4,6]}`
+	tests := []struct{ name, body, want string }{
+		{"id and one output", `{"id":"r-1",` + inputs + `,"outputs":[{"name":"prod"}]}`,
+			`{"model_name":"two","model_version":"7","id":"r-1","outputs":[` + prod + `]}`},
+		{"outputs in model order", `{` + inputs + `,"outputs":[{"name":"prod"},{"name":"sum"}]}`,
+			`{"model_name":"two","model_version":"7","outputs":[` + sum + `,` + prod + `]}`},
+		{"no outputs named: all", `{"id":"","outputs":[],` + inputs + `}`,
+			`{"model_name":"two","model_version":"7","outputs":[` + sum + `,` + prod + `]}`},
+		{"id escaped", `{"id":"a\"b",` + inputs + `,"outputs":[{"name":"sum"}]}`,
+			`{"model_name":"two","model_version":"7","id":"a\"b","outputs":[` + sum + `]}`},
 	}
-	defer e.Close()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tt.want {
+				t.Errorf("got  %s\nwant %s", out, tt.want)
+			}
+		})
+	}
+}
+
+func TestOIPCodecErrors(t *testing.T) {
+	p := newPredictor(t, infer.Config{ModelPath: model("add_f32")})
 	tests := []struct{ name, body, want string }{
 		{"malformed", `{"inputs":`, "malformed OIP request"},
 		{"no inputs", `{"inputs":[]}`, `no "inputs"`},
@@ -116,11 +131,16 @@ func TestOIPCodecErrors(t *testing.T) {
 		{"unknown", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "z": unknown input`},
 		{"string", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":["a",2,3,4]}]}`, "BYTES is not supported"},
 		{"zero rows", `{"inputs":[{"name":"x","datatype":"FP32","shape":[0,4],"data":[]}]}`, "batch dim is 0"},
-		{"no shape", `{"inputs":[{"name":"x","datatype":"FP32","data":[1,2,3,4]}]}`, `"shape" is required`},
+		{"no shape", `{"inputs":[{"name":"x","datatype":"FP32","data":[1,2,3,4]}]}`, `input "x": "shape" is required`},
+		{"no name", `{"inputs":[{"datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `inputs[0]: "name" is required`},
+		{"no datatype", `{"inputs":[{"name":"x","shape":[1,4],"data":[1,2,3,4]}]}`, `input "x": "datatype" is required`},
+		{"no data", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4]}]}`, `input "x": "data" is required`},
+		{"unknown output", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}],"outputs":[{"name":"z"}]}`, `unknown output "z": the model's outputs are [y]`},
+		{"id not a string", `{"id":7,"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, "malformed OIP request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Predict(context.Background(), infer.MediaTypeOIP, []byte(tt.body))
+			_, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
 			var ie *infer.InputError
 			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got error %v, want an *InputError containing %q", err, tt.want)

@@ -1,8 +1,10 @@
-package infer
+package wire
 
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // scanner is a minimal JSON reader over a byte slice.
@@ -93,20 +95,28 @@ func (s *scanner) array(f func(i int) error) error {
 		if err := f(n); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errorf("unexpected end of input in array")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.errorf("want , or ] in array, got %q", s.b[s.i])
+		if end, err := s.arrayNext(); end || err != nil {
+			return err
 		}
 	}
+}
+
+// arrayNext reads what follows an array element: a ',' before the next
+// one, or the array's closing ']' (end).
+func (s *scanner) arrayNext() (end bool, err error) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, s.errorf("unexpected end of input in array")
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case ']':
+		s.i++
+		return true, nil
+	}
+	return false, s.errorf("want , or ] in array, got %q", s.b[s.i])
 }
 
 // str reads a JSON string and returns its decoded bytes.
@@ -147,7 +157,7 @@ func (s *scanner) str() ([]byte, error) {
 // as needed to find its end.
 func (s *scanner) skip(depth int) error {
 	if depth > maxDepth {
-		return inputErr(-1, "", "JSON nested deeper than %d", maxDepth)
+		return infer.NewInputError(-1, "", "JSON nested deeper than %d", maxDepth)
 	}
 	s.ws()
 	if s.i >= len(s.b) {
@@ -199,7 +209,7 @@ func (s *scanner) skipFast() error {
 		case '[', '{':
 			depth++
 			if depth > maxDepth {
-				return inputErr(-1, "", "JSON nested deeper than %d", maxDepth)
+				return infer.NewInputError(-1, "", "JSON nested deeper than %d", maxDepth)
 			}
 		case ']', '}':
 			depth--

@@ -1,4 +1,4 @@
-package infer
+package wire
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // redisResultSchema is the schema of every result batch: flat data and
@@ -26,7 +28,7 @@ var redisResultSchema = arrow.NewSchema([]arrow.Field{
 // null after, data is null past its values. Errors are not *InputError:
 // only a dim beyond int32 or a broken tensor makes one. Safe for concurrent
 // use.
-func EncodeRedisArrow(outputs []Tensor) ([]byte, error) {
+func EncodeRedisArrow(outputs []infer.Tensor) ([]byte, error) {
 	var buf bytes.Buffer
 	mem := memory.DefaultAllocator
 	w := ipc.NewWriter(&buf, ipc.WithSchema(redisResultSchema), ipc.WithAllocator(mem))
@@ -44,11 +46,11 @@ func EncodeRedisArrow(outputs []Tensor) ([]byte, error) {
 	return out, nil
 }
 
-func writeResultBatch(w *ipc.Writer, mem memory.Allocator, t Tensor) error {
-	if err := t.check(); err != nil {
+func writeResultBatch(w *ipc.Writer, mem memory.Allocator, t infer.Tensor) error {
+	if err := t.Check(); err != nil {
 		return err
 	}
-	vals, err := floats(t)
+	vals, err := infer.Float64s(t)
 	if err != nil {
 		return err
 	}

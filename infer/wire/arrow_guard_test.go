@@ -1,28 +1,23 @@
-package infer
+package wire
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"os"
 	"testing"
 
 	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
 // TestHostileArrowVectorLengths patches the schema's field count of a real
 // payload to two billion: arrow-go would size a slice from it, so the
 // decoder must refuse it before handing the stream over.
 func TestHostileArrowVectorLengths(t *testing.T) {
-	b64, err := os.ReadFile("../../shared/fixtures/payloads/image-3_224_224-arrow-base64")
-	if err != nil {
-		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	b64 = bytes.TrimSpace(b64)
+	b64 := bytes.TrimSpace(infertest.Fixture(t, "payloads/image-3_224_224-arrow-base64"))
 	raw, err := base64.StdEncoding.DecodeString(string(b64))
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +33,8 @@ func TestHostileArrowVectorLengths(t *testing.T) {
 	if err := checkIPCVectors(raw); !errors.Is(err, errVector) {
 		t.Errorf("hostile field count: got %v, want errVector", err)
 	}
-	_, err = DecodeRedisArrow([]byte(base64.StdEncoding.EncodeToString(raw)), ModelInfo{Inputs: []IO{{Name: "x", DType: Float32, Shape: []int64{-1, 3, 224, 224}}}}, false)
-	var ie *InputError
+	_, err = DecodeRedisArrow([]byte(base64.StdEncoding.EncodeToString(raw)), infer.ModelInfo{Inputs: []infer.IO{{Name: "x", DType: infer.Float32, Shape: []int64{-1, 3, 224, 224}}}}, false)
+	var ie *infer.InputError
 	if !errors.As(err, &ie) {
 		t.Errorf("DecodeRedisArrow: got %v, want an *InputError", err)
 	}

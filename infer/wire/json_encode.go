@@ -1,9 +1,11 @@
-package infer
+package wire
 
 import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // EncodePredictions writes {"predictions":[p0,...]} where each pi is a JSON
@@ -31,79 +33,67 @@ func EncodePredictions(values []string) []byte {
 // RecordValue is the value string of one record's outputs: the JSON text
 // {"data":[...],"shape":[...]} for a single-output model, a JSON array of
 // such objects in output order otherwise.
-func RecordValue(outputs []Tensor) string {
+func RecordValue(outputs []infer.Tensor) string {
 	var b []byte
 	if len(outputs) == 1 {
 		return string(AppendTensorJSON(b, outputs[0]))
 	}
 	b = append(b, '[')
-	for i, t := range outputs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = AppendTensorJSON(b, t)
-	}
+	b = appendList(b, outputs, AppendTensorJSON)
 	return string(append(b, ']'))
 }
 
 // AppendTensorJSON appends {"data":[...],"shape":[...]} for t. Floats print
 // in the shortest form that reads back exactly (float32 at 32 bits); NaN and
 // infinities print as null.
-func AppendTensorJSON(b []byte, t Tensor) []byte {
+func AppendTensorJSON(b []byte, t infer.Tensor) []byte {
 	b = append(b, `{"data":[`...)
-	switch d := t.Data.(type) {
-	case []float32:
-		for i, v := range d {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendFloat(b, float64(v), 32)
-		}
-	case []float64:
-		for i, v := range d {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendFloat(b, v, 64)
-		}
-	case []int32:
-		for i, v := range d {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, int64(v), 10)
-		}
-	case []int64:
-		for i, v := range d {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, v, 10)
-		}
-	case []uint8:
-		for i, v := range d {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendUint(b, uint64(v), 10)
-		}
-	case []bool:
-		for i, v := range d {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendBool(b, v)
-		}
-	}
+	b = appendData(b, t.Data)
 	b = append(b, `],"shape":[`...)
-	for i, d := range t.Shape {
+	b = appendList(b, t.Shape, appendInt[int64])
+	return append(b, "]}"...)
+}
+
+// appendData appends the elements of a tensor's data, comma-separated,
+// without brackets: floats in the shortest form that reads back exactly,
+// NaN and infinities as null.
+func appendData(b []byte, data any) []byte {
+	switch d := data.(type) {
+	case []float32:
+		b = appendList(b, d, appendFloat32)
+	case []float64:
+		b = appendList(b, d, appendFloat64)
+	case []int32:
+		b = appendList(b, d, appendInt[int32])
+	case []int64:
+		b = appendList(b, d, appendInt[int64])
+	case []uint8:
+		b = appendList(b, d, appendUint8)
+	case []bool:
+		b = appendList(b, d, strconv.AppendBool)
+	}
+	return b
+}
+
+// appendList appends the elements of d, comma-separated, each written by
+// appendElem.
+func appendList[T any](b []byte, d []T, appendElem func([]byte, T) []byte) []byte {
+	for i, v := range d {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendInt(b, d, 10)
+		b = appendElem(b, v)
 	}
-	return append(b, "]}"...)
+	return b
 }
+
+func appendInt[T int32 | int64](b []byte, v T) []byte { return strconv.AppendInt(b, int64(v), 10) }
+
+func appendUint8(b []byte, v uint8) []byte { return strconv.AppendUint(b, uint64(v), 10) }
+
+func appendFloat32(b []byte, v float32) []byte { return appendFloat(b, float64(v), 32) }
+
+func appendFloat64(b []byte, v float64) []byte { return appendFloat(b, v, 64) }
 
 func appendFloat(b []byte, f float64, bits int) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {

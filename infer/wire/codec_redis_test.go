@@ -1,4 +1,4 @@
-package infer_test
+package wire_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"image/jpeg"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 func ioInfo(ins ...infer.IO) infer.ModelInfo { return infer.ModelInfo{Inputs: ins} }
@@ -24,12 +26,12 @@ func ioInfo(ins ...infer.IO) infer.ModelInfo { return infer.ModelInfo{Inputs: in
 func TestDecodeRedisArrowFixtures(t *testing.T) {
 	t.Run("ndarray-128 old framing", func(t *testing.T) {
 		body := fixture(t, "payloads/ndarray-128-base64")
-		rec, err := infer.DecodeRedisArrow(body, ioInfo(infer.IO{Name: "x", DType: infer.Float32, Shape: []int64{-1, 128}}), false)
+		rec, err := wire.DecodeRedisArrow(body, ioInfo(infer.IO{Name: "x", DType: infer.Float32, Shape: []int64{-1, 128}}), false)
 		if err != nil {
 			t.Fatalf("DecodeRedisArrow: %v", err)
 		}
 		got := rec[0]
-		if !equalShape(got.Shape, []int64{128}) {
+		if !slices.Equal(got.Shape, []int64{128}) {
 			t.Fatalf("shape: got %v, want [128]", got.Shape)
 		}
 		data := got.Data.([]float32)
@@ -41,12 +43,12 @@ func TestDecodeRedisArrowFixtures(t *testing.T) {
 	})
 	t.Run("sparse old framing", func(t *testing.T) {
 		body := fixture(t, "payloads/arrowBytes")
-		rec, err := infer.DecodeRedisArrow(body, ioInfo(infer.IO{Name: "my-img", DType: infer.Float32, Shape: []int64{-1, 100, 10000}}), false)
+		rec, err := wire.DecodeRedisArrow(body, ioInfo(infer.IO{Name: "my-img", DType: infer.Float32, Shape: []int64{-1, 100, 10000}}), false)
 		if err != nil {
 			t.Fatalf("DecodeRedisArrow: %v", err)
 		}
 		got := rec[0]
-		if !equalShape(got.Shape, []int64{100, 10000}) {
+		if !slices.Equal(got.Shape, []int64{100, 10000}) {
 			t.Fatalf("shape: got %v, want [100 10000]", got.Shape)
 		}
 		data := got.Data.([]float32)
@@ -66,12 +68,12 @@ func TestDecodeRedisArrowFixtures(t *testing.T) {
 	})
 	t.Run("image modern framing", func(t *testing.T) {
 		body := fixture(t, "payloads/image-3_224_224-arrow-base64")
-		rec, err := infer.DecodeRedisArrow(body, ioInfo(infer.IO{Name: "image", DType: infer.Float32, Shape: []int64{-1, 3, 224, 224}}), false)
+		rec, err := wire.DecodeRedisArrow(body, ioInfo(infer.IO{Name: "image", DType: infer.Float32, Shape: []int64{-1, 3, 224, 224}}), false)
 		if err != nil {
 			t.Fatalf("DecodeRedisArrow: %v", err)
 		}
 		got := rec[0]
-		if !equalShape(got.Shape, []int64{3, 224, 224}) {
+		if !slices.Equal(got.Shape, []int64{3, 224, 224}) {
 			t.Fatalf("shape: got %v, want [3 224 224]", got.Shape)
 		}
 		ref, err := jpeg.Decode(bytes.NewReader(fixtureJPEG(t)))
@@ -168,7 +170,7 @@ func TestDecodeRedisArrowErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := infer.DecodeRedisArrow(tt.body, tt.info, false)
+			_, err := wire.DecodeRedisArrow(tt.body, tt.info, false)
 			var ie *infer.InputError
 			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got error %v, want an *InputError containing %q", err, tt.want)
@@ -227,7 +229,7 @@ func TestEncodeRedisArrowRoundTrip(t *testing.T) {
 		{DType: infer.Int64, Shape: []int64{4}, Data: []int64{7, 8, 9, -10}},
 		{DType: infer.Float64, Shape: []int64{1, 1, 1}, Data: []float64{0.25}},
 	}
-	value, err := infer.EncodeRedisArrow(outs)
+	value, err := wire.EncodeRedisArrow(outs)
 	if err != nil {
 		t.Fatalf("EncodeRedisArrow: %v", err)
 	}
@@ -244,34 +246,22 @@ func TestEncodeRedisArrowRoundTrip(t *testing.T) {
 		t.Fatalf("batches: got %d, want %d", len(data), len(want))
 	}
 	for i, w := range want {
-		if !equalF32(data[i], w.data) || !equalShape(shapes[i], w.shape) {
+		if !slices.Equal(data[i], w.data) || !slices.Equal(shapes[i], w.shape) {
 			t.Errorf("batch %d: got data %v shape %v, want %v %v", i, data[i], shapes[i], w.data, w.shape)
 		}
 	}
 }
 
-func equalF32(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func TestEnginePredictRedis(t *testing.T) {
+func TestPredictRedis(t *testing.T) {
 	t.Run("ndarray fixture", func(t *testing.T) {
 		body := fixture(t, "payloads/ndarray-128-base64")
-		e := newEngine(t, infer.Config{ModelPath: model("add_f32_128")})
-		out, err := e.Predict(context.Background(), infer.MediaTypeRedisArrow, body)
+		p := newPredictor(t, infer.Config{ModelPath: model("add_f32_128")})
+		out, err := p.Predict(context.Background(), wire.MediaTypeRedisArrow, body)
 		if err != nil {
 			t.Fatalf("Predict: %v", err)
 		}
 		data, shapes := readRedisResult(t, out)
-		if len(data) != 1 || !equalShape(shapes[0], []int64{128}) || len(data[0]) != 128 {
+		if len(data) != 1 || !slices.Equal(shapes[0], []int64{128}) || len(data[0]) != 128 {
 			t.Fatalf("got %d batches, shape %v, want 1 batch of shape [128]", len(data), shapes)
 		}
 		if data[0][0] != 13 || data[0][127] != 195 {
@@ -280,8 +270,8 @@ func TestEnginePredictRedis(t *testing.T) {
 	})
 	t.Run("topN string", func(t *testing.T) {
 		body := fixture(t, "payloads/ndarray-128-base64")
-		e := newEngine(t, infer.Config{ModelPath: model("add_f32_128"), PostProcessing: "topN(1)"})
-		out, err := e.Predict(context.Background(), infer.MediaTypeRedisArrow, body)
+		p := newPredictor(t, infer.Config{ModelPath: model("add_f32_128"), PostProcessing: "topN(1)"})
+		out, err := p.Predict(context.Background(), wire.MediaTypeRedisArrow, body)
 		if err != nil {
 			t.Fatalf("Predict: %v", err)
 		}
@@ -309,18 +299,18 @@ func TestEnginePredictRedis(t *testing.T) {
 		name, mediaType string
 		body            []byte
 	}{
-		{"image arrow", infer.MediaTypeRedisArrow, fixture(t, "payloads/image-3_224_224-arrow-base64")},
-		{"image json", infer.MediaTypeRedisJSON, jsonBody},
+		{"image arrow", wire.MediaTypeRedisArrow, fixture(t, "payloads/image-3_224_224-arrow-base64")},
+		{"image json", wire.MediaTypeRedisJSON, jsonBody},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEngine(t, infer.Config{ModelPath: model("image_mean")})
-			out, err := e.Predict(context.Background(), tt.mediaType, tt.body)
+			p := newPredictor(t, infer.Config{ModelPath: model("image_mean")})
+			out, err := p.Predict(context.Background(), tt.mediaType, tt.body)
 			if err != nil {
 				t.Fatalf("Predict: %v", err)
 			}
 			data, shapes := readRedisResult(t, out)
-			if len(data) != 1 || !equalShape(shapes[0], []int64{3}) {
+			if len(data) != 1 || !slices.Equal(shapes[0], []int64{3}) {
 				t.Fatalf("got %d batches, shapes %v, want 1 of shape [3]", len(data), shapes)
 			}
 			for c := range 3 {
@@ -331,9 +321,9 @@ func TestEnginePredictRedis(t *testing.T) {
 		})
 	}
 	t.Run("two json instances", func(t *testing.T) {
-		e := newEngine(t, infer.Config{ModelPath: model("add_f32_128")})
+		p := newPredictor(t, infer.Config{ModelPath: model("add_f32_128")})
 		row := "[" + strings.Repeat("1,", 127) + "1]"
-		_, err := e.Predict(context.Background(), infer.MediaTypeRedisJSON, []byte(`{"instances":[{"x":`+row+`},{"x":`+row+`}]}`))
+		_, err := p.Predict(context.Background(), wire.MediaTypeRedisJSON, []byte(`{"instances":[{"x":`+row+`},{"x":`+row+`}]}`))
 		var ie *infer.InputError
 		if !errors.As(err, &ie) {
 			t.Fatalf("got %v, want an *InputError", err)
@@ -367,7 +357,7 @@ func TestDecodeDIENJSON(t *testing.T) {
 		wantShapes[name] = shape
 		ins = append(ins, infer.IO{Name: name, DType: infer.Int64, Shape: append([]int64{-1}, shape...)})
 	}
-	recs, err := infer.DecodeInstances(body, ins, false)
+	recs, err := wire.DecodeInstances(body, ins, false)
 	if err != nil {
 		t.Fatalf("DecodeInstances: %v", err)
 	}
@@ -375,7 +365,7 @@ func TestDecodeDIENJSON(t *testing.T) {
 		t.Fatalf("records: got %d, want 1", len(recs))
 	}
 	for j, in := range ins {
-		if got := recs[0][j].Shape; !equalShape(got, wantShapes[in.Name]) {
+		if got := recs[0][j].Shape; !slices.Equal(got, wantShapes[in.Name]) {
 			t.Errorf("input %s: got shape %v, want %v", in.Name, got, wantShapes[in.Name])
 		}
 	}
@@ -407,7 +397,7 @@ func FuzzDecodeRedisArrow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, info := range infos {
 			for _, batched := range []bool{false, true} {
-				rec, err := infer.DecodeRedisArrow(body, info, batched)
+				rec, err := wire.DecodeRedisArrow(body, info, batched)
 				if err != nil {
 					var ie *infer.InputError
 					if !errors.As(err, &ie) {

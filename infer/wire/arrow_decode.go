@@ -1,4 +1,4 @@
-package infer
+package wire
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // DecodeRedisArrow decodes the data field of a Redis request entry: base64
@@ -25,54 +27,54 @@ import (
 // '|'-joined strings (a string tensor, unsupported) or a base64 image,
 // pre-processed as info.Image says. Every problem is an *InputError; it never
 // panics. Safe for concurrent use; it does not retain data.
-func DecodeRedisArrow(data []byte, info ModelInfo, alreadyBatched bool) (rec []Tensor, err error) {
-	raw, err := decodeBase64(data)
+func DecodeRedisArrow(data []byte, info infer.ModelInfo, alreadyBatched bool) (rec []infer.Tensor, err error) {
+	raw, err := infer.DecodeBase64(data)
 	if err != nil {
-		return nil, inputErr(-1, "", "data is not base64: %v", err)
+		return nil, infer.NewInputError(-1, "", "data is not base64: %v", err)
 	}
 	defer func() {
 		// arrow-go checks most, not all, of a hostile stream's offsets.
 		if r := recover(); r != nil {
-			rec, err = nil, inputErr(-1, "", "corrupt Arrow stream: %v", r)
+			rec, err = nil, infer.NewInputError(-1, "", "corrupt Arrow stream: %v", r)
 		}
 	}()
 	if err := checkIPCVectors(raw); err != nil {
-		return nil, inputErr(-1, "", "corrupt Arrow stream: %v", err)
+		return nil, infer.NewInputError(-1, "", "corrupt Arrow stream: %v", err)
 	}
 	mem := &limitAllocator{left: 16<<20 + 4*int64(len(raw))}
 	rd, err := ipc.NewReader(bytes.NewReader(raw), ipc.WithAllocator(mem))
 	if err != nil {
-		return nil, inputErr(-1, "", "data is not an Arrow IPC stream: %v", err)
+		return nil, infer.NewInputError(-1, "", "data is not an Arrow IPC stream: %v", err)
 	}
 	defer rd.Release()
 	if !rd.Next() {
 		if err := rd.Err(); err != nil {
-			return nil, inputErr(-1, "", "corrupt Arrow stream: %v", err)
+			return nil, infer.NewInputError(-1, "", "corrupt Arrow stream: %v", err)
 		}
-		return nil, inputErr(-1, "", "Arrow stream holds no record batch")
+		return nil, infer.NewInputError(-1, "", "Arrow stream holds no record batch")
 	}
 	batch := rd.RecordBatch()
 	batch.Retain()
 	defer batch.Release()
 	if rd.Next() {
-		return nil, inputErr(-1, "", "Arrow stream holds more than one record batch; a Redis entry is one record")
+		return nil, infer.NewInputError(-1, "", "Arrow stream holds more than one record batch; a Redis entry is one record")
 	}
 	if err := rd.Err(); err != nil {
-		return nil, inputErr(-1, "", "corrupt Arrow stream: %v", err)
+		return nil, infer.NewInputError(-1, "", "corrupt Arrow stream: %v", err)
 	}
 	order, err := mapColumns(batch.Schema(), info.Inputs)
 	if err != nil {
 		return nil, err
 	}
-	rec = make([]Tensor, len(info.Inputs))
+	rec = make([]infer.Tensor, len(info.Inputs))
 	for j, in := range info.Inputs {
 		t, err := decodeColumn(batch.Column(order[j]), in, alreadyBatched, info.Image)
 		if err != nil {
-			if ie, ok := err.(*InputError); ok {
+			if ie, ok := err.(*infer.InputError); ok {
 				ie.Instance, ie.Input = 0, in.Name
 				return nil, ie
 			}
-			return nil, inputErr(0, in.Name, "%v", err)
+			return nil, infer.NewInputError(0, in.Name, "%v", err)
 		}
 		rec[j] = t
 	}
@@ -80,7 +82,7 @@ func DecodeRedisArrow(data []byte, info ModelInfo, alreadyBatched bool) (rec []T
 }
 
 // mapColumns returns, per model input, the index of the column feeding it.
-func mapColumns(schema *arrow.Schema, inputs []IO) ([]int, error) {
+func mapColumns(schema *arrow.Schema, inputs []infer.IO) ([]int, error) {
 	fields := schema.Fields()
 	order := make([]int, len(inputs))
 	byName := true
@@ -104,7 +106,7 @@ func mapColumns(schema *arrow.Schema, inputs []IO) ([]int, error) {
 		for i, x := range inputs {
 			in[i] = x.Name
 		}
-		return nil, inputErr(0, "", "got %d columns (%s), model has %d inputs (%s)", len(fields), strings.Join(names, ", "), len(inputs), strings.Join(in, ", "))
+		return nil, infer.NewInputError(0, "", "got %d columns (%s), model has %d inputs (%s)", len(fields), strings.Join(names, ", "), len(inputs), strings.Join(in, ", "))
 	}
 	for j := range order {
 		order[j] = j
@@ -113,36 +115,36 @@ func mapColumns(schema *arrow.Schema, inputs []IO) ([]int, error) {
 }
 
 // decodeColumn turns one column into the tensor for input in.
-func decodeColumn(col arrow.Array, in IO, batched bool, p ImagePre) (Tensor, error) {
-	var t Tensor
+func decodeColumn(col arrow.Array, in infer.IO, batched bool, p infer.ImagePre) (infer.Tensor, error) {
+	var t infer.Tensor
 	switch c := col.(type) {
 	case *array.Struct:
 		var err error
 		if t, err = decodeTensorStruct(c); err != nil {
-			return Tensor{}, err
+			return infer.Tensor{}, err
 		}
-		if t, err = castFloat32(t, in.DType); err != nil {
-			return Tensor{}, err
+		if t, err = infer.CastFloat32(t, in.DType); err != nil {
+			return infer.Tensor{}, err
 		}
 	case *array.String:
 		if c.Len() != 1 || c.IsNull(0) {
-			return Tensor{}, inputErr(-1, "", "utf8 column has %d values, want one non-null value", c.Len())
+			return infer.Tensor{}, infer.NewInputError(-1, "", "utf8 column has %d values, want one non-null value", c.Len())
 		}
 		return decodeStringValue([]byte(c.Value(0)), in, batched, p)
 	case *array.LargeString:
 		if c.Len() != 1 || c.IsNull(0) {
-			return Tensor{}, inputErr(-1, "", "utf8 column has %d values, want one non-null value", c.Len())
+			return infer.Tensor{}, infer.NewInputError(-1, "", "utf8 column has %d values, want one non-null value", c.Len())
 		}
 		return decodeStringValue([]byte(c.Value(0)), in, batched, p)
 	default:
-		return Tensor{}, inputErr(-1, "", "unsupported column type %s; want a tensor struct or utf8", col.DataType())
+		return infer.Tensor{}, infer.NewInputError(-1, "", "unsupported column type %s; want a tensor struct or utf8", col.DataType())
 	}
 	want := in.Shape
 	if !batched && len(want) > 0 {
 		want = want[1:]
 	}
-	if !fitsShape(t.Shape, want) {
-		return Tensor{}, inputErr(-1, "", "shape %s does not match model %s", shapeString(t.Shape), shapeString(in.Shape))
+	if !infer.FitsShape(t.Shape, want) {
+		return infer.Tensor{}, infer.NewInputError(-1, "", "shape %s does not match model %s", infer.ShapeString(t.Shape), infer.ShapeString(in.Shape))
 	}
 	return t, nil
 }
@@ -151,43 +153,43 @@ func decodeColumn(col arrow.Array, in IO, batched bool, p ImagePre) (Tensor, err
 // Python client: row i fills only field i of indiceData, indiceShape, data,
 // shape. Fields are found by name and each takes its one non-null row, so
 // the row order does not matter.
-func decodeTensorStruct(c *array.Struct) (Tensor, error) {
+func decodeTensorStruct(c *array.Struct) (infer.Tensor, error) {
 	st := c.DataType().(*arrow.StructType)
 	var vals [4][]float64
 	var found [4]bool
 	for i, name := range []string{"indiceData", "indiceShape", "data", "shape"} {
 		k, ok := st.FieldIdx(name)
 		if !ok {
-			return Tensor{}, inputErr(-1, "", "tensor struct has no field %q; want indiceData, indiceShape, data, shape", name)
+			return infer.Tensor{}, infer.NewInputError(-1, "", "tensor struct has no field %q; want indiceData, indiceShape, data, shape", name)
 		}
 		v, ok, err := structListValues(c.Field(k))
 		if err != nil {
-			return Tensor{}, inputErr(-1, "", "tensor struct field %q: %v", name, err)
+			return infer.Tensor{}, infer.NewInputError(-1, "", "tensor struct field %q: %v", name, err)
 		}
 		vals[i], found[i] = v, ok
 	}
 	if !found[2] || !found[3] {
-		return Tensor{}, inputErr(-1, "", "tensor struct needs data and shape")
+		return infer.Tensor{}, infer.NewInputError(-1, "", "tensor struct needs data and shape")
 	}
 	shape, err := toDims(vals[3], "shape")
 	if err != nil {
-		return Tensor{}, err
+		return infer.Tensor{}, err
 	}
 	n := int64(1)
 	for _, d := range shape {
 		if n *= d; n > maxSparseElems {
-			return Tensor{}, inputErr(-1, "", "shape %s has more than %d elements", shapeString(shape), maxSparseElems)
+			return infer.Tensor{}, infer.NewInputError(-1, "", "shape %s has more than %d elements", infer.ShapeString(shape), maxSparseElems)
 		}
 	}
 	data := make([]float32, n)
 	if len(vals[0]) == 0 {
 		if int64(len(vals[2])) != n {
-			return Tensor{}, inputErr(-1, "", "shape %s needs %d values, data has %d", shapeString(shape), n, len(vals[2]))
+			return infer.Tensor{}, infer.NewInputError(-1, "", "shape %s needs %d values, data has %d", infer.ShapeString(shape), n, len(vals[2]))
 		}
 		for i, v := range vals[2] {
 			data[i] = float32(v)
 		}
-		return Tensor{DType: Float32, Shape: shape, Data: data}, nil
+		return infer.Tensor{DType: infer.Float32, Shape: shape, Data: data}, nil
 	}
 	return densify(vals[0], vals[1], vals[2], shape, data)
 }
@@ -196,14 +198,14 @@ func decodeTensorStruct(c *array.Struct) (Tensor, error) {
 // layout of the original's pyarrow payloads) or [rank, nnz] (BigDL's
 // Tensor.sparse); the one that fits the values and shape is taken, the
 // latter when both do.
-func densify(idx, idxShape, vals []float64, shape []int64, data []float32) (Tensor, error) {
+func densify(idx, idxShape, vals []float64, shape []int64, data []float32) (infer.Tensor, error) {
 	rank, nnz := len(shape), len(vals)
 	dims, err := toDims(idxShape, "indiceShape")
 	if err != nil {
-		return Tensor{}, err
+		return infer.Tensor{}, err
 	}
 	if len(dims) != 2 || dims[0]*dims[1] != int64(len(idx)) {
-		return Tensor{}, inputErr(-1, "", "indiceShape %s does not fit %d indices", shapeString(dims), len(idx))
+		return infer.Tensor{}, infer.NewInputError(-1, "", "indiceShape %s does not fit %d indices", infer.ShapeString(dims), len(idx))
 	}
 	var at func(k, d int) float64
 	switch {
@@ -212,27 +214,27 @@ func densify(idx, idxShape, vals []float64, shape []int64, data []float32) (Tens
 	case dims[0] == int64(nnz) && dims[1] == int64(rank):
 		at = func(k, d int) float64 { return idx[k*rank+d] }
 	default:
-		return Tensor{}, inputErr(-1, "", "indiceShape %s does not fit %d values of rank %d", shapeString(dims), nnz, rank)
+		return infer.Tensor{}, infer.NewInputError(-1, "", "indiceShape %s does not fit %d values of rank %d", infer.ShapeString(dims), nnz, rank)
 	}
 	for k, v := range vals {
 		off := int64(0)
 		for d := range rank {
 			i := at(k, d)
 			if i != float64(int64(i)) || i < 0 || int64(i) >= shape[d] {
-				return Tensor{}, inputErr(-1, "", "sparse index %v of value %d is outside shape %s", i, k, shapeString(shape))
+				return infer.Tensor{}, infer.NewInputError(-1, "", "sparse index %v of value %d is outside shape %s", i, k, infer.ShapeString(shape))
 			}
 			off = off*shape[d] + int64(i)
 		}
 		data[off] = float32(v)
 	}
-	return Tensor{DType: Float32, Shape: shape, Data: data}, nil
+	return infer.Tensor{DType: infer.Float32, Shape: shape, Data: data}, nil
 }
 
 func toDims(v []float64, what string) ([]int64, error) {
 	dims := make([]int64, len(v))
 	for i, d := range v {
 		if d < 0 || d != float64(int64(d)) || d > maxSparseElems {
-			return nil, inputErr(-1, "", "%s has a bad dim %v", what, d)
+			return nil, infer.NewInputError(-1, "", "%s has a bad dim %v", what, d)
 		}
 		dims[i] = int64(d)
 	}

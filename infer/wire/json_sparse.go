@@ -1,12 +1,14 @@
-package infer
+package wire
+
+import "github.com/cluster-serving/cluster-serving/infer"
 
 // decodeSparse densifies {"shape":[..],"data":[..],"indices":[[..],..]}.
 // indices is one array per dim (indices[d][k] is value k's coordinate in
 // dim d), or one array per value.
-func decodeSparse(s *scanner, dt DType) (Tensor, error) {
+func decodeSparse(s *scanner, dt infer.DType) (infer.Tensor, error) {
 	var shape, idx []int64
 	var idxShape []int64
-	var vals Tensor
+	var vals infer.Tensor
 	var haveShape, haveData, haveIdx bool
 	err := s.object(func(key []byte) error {
 		s.ws()
@@ -18,10 +20,10 @@ func decodeSparse(s *scanner, dt DType) (Tensor, error) {
 		var err error
 		switch string(key) {
 		case "shape":
-			var t Tensor
-			t, err = decodeDense(&scanner{b: raw}, Int64)
+			var t infer.Tensor
+			t, err = decodeDense(&scanner{b: raw}, infer.Int64)
 			if err == nil && len(t.Shape) != 1 {
-				err = inputErr(-1, "", "sparse \"shape\" must be a flat array")
+				err = infer.NewInputError(-1, "", "sparse \"shape\" must be a flat array")
 			}
 			if err == nil {
 				shape, haveShape = t.Data.([]int64), true
@@ -29,31 +31,31 @@ func decodeSparse(s *scanner, dt DType) (Tensor, error) {
 		case "data":
 			vals, err = decodeDense(&scanner{b: raw}, dt)
 			if err == nil && len(vals.Shape) != 1 {
-				err = inputErr(-1, "", "sparse \"data\" must be a flat array")
+				err = infer.NewInputError(-1, "", "sparse \"data\" must be a flat array")
 			}
 			haveData = err == nil
 		case "indices":
-			var t Tensor
-			t, err = decodeDense(&scanner{b: raw}, Int64)
+			var t infer.Tensor
+			t, err = decodeDense(&scanner{b: raw}, infer.Int64)
 			if err == nil {
 				idx, idxShape, haveIdx = t.Data.([]int64), t.Shape, true
 			}
 		default:
-			err = inputErr(-1, "", "sparse tensor has unknown key %q; want shape, data, indices", string(key))
+			err = infer.NewInputError(-1, "", "sparse tensor has unknown key %q; want shape, data, indices", string(key))
 		}
 		return err
 	})
 	if err != nil {
-		return Tensor{}, err
+		return infer.Tensor{}, err
 	}
 	if !haveShape || !haveData || !haveIdx {
-		return Tensor{}, inputErr(-1, "", "sparse tensor needs \"shape\", \"data\" and \"indices\"")
+		return infer.Tensor{}, infer.NewInputError(-1, "", "sparse tensor needs \"shape\", \"data\" and \"indices\"")
 	}
 	rank, nnz := len(shape), vals.Len()
 	total := int64(1)
 	for _, d := range shape {
 		if d < 0 || d > maxSparseElems || (d > 0 && total > maxSparseElems/d) {
-			return Tensor{}, inputErr(-1, "", "sparse shape %s is invalid or too large", shapeString(shape))
+			return infer.Tensor{}, infer.NewInputError(-1, "", "sparse shape %s is invalid or too large", infer.ShapeString(shape))
 		}
 		total *= d
 	}
@@ -67,15 +69,15 @@ func decodeSparse(s *scanner, dt DType) (Tensor, error) {
 	case rank == 1 && len(idxShape) == 1 && idxShape[0] == int64(nnz):
 		coord = func(k, _ int) int64 { return idx[k] }
 	default:
-		return Tensor{}, inputErr(-1, "", "sparse indices shape %s does not fit %d values of rank %d", shapeString(idxShape), nnz, rank)
+		return infer.Tensor{}, infer.NewInputError(-1, "", "sparse indices shape %s does not fit %d values of rank %d", infer.ShapeString(idxShape), nnz, rank)
 	}
-	out := NewTensor(dt, shape)
+	out := infer.NewTensor(dt, shape)
 	for k := 0; k < nnz; k++ {
 		off := int64(0)
 		for d := 0; d < rank; d++ {
 			c := coord(k, d)
 			if c < 0 || c >= shape[d] {
-				return Tensor{}, inputErr(-1, "", "sparse index %d out of range for dim %d of size %d", c, d, shape[d])
+				return infer.Tensor{}, infer.NewInputError(-1, "", "sparse index %d out of range for dim %d of size %d", c, d, shape[d])
 			}
 			off = off*shape[d] + c
 		}

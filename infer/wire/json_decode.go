@@ -1,4 +1,4 @@
-package infer
+package wire
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // maxDepth bounds array nesting so hostile input cannot exhaust the stack.
@@ -33,14 +35,14 @@ const jsonExample = `want {"instances":[{"<input name>":[[1.0,2.0],[3.0,4.0]]}]}
 //
 // A string value feeds an image input (rank 3 without the batch dim): it is
 // base64 of a JPEG or PNG, pre-processed with the defaults of ImagePre.
-func DecodeInstances(body []byte, inputs []IO, alreadyBatched bool) ([][]Tensor, error) {
-	return decodeInstances(body, inputs, alreadyBatched, ImagePre{})
+func DecodeInstances(body []byte, inputs []infer.IO, alreadyBatched bool) ([][]infer.Tensor, error) {
+	return decodeInstances(body, inputs, alreadyBatched, infer.ImagePre{})
 }
 
 // decodeInstances is DecodeInstances with images pre-processed by pre.
-func decodeInstances(body []byte, inputs []IO, alreadyBatched bool, pre ImagePre) ([][]Tensor, error) {
+func decodeInstances(body []byte, inputs []infer.IO, alreadyBatched bool, pre infer.ImagePre) ([][]infer.Tensor, error) {
 	s := &scanner{b: body}
-	var records [][]Tensor
+	var records [][]infer.Tensor
 	found := false
 	err := s.object(func(key []byte) error {
 		if string(key) != "instances" {
@@ -64,31 +66,31 @@ func decodeInstances(body []byte, inputs []IO, alreadyBatched bool, pre ImagePre
 		}
 	}
 	if err != nil {
-		if ie, ok := err.(*InputError); ok {
+		if ie, ok := err.(*infer.InputError); ok {
 			return nil, ie
 		}
-		return nil, inputErr(-1, "", "invalid JSON: %v; %s", err, jsonExample)
+		return nil, infer.NewInputError(-1, "", "invalid JSON: %v; %s", err, jsonExample)
 	}
 	if !found {
-		return nil, inputErr(-1, "", "missing \"instances\"; %s", jsonExample)
+		return nil, infer.NewInputError(-1, "", `no "instances" in the request; %s`, jsonExample)
 	}
 	if len(records) == 0 {
-		return nil, inputErr(-1, "", "\"instances\" is empty; %s", jsonExample)
+		return nil, infer.NewInputError(-1, "", `no "instances": the list is empty; %s`, jsonExample)
 	}
 	return records, nil
 }
 
 type rawValue struct {
 	key string
-	t   Tensor // decoded as the input the key maps to (by name, else by position)
-	err error  // decode error, reported only if the value is used
+	t   infer.Tensor // decoded as the input the key maps to (by name, else by position)
+	err error        // decode error, reported only if the value is used
 }
 
-func decodeInstance(s *scanner, inst int, inputs []IO, batched bool, pre ImagePre) ([]Tensor, error) {
+func decodeInstance(s *scanner, inst int, inputs []infer.IO, batched bool, pre infer.ImagePre) ([]infer.Tensor, error) {
 	var vals []rawValue
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return nil, inputErr(inst, "", "instance is not an object of named inputs; %s", jsonExample)
+		return nil, infer.NewInputError(inst, "", "instance is not an object of named inputs; %s", jsonExample)
 	}
 	// Decode each value as it comes, typed as the input its key names, or
 	// as the input at its position when no key names one: that saves a
@@ -106,7 +108,7 @@ func decodeInstance(s *scanner, inst int, inputs []IO, batched bool, pre ImagePr
 		if j >= len(inputs) {
 			v.err = s.skipFast()
 			if v.err == nil {
-				v.err = inputErr(-1, "", "not decoded")
+				v.err = infer.NewInputError(-1, "", "not decoded")
 			}
 		} else {
 			s.ws()
@@ -116,7 +118,7 @@ func decodeInstance(s *scanner, inst int, inputs []IO, batched bool, pre ImagePr
 				if _, ok := v.err.(*syntaxError); ok {
 					return v.err
 				}
-				if ie, ok := v.err.(*InputError); ok && byName {
+				if ie, ok := v.err.(*infer.InputError); ok && byName {
 					ie.Instance, ie.Input = inst, inputs[j].Name
 					return ie
 				}
@@ -138,22 +140,22 @@ func decodeInstance(s *scanner, inst int, inputs []IO, batched bool, pre ImagePr
 	if ierr != nil {
 		return nil, ierr
 	}
-	rec := make([]Tensor, len(inputs))
+	rec := make([]infer.Tensor, len(inputs))
 	for j, in := range inputs {
 		v := vals[order[j]]
 		if err := v.err; err != nil {
-			if ie, ok := err.(*InputError); ok {
+			if ie, ok := err.(*infer.InputError); ok {
 				ie.Instance, ie.Input = inst, in.Name
 				return nil, ie
 			}
-			return nil, inputErr(inst, in.Name, "%v", err)
+			return nil, infer.NewInputError(inst, in.Name, "%v", err)
 		}
 		want := in.Shape
 		if !batched && len(want) > 0 {
 			want = want[1:]
 		}
-		if !fitsShape(v.t.Shape, want) {
-			return nil, inputErr(inst, in.Name, "shape %s does not match model %s", shapeString(v.t.Shape), shapeString(in.Shape))
+		if !infer.FitsShape(v.t.Shape, want) {
+			return nil, infer.NewInputError(inst, in.Name, "shape %s does not match model %s", infer.ShapeString(v.t.Shape), infer.ShapeString(in.Shape))
 		}
 		rec[j] = v.t
 	}
@@ -161,7 +163,7 @@ func decodeInstance(s *scanner, inst int, inputs []IO, batched bool, pre ImagePr
 }
 
 // mapInputs returns, per model input, the index of the value feeding it.
-func mapInputs(inst int, vals []rawValue, inputs []IO) ([]int, error) {
+func mapInputs(inst int, vals []rawValue, inputs []infer.IO) ([]int, error) {
 	names := make([]string, len(inputs))
 	byName := make(map[string]int, len(inputs))
 	for j, in := range inputs {
@@ -174,7 +176,7 @@ func mapInputs(inst int, vals []rawValue, inputs []IO) ([]int, error) {
 	var unknown string
 	for _, v := range vals {
 		if seen[v.key] {
-			return nil, inputErr(inst, v.key, "given twice")
+			return nil, infer.NewInputError(inst, v.key, "given twice")
 		}
 		seen[v.key] = true
 		if _, ok := byName[v.key]; ok {
@@ -194,7 +196,7 @@ func mapInputs(inst int, vals []rawValue, inputs []IO) ([]int, error) {
 		}
 		for j, o := range order {
 			if o < 0 {
-				return nil, inputErr(inst, names[j], "missing; model inputs: %s", list)
+				return nil, infer.NewInputError(inst, names[j], "missing; model inputs: %s", list)
 			}
 		}
 	case matched == 0 && len(vals) == len(inputs):
@@ -202,37 +204,37 @@ func mapInputs(inst int, vals []rawValue, inputs []IO) ([]int, error) {
 			order[j] = j
 		}
 	case matched == 0:
-		return nil, inputErr(inst, "", "got %d inputs, model has %d (%s)", len(vals), len(inputs), list)
+		return nil, infer.NewInputError(inst, "", "got %d inputs, model has %d (%s)", len(vals), len(inputs), list)
 	default:
-		return nil, inputErr(inst, unknown, "unknown input; model inputs: %s", list)
+		return nil, infer.NewInputError(inst, unknown, "unknown input; model inputs: %s", list)
 	}
 	return order, nil
 }
 
 // decodeValueAt decodes the value at s for input in: a dense number/array,
 // a sparse object, or a string (see decodeStringValue).
-func decodeValueAt(s *scanner, in IO, batched bool, pre ImagePre) (Tensor, error) {
+func decodeValueAt(s *scanner, in infer.IO, batched bool, pre infer.ImagePre) (infer.Tensor, error) {
 	s.ws()
 	if s.i >= len(s.b) {
-		return Tensor{}, s.errorf("unexpected end of input")
+		return infer.Tensor{}, s.errorf("unexpected end of input")
 	}
 	switch s.b[s.i] {
 	case '"':
 		v, err := s.str()
 		if err != nil {
-			return Tensor{}, err
+			return infer.Tensor{}, err
 		}
 		return decodeStringValue(v, in, batched, pre)
 	case '{':
 		from := s.i
 		if err := s.skipFast(); err != nil {
-			return Tensor{}, err
+			return infer.Tensor{}, err
 		}
 		return decodeSparse(&scanner{b: s.b[from:s.i]}, in.DType)
 	}
 	hint := 1
 	if len(in.Shape) > 1 {
-		hint = int(numElems(in.Shape[1:]))
+		hint = int(infer.NumElems(in.Shape[1:]))
 		if hint <= 0 || hint > 1<<24 {
 			hint = 1
 		}
@@ -241,46 +243,46 @@ func decodeValueAt(s *scanner, in IO, batched bool, pre ImagePre) (Tensor, error
 }
 
 // decodeDense decodes a whole buffer holding one dense value.
-func decodeDense(s *scanner, dt DType) (Tensor, error) {
+func decodeDense(s *scanner, dt infer.DType) (infer.Tensor, error) {
 	t, err := parseDenseAs(s, dt, 1)
 	if err != nil {
-		return Tensor{}, err
+		return infer.Tensor{}, err
 	}
 	s.ws()
 	if s.i != len(s.b) {
-		return Tensor{}, s.errorf("unexpected data after the tensor")
+		return infer.Tensor{}, s.errorf("unexpected data after the tensor")
 	}
 	return t, nil
 }
 
 // parseDenseAs parses a number or nested arrays at s into a tensor of dtype
 // dt; hint is the expected element count.
-func parseDenseAs(s *scanner, dt DType, hint int) (Tensor, error) {
+func parseDenseAs(s *scanner, dt infer.DType, hint int) (infer.Tensor, error) {
 	var (
 		shape []int64
 		data  any
 		err   error
 	)
 	switch dt {
-	case Float32:
+	case infer.Float32:
 		shape, data, err = parseDense(s, make([]float32, 0, hint), decimal.float32, parseF32)
-	case Float64:
+	case infer.Float64:
 		shape, data, err = parseDense(s, make([]float64, 0, hint), decimal.float64, parseF64)
-	case Int32:
+	case infer.Int32:
 		shape, data, err = parseDense(s, make([]int32, 0, hint), fastI32, parseI32)
-	case Int64:
+	case infer.Int64:
 		shape, data, err = parseDense(s, make([]int64, 0, hint), decimal.int64, parseI64)
-	case Uint8:
+	case infer.Uint8:
 		shape, data, err = parseDense(s, make([]uint8, 0, hint), fastU8, parseU8)
-	case Bool:
+	case infer.Bool:
 		shape, data, err = parseDense(s, make([]bool, 0, hint), fastBool, parseBool)
 	default:
-		return Tensor{}, fmt.Errorf("%w: %s", ErrUnsupportedDType, dt)
+		return infer.Tensor{}, fmt.Errorf("%w: %s", infer.ErrUnsupportedDType, dt)
 	}
 	if err != nil {
-		return Tensor{}, err
+		return infer.Tensor{}, err
 	}
-	return Tensor{DType: dt, Shape: shape, Data: data}, nil
+	return infer.Tensor{DType: dt, Shape: shape, Data: data}, nil
 }
 
 // denseParser walks nested arrays, learning the shape from the first array
@@ -305,8 +307,9 @@ func parseDense[T any](s *scanner, buf []T, fast func(decimal) (T, bool), conv f
 	return p.shape, p.data, nil
 }
 
-var errRagged = &InputError{Instance: -1, Msg: "ragged array: sub-arrays differ in length or depth"}
+var errRagged = &infer.InputError{Instance: -1, Msg: "ragged array: sub-arrays differ in length or depth"}
 
+// parse reads the value at depth: a number or a nested array.
 func (p *denseParser[T]) parse(depth int) error {
 	s := p.s
 	s.ws()
@@ -314,40 +317,51 @@ func (p *denseParser[T]) parse(depth int) error {
 		return s.errorf("unexpected end of input")
 	}
 	if s.b[s.i] != '[' {
-		if !p.rankFixed {
-			p.rankFixed = true
-		}
-		if depth != len(p.shape) {
-			return ragged()
-		}
-		start := s.i
-		if d, n, ok := scanNumber(s.b[s.i:]); ok {
-			s.i += n
-			if v, ok := p.fast(d); ok {
-				p.data = append(p.data, v)
-				return nil
-			}
-		} else {
-			if s.b[s.i] == '"' {
-				_, bad := p.conv(nil)
-				return inputErr(-1, "", "wrong dtype: a string where %s is expected", bad)
-			}
-			for s.i < len(s.b) && isValueByte(s.b[s.i]) {
-				s.i++
-			}
-			if s.i == start {
-				return s.errorf("unexpected %q", s.b[s.i])
-			}
-		}
-		v, bad := p.conv(s.b[start:s.i])
-		if bad != "" {
-			return inputErr(-1, "", "wrong dtype: %s is not %s", truncate(s.b[start:s.i]), bad)
-		}
-		p.data = append(p.data, v)
-		return nil
+		return p.leaf(depth)
 	}
+	return p.array(depth)
+}
+
+// leaf reads one number (or bool) at depth, which fixes the rank.
+func (p *denseParser[T]) leaf(depth int) error {
+	s := p.s
+	p.rankFixed = true
+	if depth != len(p.shape) {
+		return ragged()
+	}
+	start := s.i
+	if d, n, ok := scanNumber(s.b[s.i:]); ok {
+		s.i += n
+		if v, ok := p.fast(d); ok {
+			p.data = append(p.data, v)
+			return nil
+		}
+	} else {
+		if s.b[s.i] == '"' {
+			_, bad := p.conv(nil)
+			return infer.NewInputError(-1, "", "wrong dtype: a string where %s is expected", bad)
+		}
+		for s.i < len(s.b) && isValueByte(s.b[s.i]) {
+			s.i++
+		}
+		if s.i == start {
+			return s.errorf("unexpected %q", s.b[s.i])
+		}
+	}
+	v, bad := p.conv(s.b[start:s.i])
+	if bad != "" {
+		return infer.NewInputError(-1, "", "wrong dtype: %s is not %s", truncate(s.b[start:s.i]), bad)
+	}
+	p.data = append(p.data, v)
+	return nil
+}
+
+// array reads the array at depth and records (or checks) its length as
+// dim depth of the shape.
+func (p *denseParser[T]) array(depth int) error {
+	s := p.s
 	if depth >= maxDepth {
-		return inputErr(-1, "", "arrays nested deeper than %d", maxDepth)
+		return infer.NewInputError(-1, "", "arrays nested deeper than %d", maxDepth)
 	}
 	switch {
 	case p.rankFixed && depth >= len(p.shape):
@@ -358,34 +372,17 @@ func (p *denseParser[T]) parse(depth int) error {
 	s.i++ // '['
 	n := int64(0)
 	s.ws()
+	var err error
 	if s.i < len(s.b) && s.b[s.i] == ']' {
 		s.i++
 	} else if p.rankFixed && depth == len(p.shape)-1 {
 		// The innermost rows hold most of the numbers: a flat loop.
-		var err error
-		if n, err = p.row(); err != nil {
-			return err
-		}
+		n, err = p.row()
 	} else {
-		for {
-			if err := p.parse(depth + 1); err != nil {
-				return err
-			}
-			n++
-			s.ws()
-			if s.i >= len(s.b) {
-				return s.errorf("unexpected end of input in array")
-			}
-			if s.b[s.i] == ',' {
-				s.i++
-				continue
-			}
-			if s.b[s.i] == ']' {
-				s.i++
-				break
-			}
-			return s.errorf("want , or ] in array, got %q", s.b[s.i])
-		}
+		n, err = p.elems(depth)
+	}
+	if err != nil {
+		return err
 	}
 	if depth >= len(p.shape) {
 		return ragged()
@@ -398,6 +395,22 @@ func (p *denseParser[T]) parse(depth int) error {
 		return ragged()
 	}
 	return nil
+}
+
+// elems parses the elements of an array at depth after its '[' through
+// its ']' and returns how many there were.
+func (p *denseParser[T]) elems(depth int) (int64, error) {
+	s := p.s
+	for n := int64(1); ; n++ {
+		if err := p.parse(depth + 1); err != nil {
+			return 0, err
+		}
+		if end, err := s.arrayNext(); err != nil {
+			return 0, err
+		} else if end {
+			return n, nil
+		}
+	}
 }
 
 // row parses the numbers of an innermost array after its '[' through its
@@ -421,25 +434,17 @@ func (p *denseParser[T]) row() (int64, error) {
 			return 0, err
 		}
 		n++
-		if s.i < len(s.b) && s.b[s.i] == ',' {
+		if s.i < len(s.b) && s.b[s.i] == ',' { // the common case, first
 			s.i++
 			s.ws() // pretty-printed rows: a comma, then a newline or space
 			continue
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return 0, s.errorf("unexpected end of input in array")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-		case ']':
-			s.i++
+		if end, err := s.arrayNext(); err != nil {
+			return 0, err
+		} else if end {
 			return n, nil
-		default:
-			return 0, s.errorf("want , or ] in array, got %q", s.b[s.i])
 		}
+		s.ws()
 	}
 }
 

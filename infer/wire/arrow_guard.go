@@ -1,4 +1,4 @@
-package infer
+package wire
 
 import (
 	"encoding/binary"
@@ -35,7 +35,7 @@ func checkIPCVectors(raw []byte) (err error) {
 			return nil // end of stream
 		}
 		if n < 0 || off+n > len(raw) {
-			return fmt.Errorf("Arrow message of %d bytes runs past the stream's %d", n, len(raw))
+			return fmt.Errorf("message of %d bytes runs past the stream's %d", n, len(raw))
 		}
 		msg := raw[off : off+n]
 		if err := checkMessage(msg); err != nil {
@@ -48,7 +48,7 @@ func checkIPCVectors(raw []byte) (err error) {
 			return err
 		}
 		if body < 0 || body > int64(len(raw)-off) {
-			return fmt.Errorf("Arrow message body of %d bytes runs past the stream", body)
+			return fmt.Errorf("message body of %d bytes runs past the stream", body)
 		}
 		off += int(body)
 	}
@@ -82,7 +82,7 @@ const (
 	maxFieldDepth = 64
 )
 
-var errVector = errors.New("Arrow metadata vector longer than its message")
+var errVector = errors.New("metadata vector longer than its message")
 
 func root(buf []byte) *flatbuffers.Table {
 	if len(buf) < 4 {
@@ -159,7 +159,7 @@ func checkSchema(s *flatbuffers.Table) error {
 
 func checkFields(t *flatbuffers.Table, slot flatbuffers.VOffsetT, depth int) error {
 	if depth > maxFieldDepth {
-		return fmt.Errorf("Arrow schema nests fields deeper than %d", maxFieldDepth)
+		return fmt.Errorf("schema nests fields deeper than %d", maxFieldDepth)
 	}
 	n, err := vector(t, slot, 4)
 	if err != nil {

@@ -1,4 +1,4 @@
-package infer_test
+package wire_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 var (
@@ -91,7 +92,7 @@ func TestDecodeInstances(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := infer.DecodeInstances([]byte(tt.body), tt.inputs, tt.batched)
+			got, err := wire.DecodeInstances([]byte(tt.body), tt.inputs, tt.batched)
 			if err != nil {
 				t.Fatalf("DecodeInstances: got error %v, want nil", err)
 			}
@@ -112,8 +113,8 @@ func TestDecodeInstancesErrors(t *testing.T) {
 		{"not JSON", `{"instances":[{"a":[1,2,3]`, twoInputs, []string{"invalid JSON", `{"instances"`}},
 		{"garbage", `hello`, twoInputs, []string{"invalid JSON"}},
 		{"trailing data", `{"instances":[]} x`, twoInputs, []string{"invalid JSON"}},
-		{"no instances", `{"inputs":[]}`, twoInputs, []string{`missing "instances"`}},
-		{"empty instances", `{"instances":[]}`, twoInputs, []string{"empty"}},
+		{"no instances", `{"inputs":[]}`, twoInputs, []string{`no "instances"`}},
+		{"empty instances", `{"instances":[]}`, twoInputs, []string{`no "instances"`, "empty"}},
 		{"instance not object", `{"instances":[[1,2]]}`, twoInputs, []string{"instance 0", "not an object"}},
 		{"wrong shape", `{"instances":[{"x":[[1,2,3,4],[5,6,7,8],[9,10,11,12]]}]}`, imgInputs, []string{`input "x": shape [3 4] does not match model [-1 3 224 224]`}},
 		{"float for int", `{"instances":[{"a":[1,2,3],"b":[1.5,2]}]}`, twoInputs, []string{"instance 0", `input "b"`, "wrong dtype", "1.5 is not an int64"}},
@@ -134,7 +135,7 @@ func TestDecodeInstancesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := infer.DecodeInstances([]byte(tt.body), tt.inputs, false)
+			_, err := wire.DecodeInstances([]byte(tt.body), tt.inputs, false)
 			var ie *infer.InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("DecodeInstances: got error %v (%T), want *InputError", err, err)
@@ -162,7 +163,7 @@ func FuzzDecodeInstances(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte, batched bool) {
 		for _, inputs := range [][]infer.IO{twoInputs, mixedInputs} {
-			recs, err := infer.DecodeInstances(body, inputs, batched)
+			recs, err := wire.DecodeInstances(body, inputs, batched)
 			if err != nil {
 				var ie *infer.InputError
 				if !errors.As(err, &ie) {
@@ -219,7 +220,7 @@ func resnetBody() []byte {
 }
 
 func TestDecodeResNetInstance(t *testing.T) {
-	recs, err := infer.DecodeInstances(resnetBody(), imgInputs, false)
+	recs, err := wire.DecodeInstances(resnetBody(), imgInputs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func BenchmarkDecodeInstances(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := infer.DecodeInstances(body, imgInputs, false); err != nil {
+		if _, err := wire.DecodeInstances(body, imgInputs, false); err != nil {
 			b.Fatal(err)
 		}
 	}

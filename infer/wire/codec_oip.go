@@ -1,0 +1,410 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+)
+
+// oipCodec is the MediaTypeOIP codec: it reads and writes the whole OIP
+// envelope, so the HTTP door passes bodies and answers through. One OIP
+// request holds every input with its batch dim; Decode splits it along
+// dim 0 into one record per row so that the Batcher can stack rows of
+// concurrent requests, and Encode stacks the rows' outputs back.
+type oipCodec struct{}
+
+func init() { RegisterCodec(MediaTypeOIP, oipCodec{}) }
+
+// OIPDatatype returns the OIP datatype name of d: FP32, FP64, INT32, INT64,
+// UINT8 or BOOL ("" for Invalid).
+func OIPDatatype(d infer.DType) string {
+	switch d {
+	case infer.Float32:
+		return "FP32"
+	case infer.Float64:
+		return "FP64"
+	case infer.Int32:
+		return "INT32"
+	case infer.Int64:
+		return "INT64"
+	case infer.Uint8:
+		return "UINT8"
+	case infer.Bool:
+		return "BOOL"
+	}
+	return ""
+}
+
+type oipInput struct {
+	Name     string          `json:"name"`
+	Datatype string          `json:"datatype"`
+	Shape    []int64         `json:"shape"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// oipRequest is the OIP inference request: its id, inputs and the outputs
+// the answer should hold (all when none are named).
+type oipRequest struct {
+	ID      string     `json:"id"`
+	Inputs  []oipInput `json:"inputs"`
+	Outputs []struct {
+		Name string `json:"name"`
+	} `json:"outputs"`
+}
+
+// Decode reads the whole OIP envelope: the id and the requested outputs
+// go into the Request for Encode, the inputs become records.
+func (oipCodec) Decode(body []byte, s *Spec) (*Request, error) {
+	req, err := parseOIPRequest(body, s.Info)
+	if err != nil {
+		return nil, err
+	}
+	full, rows, err := decodeOIPInputs(req.Inputs, s.Info)
+	if err != nil {
+		return nil, err
+	}
+	records, err := oipRecords(full, rows, s)
+	if err != nil {
+		return nil, err
+	}
+	out := &Request{Records: records, ID: req.ID}
+	for _, o := range req.Outputs {
+		out.Outputs = append(out.Outputs, o.Name)
+	}
+	return out, nil
+}
+
+// oipInputsExample is shown in errors about the request's overall form.
+const oipInputsExample = `want {"inputs":[{"name","datatype","shape","data"}]}`
+
+// parseOIPRequest reads body and checks the envelope: every input names
+// itself, its datatype, shape and data, and every requested output exists.
+func parseOIPRequest(body []byte, info infer.ModelInfo) (*oipRequest, error) {
+	var req oipRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, infer.NewInputError(-1, "", "malformed OIP request: %v", err)
+	}
+	if len(req.Inputs) == 0 {
+		return nil, infer.NewInputError(-1, "", `OIP request has no "inputs": %s`, oipInputsExample)
+	}
+	for i, in := range req.Inputs {
+		switch {
+		case in.Name == "":
+			return nil, infer.NewInputError(-1, "", `inputs[%d]: "name" is required`, i)
+		case in.Datatype == "":
+			return nil, infer.NewInputError(-1, in.Name, `"datatype" is required`)
+		case in.Shape == nil:
+			return nil, infer.NewInputError(-1, in.Name, `"shape" is required`)
+		case len(in.Data) == 0:
+			return nil, infer.NewInputError(-1, in.Name, `"data" is required`)
+		}
+	}
+	for _, o := range req.Outputs {
+		if !slices.Contains(info.OutputNames(), o.Name) {
+			return nil, infer.NewInputError(-1, "", "unknown output %q: the model's outputs are %v", o.Name, info.OutputNames())
+		}
+	}
+	return &req, nil
+}
+
+// decodeOIPInputs decodes the inputs in model order, each with its batch
+// dim; rows is their common dim 0, -1 when the model's inputs have none.
+func decodeOIPInputs(inputs []oipInput, info infer.ModelInfo) (full []infer.Tensor, rows int64, err error) {
+	byName := make(map[string]int, len(inputs))
+	for i, in := range inputs {
+		if _, dup := byName[in.Name]; dup {
+			return nil, 0, infer.NewInputError(-1, in.Name, "given twice")
+		}
+		byName[in.Name] = i
+	}
+	full = make([]infer.Tensor, len(info.Inputs))
+	rows = -1
+	for j, mi := range info.Inputs {
+		i, ok := byName[mi.Name]
+		if !ok {
+			return nil, 0, infer.NewInputError(-1, mi.Name, "missing: the model's inputs are %v", info.InputNames())
+		}
+		delete(byName, mi.Name)
+		t, err := decodeOIPTensor(inputs[i], mi)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(t.Shape) > 0 {
+			if rows >= 0 && t.Shape[0] != rows {
+				return nil, 0, infer.NewInputError(-1, mi.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
+			}
+			rows = t.Shape[0]
+		}
+		full[j] = t
+	}
+	for name := range byName {
+		return nil, 0, infer.NewInputError(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
+	}
+	return full, rows, nil
+}
+
+// oipRecords splits the request's tensors along dim 0 into one record per
+// row, so that the Batcher can stack rows of concurrent requests.
+func oipRecords(full []infer.Tensor, rows int64, s *Spec) ([][]infer.Tensor, error) {
+	// A model without a batch dim (rank 0, or a fixed dim 0 other than 1
+	// while inputs come batched) takes the request as one record.
+	if rows < 0 || (s.AlreadyBatched && !s.Info.DynamicBatch) {
+		return [][]infer.Tensor{full}, nil
+	}
+	if rows == 0 {
+		return nil, infer.NewInputError(-1, s.Info.Inputs[0].Name, "batch dim is 0: send at least one row")
+	}
+	ns := make([]int64, rows)
+	for r := range ns {
+		ns[r] = 1
+	}
+	records := make([][]infer.Tensor, rows)
+	for r := range records {
+		records[r] = make([]infer.Tensor, len(full))
+	}
+	for j, t := range full {
+		for r, part := range infer.Split(t, ns) {
+			if !s.AlreadyBatched {
+				part.Shape = part.Shape[1:]
+			}
+			records[r][j] = part
+		}
+	}
+	return records, nil
+}
+
+// decodeOIPTensor checks one OIP input against the model input and parses
+// its data, flat or nested, into a Tensor of the given shape.
+func decodeOIPTensor(in oipInput, mi infer.IO) (infer.Tensor, error) {
+	want := OIPDatatype(mi.DType)
+	if in.Datatype != want {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "datatype %q does not match the model's %s", in.Datatype, want)
+	}
+	for _, d := range in.Shape {
+		if d < 0 {
+			return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s has a negative dim", infer.ShapeString(in.Shape))
+		}
+	}
+	if !infer.FitsShape(in.Shape, mi.Shape) {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s does not match model %s (OIP shapes include the batch dim)", infer.ShapeString(in.Shape), infer.ShapeString(mi.Shape))
+	}
+	n := infer.NumElems(in.Shape)
+	if n > 1<<31 {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s is too large", infer.ShapeString(in.Shape))
+	}
+	leaves, err := flattenJSON(in.Data, int(n))
+	if err != nil {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data: %v", err)
+	}
+	if int64(len(leaves)) != n {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data has %d elements, shape %s needs %d", len(leaves), infer.ShapeString(in.Shape), n)
+	}
+	data, err := parseLeaves(leaves, mi.DType)
+	if err != nil {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data: %v", err)
+	}
+	return infer.Tensor{DType: mi.DType, Shape: append([]int64(nil), in.Shape...), Data: data}, nil
+}
+
+// flattenJSON returns the scalar leaves of a JSON value (arrays nested to
+// any depth), in order, as raw JSON tokens.
+func flattenJSON(raw json.RawMessage, hint int) ([]any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, fmt.Errorf(`"data" is required`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	out := make([]any, 0, hint)
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			if depth == 0 && len(out) > 0 || depth == 0 && err.Error() == "EOF" {
+				return out, nil
+			}
+			return nil, err
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '[':
+				depth++
+			case ']':
+				depth--
+			default:
+				return nil, fmt.Errorf("objects are not tensor elements")
+			}
+		case json.Number, bool:
+			out = append(out, v)
+		case string:
+			return nil, fmt.Errorf("string %q is not a number (BYTES is not supported)", v)
+		case nil:
+			out = append(out, nil)
+		}
+		if depth == 0 {
+			return out, nil
+		}
+	}
+}
+
+// parseLeaves converts the scalar leaves of an OIP input's data (see
+// flattenJSON) into the data slice of dtype dt.
+func parseLeaves(leaves []any, dt infer.DType) (any, error) {
+	switch dt {
+	case infer.Float32:
+		return parseFloatLeaves[float32](leaves, dt, 32)
+	case infer.Float64:
+		return parseFloatLeaves[float64](leaves, dt, 64)
+	case infer.Int32:
+		return parseIntLeaves[int32](leaves, dt, math.MinInt32, math.MaxInt32)
+	case infer.Int64:
+		return parseIntLeaves[int64](leaves, dt, math.MinInt64, math.MaxInt64)
+	case infer.Uint8:
+		return parseIntLeaves[uint8](leaves, dt, 0, math.MaxUint8)
+	case infer.Bool:
+		out := make([]bool, len(leaves))
+		for i, l := range leaves {
+			b, ok := l.(bool)
+			if !ok {
+				return nil, fmt.Errorf("element %d: %v is not a BOOL", i, l)
+			}
+			out[i] = b
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %s", infer.ErrUnsupportedDType, dt)
+}
+
+// leafNumber returns leaf i as a number; a null is "NaN" for a float
+// dtype and an error otherwise.
+func leafNumber(leaves []any, i int, dt infer.DType) (json.Number, error) {
+	switch v := leaves[i].(type) {
+	case json.Number:
+		return v, nil
+	case nil:
+		if dt == infer.Float32 || dt == infer.Float64 {
+			return "NaN", nil
+		}
+	}
+	return "", fmt.Errorf("element %d: %v is not a %s", i, leaves[i], OIPDatatype(dt))
+}
+
+// parseFloatLeaves parses leaves as floats of bits (32 or 64) bits.
+func parseFloatLeaves[T float32 | float64](leaves []any, dt infer.DType, bits int) ([]T, error) {
+	out := make([]T, len(leaves))
+	for i := range leaves {
+		s, err := leafNumber(leaves, i, dt)
+		if err != nil {
+			return nil, err
+		}
+		if s == "NaN" {
+			out[i] = T(math.NaN())
+			continue
+		}
+		f, err := strconv.ParseFloat(string(s), bits)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %s out of range for %s", i, s, OIPDatatype(dt))
+		}
+		out[i] = T(f)
+	}
+	return out, nil
+}
+
+// parseIntLeaves parses leaves as integers in [lo, hi].
+func parseIntLeaves[T int32 | int64 | uint8](leaves []any, dt infer.DType, lo, hi int64) ([]T, error) {
+	out := make([]T, len(leaves))
+	for i := range leaves {
+		s, err := leafNumber(leaves, i, dt)
+		if err != nil {
+			return nil, err
+		}
+		v, err := strconv.ParseInt(string(s), 10, 64)
+		if err != nil || v < lo || v > hi {
+			return nil, fmt.Errorf("element %d: %s is not a %s", i, s, OIPDatatype(dt))
+		}
+		out[i] = T(v)
+	}
+	return out, nil
+}
+
+// Encode writes the whole OIP answer: model_name and model_version of
+// s.Model, the request's id when it had one, and its requested outputs
+// (every output when it named none), each stacked back along dim 0 from
+// the records' rows. Post-processing does not apply to OIP answers: they
+// are typed tensors.
+func (oipCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error) {
+	if len(outs) == 0 {
+		return nil, fmt.Errorf("no records to encode")
+	}
+	for r, rec := range outs {
+		if len(rec) != len(outs[0]) {
+			return nil, fmt.Errorf("record %d has %d outputs, record 0 has %d", r, len(rec), len(outs[0]))
+		}
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, `{"model_name":`...)
+	b = appendQuoted(b, s.Model.Name)
+	b = append(b, `,"model_version":`...)
+	b = appendQuoted(b, s.Model.Version)
+	if req.ID != "" {
+		b = append(b, `,"id":`...)
+		b = appendQuoted(b, req.ID)
+	}
+	b = append(b, `,"outputs":[`...)
+	first := true
+	for j := range outs[0] {
+		name := ""
+		if j < len(s.Info.Outputs) {
+			name = s.Info.Outputs[j].Name
+		}
+		if req.Outputs != nil && !slices.Contains(req.Outputs, name) {
+			continue
+		}
+		t, err := stackOutput(outs, j, s.Info)
+		if err != nil {
+			return nil, err
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendOIPTensor(b, name, t)
+	}
+	return append(b, "]}"...), nil
+}
+
+// stackOutput stacks output j of every record along dim 0.
+func stackOutput(outs [][]infer.Tensor, j int, info infer.ModelInfo) (infer.Tensor, error) {
+	col := make([]infer.Tensor, len(outs))
+	for r, rec := range outs {
+		t := rec[j]
+		// A record's output lost its batch dim of 1 unless the inputs
+		// came batched: give it back.
+		if j < len(info.Outputs) && len(t.Shape) == len(info.Outputs[j].Shape)-1 || len(t.Shape) == 0 {
+			t.Shape = append([]int64{1}, t.Shape...)
+		}
+		if r > 0 && !slices.Equal(t.Shape[1:], col[0].Shape[1:]) {
+			return infer.Tensor{}, fmt.Errorf("output %d: rows have shapes %s and %s", j, infer.ShapeString(col[0].Shape), infer.ShapeString(t.Shape))
+		}
+		col[r] = t
+	}
+	return infer.Stack(col), nil
+}
+
+// appendOIPTensor appends {"name","datatype","shape","data"} for t.
+func appendOIPTensor(b []byte, name string, t infer.Tensor) []byte {
+	b = append(b, `{"name":`...)
+	b = appendQuoted(b, name)
+	b = append(b, `,"datatype":"`...)
+	b = append(b, OIPDatatype(t.DType)...)
+	b = append(b, `","shape":[`...)
+	b = appendList(b, t.Shape, appendInt[int64])
+	b = append(b, `],"data":[`...)
+	b = appendData(b, t.Data)
+	return append(b, "]}"...)
+}

@@ -1,0 +1,25 @@
+package wire
+
+// Media types of the bodies on the mesh (mesh.HeaderContentType), each
+// served by the codec of the same name. A door passes a body through as
+// it came, under the media type of its format; the worker's Predictor
+// decodes it.
+const (
+	// MediaTypeJSON is the {"instances":[...]} -> {"predictions":[...]}
+	// format of the original HTTP frontend (POST /predict), also spoken by
+	// the NATS door. It is the default when a request names none.
+	MediaTypeJSON = "application/json"
+	// MediaTypeOIP is the Open Inference Protocol (KServe v2) REST body:
+	// {"id","inputs":[{"name","datatype","shape","data"}],"outputs":[...]}
+	// in, {"model_name","model_version","id","outputs":[...]} out. The
+	// HTTP door sends the /v2/models/{m}/infer body under it.
+	MediaTypeOIP = "application/vnd.cluster-serving.oip+json"
+	// MediaTypeRedisArrow is the data field of a Redis entry without
+	// serde: base64 of an Arrow IPC stream (see DecodeRedisArrow). The
+	// answer is the result hash's value (see EncodeRedisArrow).
+	MediaTypeRedisArrow = "application/vnd.cluster-serving.redis-arrow"
+	// MediaTypeRedisJSON is the data field of a Redis entry with
+	// serde=stream: JSON {"instances":[{...}]} holding one instance (see
+	// DecodeInstances).
+	MediaTypeRedisJSON = "application/vnd.cluster-serving.redis-json"
+)
