@@ -319,7 +319,7 @@ func writeJSON(w http.ResponseWriter, st int, v any) {
 }
 
 func writeRaw(w http.ResponseWriter, st int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", wire.MediaTypeJSON)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(st)
 	_, _ = w.Write(b)
