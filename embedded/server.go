@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -51,15 +52,9 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Host == "" {
-		c.Host = DefaultHost
-	}
-	if c.Port == 0 {
-		c.Port = DefaultPort
-	}
-	if c.MaxPayload == 0 {
-		c.MaxPayload = DefaultMaxPayload
-	}
+	c.Host = cmp.Or(c.Host, DefaultHost)
+	c.Port = cmp.Or(c.Port, DefaultPort)
+	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
 	return c
 }
 

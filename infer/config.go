@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -105,18 +106,10 @@ func (c Config) imagePre() ImagePre {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Parallelism == 0 {
-		c.Parallelism = DefaultParallelism
-	}
-	if c.Threads == 0 {
-		c.Threads = DefaultThreads
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
-	}
-	if c.QueueSize == 0 {
-		c.QueueSize = DefaultQueueSize
-	}
+	c.Parallelism = cmp.Or(c.Parallelism, DefaultParallelism)
+	c.Threads = cmp.Or(c.Threads, DefaultThreads)
+	c.MaxBatch = cmp.Or(c.MaxBatch, DefaultMaxBatch)
+	c.QueueSize = cmp.Or(c.QueueSize, DefaultQueueSize)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -32,13 +33,7 @@ type ClientConfig struct {
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
 func (c ClientConfig) Validate() error {
-	switch {
-	case c.Timeout < 0:
-		return fmt.Errorf("%w: Timeout %v negative", ErrInvalidConfig, c.Timeout)
-	case c.MaxPending < 0:
-		return fmt.Errorf("%w: MaxPending %d negative", ErrInvalidConfig, c.MaxPending)
-	}
-	return nil
+	return CheckLimits(ErrInvalidConfig, Limit{"Timeout", c.Timeout}, Limit{"MaxPending", c.MaxPending})
 }
 
 // Request is one record a door submits.
@@ -78,9 +73,7 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultSubmitTimeout
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultSubmitTimeout)
 	var opts []jetstream.JetStreamOpt
 	if cfg.MaxPending > 0 {
 		opts = append(opts, jetstream.WithPublishAsyncMaxPending(cfg.MaxPending))
@@ -270,9 +263,7 @@ func workMsg(ctx context.Context, job string, req Request) *nats.Msg {
 		m.Header.Del(k)
 	}
 	ct := req.ContentType
-	if ct == "" {
-		ct = DefaultContentType
-	}
+	ct = cmp.Or(ct, DefaultContentType)
 	m.Header.Set(HeaderContentType, ct)
 	if req.URI != "" {
 		m.Header.Set(HeaderURI, req.URI)

@@ -2,6 +2,8 @@ package mesh
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
@@ -32,3 +34,37 @@ type wireError struct {
 
 func (e *wireError) Error() string { return e.msg }
 func (e *wireError) Unwrap() error { return e.wire }
+
+// Limit is one config value that must not be negative, under the name the
+// error shows: an int, int64, float64 or time.Duration.
+type Limit struct {
+	Name  string
+	Value any
+}
+
+// CheckLimits returns an error wrapping invalid that names the first limit
+// whose value is negative ("MaxInflight -1 negative"), or nil. The mesh's
+// and the doors' Validate methods share it, so every such message reads
+// the same.
+func CheckLimits(invalid error, limits ...Limit) error {
+	for _, l := range limits {
+		if negative(l.Value) {
+			return fmt.Errorf("%w: %s %v negative", invalid, l.Name, l.Value)
+		}
+	}
+	return nil
+}
+
+func negative(v any) bool {
+	switch x := v.(type) {
+	case int:
+		return x < 0
+	case int64:
+		return x < 0
+	case float64:
+		return x < 0
+	case time.Duration:
+		return x < 0
+	}
+	return false
+}

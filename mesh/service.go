@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,13 +56,7 @@ func (c ServiceConfig) Validate() error {
 		}
 		seen[j] = true
 	}
-	switch {
-	case c.MaxConcurrent < 0:
-		return fmt.Errorf("%w: MaxConcurrent %d negative", ErrInvalidConfig, c.MaxConcurrent)
-	case c.RequestTimeout < 0:
-		return fmt.Errorf("%w: RequestTimeout %v negative", ErrInvalidConfig, c.RequestTimeout)
-	}
-	return nil
+	return CheckLimits(ErrInvalidConfig, Limit{"MaxConcurrent", c.MaxConcurrent}, Limit{"RequestTimeout", c.RequestTimeout})
 }
 
 // Service is the NATS door: micro service "cluster-serving" with one
@@ -81,15 +76,9 @@ func NewService(nc *nats.Conn, c *Client, cfg ServiceConfig) (*Service, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: Client is nil", ErrInvalidConfig)
 	}
-	if cfg.Version == "" {
-		cfg.Version = DefaultServiceVersion
-	}
-	if cfg.MaxConcurrent == 0 {
-		cfg.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
+	cfg.Version = cmp.Or(cfg.Version, DefaultServiceVersion)
+	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, DefaultMaxConcurrent)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	return &Service{nc: nc, c: c, cfg: cfg}, nil
 }
 

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -69,45 +70,20 @@ func (c StreamConfig) Validate() error {
 		return fmt.Errorf("%w: MaxMsgs %d below -1", ErrInvalidConfig, c.MaxMsgs)
 	case c.MaxBytes < -1:
 		return fmt.Errorf("%w: MaxBytes %d below -1", ErrInvalidConfig, c.MaxBytes)
-	case c.AckWait < 0:
-		return fmt.Errorf("%w: AckWait %v negative", ErrInvalidConfig, c.AckWait)
-	case c.MaxDeliver < 0:
-		return fmt.Errorf("%w: MaxDeliver %d negative", ErrInvalidConfig, c.MaxDeliver)
-	case c.MaxAckPending < 0:
-		return fmt.Errorf("%w: MaxAckPending %d negative", ErrInvalidConfig, c.MaxAckPending)
-	case c.ResultTTL < 0:
-		return fmt.Errorf("%w: ResultTTL %v negative", ErrInvalidConfig, c.ResultTTL)
-	case c.Backoff < 0:
-		return fmt.Errorf("%w: Backoff %v negative", ErrInvalidConfig, c.Backoff)
 	}
-	return nil
+	return CheckLimits(ErrInvalidConfig, Limit{"AckWait", c.AckWait}, Limit{"MaxDeliver", c.MaxDeliver},
+		Limit{"MaxAckPending", c.MaxAckPending}, Limit{"ResultTTL", c.ResultTTL}, Limit{"Backoff", c.Backoff})
 }
 
 func (c StreamConfig) withDefaults() StreamConfig {
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
-	if c.MaxMsgs == 0 {
-		c.MaxMsgs = DefaultMaxMsgs
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.MaxDeliver == 0 {
-		c.MaxDeliver = DefaultMaxDeliver
-	}
-	if c.MaxAckPending == 0 {
-		c.MaxAckPending = DefaultMaxAckPending
-	}
-	if c.ResultTTL == 0 {
-		c.ResultTTL = DefaultResultTTL
-	}
-	if c.Backoff == 0 {
-		c.Backoff = DefaultBackoff
-	}
+	c.Replicas = cmp.Or(c.Replicas, DefaultReplicas)
+	c.MaxMsgs = cmp.Or(c.MaxMsgs, DefaultMaxMsgs)
+	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.MaxDeliver = cmp.Or(c.MaxDeliver, DefaultMaxDeliver)
+	c.MaxAckPending = cmp.Or(c.MaxAckPending, DefaultMaxAckPending)
+	c.ResultTTL = cmp.Or(c.ResultTTL, DefaultResultTTL)
+	c.Backoff = cmp.Or(c.Backoff, DefaultBackoff)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,13 +63,7 @@ func (c WorkerConfig) Validate() error {
 	if err := c.Stream.Validate(); err != nil {
 		return err
 	}
-	switch {
-	case c.MaxInflight < 0:
-		return fmt.Errorf("%w: MaxInflight %d negative", ErrInvalidConfig, c.MaxInflight)
-	case c.ShutdownGrace < 0:
-		return fmt.Errorf("%w: ShutdownGrace %v negative", ErrInvalidConfig, c.ShutdownGrace)
-	}
-	return nil
+	return CheckLimits(ErrInvalidConfig, Limit{"MaxInflight", c.MaxInflight}, Limit{"ShutdownGrace", c.ShutdownGrace})
 }
 
 // WorkerStats counts what a Worker did with the records it pulled.
@@ -112,12 +107,8 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 		return nil, fmt.Errorf("%w: Predictor is nil", ErrInvalidConfig)
 	}
 	cfg.Stream = cfg.Stream.withDefaults()
-	if cfg.MaxInflight == 0 {
-		cfg.MaxInflight = DefaultMaxInflight
-	}
-	if cfg.ShutdownGrace == 0 {
-		cfg.ShutdownGrace = DefaultShutdownGrace
-	}
+	cfg.MaxInflight = cmp.Or(cfg.MaxInflight, DefaultMaxInflight)
+	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -266,9 +257,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 
 	ct := h.Get(HeaderContentType)
-	if ct == "" {
-		ct = DefaultContentType
-	}
+	ct = cmp.Or(ct, DefaultContentType)
 	stopBeat := w.heartbeat(pctx, msg)
 	out, err := w.p.Predict(pctx, ct, msg.Data())
 	stopBeat()

@@ -1,6 +1,7 @@
 package httpdoor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,9 +98,7 @@ func (c Config) Validate() error {
 	seen := map[string]bool{}
 	for _, m := range c.Models {
 		v := m.Version
-		if v == "" {
-			v = "1"
-		}
+		v = cmp.Or(v, "1")
 		switch {
 		case !nameRE.MatchString(m.Name):
 			return fmt.Errorf("%w: Models: name %q may hold only letters, digits, '_', '.' and '-'", ErrInvalidConfig, m.Name)
@@ -113,19 +112,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: Models: %s: %w", ErrInvalidConfig, m.Name, err)
 		}
 	}
-	switch {
-	case c.RequestTimeout < 0:
-		return fmt.Errorf("%w: RequestTimeout %v negative", ErrInvalidConfig, c.RequestTimeout)
-	case c.MaxBodyBytes < 0:
-		return fmt.Errorf("%w: MaxBodyBytes %d negative", ErrInvalidConfig, c.MaxBodyBytes)
-	case c.TokensPerSecond < 0:
-		return fmt.Errorf("%w: TokensPerSecond %v negative", ErrInvalidConfig, c.TokensPerSecond)
-	case c.TokenAcquireTimeout < 0:
-		return fmt.Errorf("%w: TokenAcquireTimeout %v negative", ErrInvalidConfig, c.TokenAcquireTimeout)
-	case c.ShutdownGrace < 0:
-		return fmt.Errorf("%w: ShutdownGrace %v negative", ErrInvalidConfig, c.ShutdownGrace)
-	}
-	return nil
+	return mesh.CheckLimits(ErrInvalidConfig, mesh.Limit{Name: "RequestTimeout", Value: c.RequestTimeout},
+		mesh.Limit{Name: "MaxBodyBytes", Value: c.MaxBodyBytes}, mesh.Limit{Name: "TokensPerSecond", Value: c.TokensPerSecond},
+		mesh.Limit{Name: "TokenAcquireTimeout", Value: c.TokenAcquireTimeout}, mesh.Limit{Name: "ShutdownGrace", Value: c.ShutdownGrace})
 }
 
 // Server is the HTTP door. Its handler is safe for concurrent use; Run or
@@ -147,29 +136,17 @@ func New(s Submitter, cfg Config) (*Server, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
 	}
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultAddr
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if cfg.ShutdownGrace == 0 {
-		cfg.ShutdownGrace = DefaultShutdownGrace
-	}
-	if cfg.Version == "" {
-		cfg.Version = "0.0.0"
-	}
+	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
+	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace)
+	cfg.Version = cmp.Or(cfg.Version, "0.0.0")
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Models = append([]Model(nil), cfg.Models...)
 	for i := range cfg.Models {
-		if cfg.Models[i].Version == "" {
-			cfg.Models[i].Version = "1"
-		}
+		cfg.Models[i].Version = cmp.Or(cfg.Models[i].Version, "1")
 	}
 	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger}
 	if cfg.TokensPerSecond > 0 {

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -93,34 +94,18 @@ func (c Config) Validate() error {
 }
 
 func (c *Config) defaults() {
-	if c.Job == "" {
-		c.Job = DefaultJob
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
+	c.Job = cmp.Or(c.Job, DefaultJob)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	if c.Consumer == "" {
 		host, _ := os.Hostname()
-		if host == "" {
-			host = "bridge"
-		}
+		host = cmp.Or(host, "bridge")
 		c.Consumer = host + "-" + c.Job
 	}
-	if c.Durable == "" {
-		c.Durable = DefaultDurable
-	}
-	if c.Batch == 0 {
-		c.Batch = DefaultBatch
-	}
-	if c.Block == 0 {
-		c.Block = DefaultBlock
-	}
-	if c.Rescan == 0 {
-		c.Rescan = DefaultRescan
-	}
-	if c.RetryInterval == 0 {
-		c.RetryInterval = DefaultRetryInterval
-	}
+	c.Durable = cmp.Or(c.Durable, DefaultDurable)
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
+	c.Block = cmp.Or(c.Block, DefaultBlock)
+	c.Rescan = cmp.Or(c.Rescan, DefaultRescan)
+	c.RetryInterval = cmp.Or(c.RetryInterval, DefaultRetryInterval)
 }
 
 // options turns Addr, Timeout and TLS into go-redis options.
