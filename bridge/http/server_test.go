@@ -339,9 +339,7 @@ func TestConcurrentClients(t *testing.T) {
 	var wg sync.WaitGroup
 	var failures atomic.Int64
 	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range perClient {
 				v := float64(c*perClient + i)
 				oip := i%2 == 1
@@ -378,7 +376,7 @@ func TestConcurrentClients(t *testing.T) {
 					t.Errorf("request %v: got y[0] %v, want %v", v, got, 2*v+1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if n := failures.Load(); n > 0 {

@@ -236,9 +236,7 @@ func sendAdds(t *testing.T, nc *nats.Conn, job string, total, conc int, timeout 
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(total) {
@@ -249,7 +247,7 @@ func sendAdds(t *testing.T, nc *nats.Conn, job string, total, conc int, timeout 
 				}
 				answered.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
