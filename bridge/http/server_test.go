@@ -110,17 +110,7 @@ func TestOIPInferEveryDatatype(t *testing.T) {
 			if st != http.StatusOK {
 				t.Fatalf("got %d %s", st, ans)
 			}
-			var got struct {
-				ModelName    string `json:"model_name"`
-				ModelVersion string `json:"model_version"`
-				ID           string `json:"id"`
-				Outputs      []struct {
-					Name     string          `json:"name"`
-					Datatype string          `json:"datatype"`
-					Shape    []int64         `json:"shape"`
-					Data     json.RawMessage `json:"data"`
-				} `json:"outputs"`
-			}
+			var got infertest.OIPResponse
 			if err := json.Unmarshal(ans, &got); err != nil || len(got.Outputs) != 1 {
 				t.Fatalf("answer %s: %v", ans, err)
 			}

@@ -13,15 +13,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
-type oipOut struct {
-	Outputs []struct {
-		Name     string          `json:"name"`
-		Datatype string          `json:"datatype"`
-		Shape    []int64         `json:"shape"`
-		Data     json.RawMessage `json:"data"`
-	} `json:"outputs"`
-}
-
 func TestOIPCodecMatchesSession(t *testing.T) {
 	requireORT(t)
 	tests := []struct {
@@ -58,7 +49,7 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var got oipOut
+				var got infertest.OIPResponse
 				if err := json.Unmarshal(body, &got); err != nil || len(got.Outputs) != 1 {
 					t.Fatalf("answer %s: %v", body, err)
 				}
