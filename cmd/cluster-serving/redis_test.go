@@ -58,9 +58,7 @@ func streamInfo(t *testing.T, nc *nats.Conn, name string) *jetstream.StreamInfo 
 }
 
 func TestBridgeKilledMidFlightLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	raddr, rdb := redistest.Start(t)
 	cfg, url, job, env := testJob(t, "")
 	bridgeCfg := filepath.Join(filepath.Dir(cfg), "bridge.yaml")
@@ -159,9 +157,7 @@ func TestBridgeKilledMidFlightLosesNothing(t *testing.T) {
 }
 
 func TestPythonQuickStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	const py = "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import redis, numpy").Run(); err != nil {
 		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
