@@ -3,7 +3,6 @@ package wire_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -132,8 +131,7 @@ func TestOIPCodecErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
-			var ie *infer.InputError
-			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got error %v, want an *InputError containing %q", err, tt.want)
 			}
 		})
