@@ -138,9 +138,7 @@ func TestEngineConcurrentCallers(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for j := range 20 {
 				v := float32(i*100 + j)
 				out, err := e.Infer(context.Background(), [][]infer.Tensor{{f32([]int64{4}, v, v+1, v+2, v+3)}})
@@ -154,7 +152,7 @@ func TestEngineConcurrentCallers(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

@@ -67,9 +67,7 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for g := range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			for next.Add(1) <= total {
 				x := []float32{r.Float32()*100 - 50, r.Float32(), float32(r.IntN(1000)), -r.Float32()}
@@ -95,7 +93,7 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 					t.Errorf("x=%v: got %v, want %v (ONNX Runtime direct)", x, got, want[0].Data)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	s1, s2 := w1.Stats(), w2.Stats()

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -23,6 +24,16 @@ func newJS(tb testing.TB, nc *nats.Conn) jetstream.JetStream {
 		tb.Fatalf("jetstream.New: %v", err)
 	}
 	return js
+}
+
+// startStreams runs an embedded NATS server with cfg's streams and returns
+// it and a connection to it.
+func startStreams(tb testing.TB, cfg mesh.StreamConfig) (*embedded.Server, *nats.Conn) {
+	tb.Helper()
+	s := meshtest.StartServer(tb)
+	nc := meshtest.Connect(tb, s)
+	ensure(tb, nc, cfg)
+	return s, nc
 }
 
 func ensure(tb testing.TB, nc *nats.Conn, cfg mesh.StreamConfig) {

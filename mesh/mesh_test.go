@@ -21,10 +21,8 @@ import (
 )
 
 func TestSubmitThroughTwoWorkers(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "echo", Storage: jetstream.MemoryStorage}
-	ensure(t, nc, sc)
+	s, nc := startStreams(t, sc)
 	fake := newFake()
 	w1, _ := runWorker(t, meshtest.Connect(t, s), mesh.WorkerConfig{Stream: sc}, fake)
 	w2, _ := runWorker(t, meshtest.Connect(t, s), mesh.WorkerConfig{Stream: sc}, fake)
@@ -73,10 +71,8 @@ func TestSubmitThroughTwoWorkers(t *testing.T) {
 }
 
 func TestServiceEndpoint(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "svc"}
-	ensure(t, nc, sc)
+	s, nc := startStreams(t, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
 	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"svc"}, Version: "1.2.3"})
 	if err != nil {
@@ -124,10 +120,8 @@ func TestServiceEndpoint(t *testing.T) {
 }
 
 func TestWorkerShutdownRedelivers(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "shut", AckWait: 30 * time.Second}
-	ensure(t, nc, sc)
+	s, nc := startStreams(t, sc)
 	const n = 10
 	stuck := newFake()
 	stuck.block = make(chan struct{}) // never released: only ctx ends it
@@ -166,10 +160,8 @@ func TestWorkerShutdownRedelivers(t *testing.T) {
 }
 
 func TestGiveUpAfterMaxDeliver(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "giveup", MaxDeliver: 3, Backoff: 10 * time.Millisecond}
-	ensure(t, nc, sc)
+	_, nc := startStreams(t, sc)
 	fake := newFake()
 	w, _ := runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
 	c := newClient(t, nc)
@@ -207,10 +199,8 @@ func TestGiveUpAfterMaxDeliver(t *testing.T) {
 }
 
 func TestExpiredDeadlineNotRun(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "expire"}
-	ensure(t, nc, sc)
+	_, nc := startStreams(t, sc)
 	js := newJS(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -247,10 +237,8 @@ func collectResults(t *testing.T, nc *nats.Conn, job, durable string) <-chan mes
 }
 
 func TestEnqueueConsumeResults(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "durable"}
-	ensure(t, nc, sc)
+	_, nc := startStreams(t, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
 	c := newClient(t, nc)
 	got := collectResults(t, nc, "durable", "redis")
@@ -287,10 +275,8 @@ func TestEnqueueConsumeResults(t *testing.T) {
 }
 
 func TestDuplicateMsgIDRunsOnce(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "dedup"}
-	ensure(t, nc, sc)
+	_, nc := startStreams(t, sc)
 	fake := newFake()
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
 	c := newClient(t, nc)
@@ -330,9 +316,7 @@ func TestDuplicateMsgIDRunsOnce(t *testing.T) {
 }
 
 func TestQueueFull(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
-	ensure(t, nc, mesh.StreamConfig{Job: "full", MaxMsgs: 2})
+	_, nc := startStreams(t, mesh.StreamConfig{Job: "full", MaxMsgs: 2})
 	c := newClient(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -357,9 +341,7 @@ func TestQueueFull(t *testing.T) {
 // TestTooLargeForNATS sends a body past the server's max payload: it can
 // never be queued, and both publish paths say so with wire.ErrTooLarge.
 func TestTooLargeForNATS(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
-	ensure(t, nc, mesh.StreamConfig{Job: "big"})
+	_, nc := startStreams(t, mesh.StreamConfig{Job: "big"})
 	c := newClient(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -458,10 +440,8 @@ func TestGiveUpAfterAckWaitExpiries(t *testing.T) {
 }
 
 func TestSlowPredictKeptInProgress(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "slow", AckWait: 200 * time.Millisecond}
-	ensure(t, nc, sc)
+	_, nc := startStreams(t, sc)
 	slow := newFake()
 	slow.delay = 700 * time.Millisecond // over three AckWaits
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, slow)

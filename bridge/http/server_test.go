@@ -110,17 +110,7 @@ func TestOIPInferEveryDatatype(t *testing.T) {
 			if st != http.StatusOK {
 				t.Fatalf("got %d %s", st, ans)
 			}
-			var got struct {
-				ModelName    string `json:"model_name"`
-				ModelVersion string `json:"model_version"`
-				ID           string `json:"id"`
-				Outputs      []struct {
-					Name     string          `json:"name"`
-					Datatype string          `json:"datatype"`
-					Shape    []int64         `json:"shape"`
-					Data     json.RawMessage `json:"data"`
-				} `json:"outputs"`
-			}
+			var got infertest.OIPResponse
 			if err := json.Unmarshal(ans, &got); err != nil || len(got.Outputs) != 1 {
 				t.Fatalf("answer %s: %v", ans, err)
 			}
@@ -339,9 +329,7 @@ func TestConcurrentClients(t *testing.T) {
 	var wg sync.WaitGroup
 	var failures atomic.Int64
 	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range perClient {
 				v := float64(c*perClient + i)
 				oip := i%2 == 1
@@ -378,7 +366,7 @@ func TestConcurrentClients(t *testing.T) {
 					t.Errorf("request %v: got y[0] %v, want %v", v, got, 2*v+1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if n := failures.Load(); n > 0 {

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -64,7 +65,7 @@ func (f *fakeMesh) requests() []mesh.Request {
 }
 
 func TestEntriesBecomeRequests(t *testing.T) {
-	addr, rdb := startRedis(t)
+	addr, rdb := redistest.Start(t)
 	f := newFakeMesh(3) // the queue is full three times: the entry waits, never drops
 	d, err := redis.New(redis.Config{Addr: addr, Job: "fake", RetryInterval: 10 * time.Millisecond}, f, nil)
 	if err != nil {
@@ -135,7 +136,7 @@ func (c *pipelineCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) 
 }
 
 func TestResultsWrittenInOnePipeline(t *testing.T) {
-	addr, rdb := startRedis(t)
+	addr, rdb := redistest.Start(t)
 	f := newFakeMesh(0)
 	d, err := redis.New(redis.Config{Addr: addr, Job: "pipe"}, f, nil)
 	if err != nil {
@@ -206,7 +207,7 @@ type errMesh struct {
 func (e errMesh) Enqueue(context.Context, string, mesh.Request, string) error { return e.err }
 
 func TestTooLargeRecordAnswersNaN(t *testing.T) {
-	addr, rdb := startRedis(t)
+	addr, rdb := redistest.Start(t)
 	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", wire.ErrTooLarge)}
 	d, err := redis.New(redis.Config{Addr: addr, Job: "big"}, f, nil)
 	if err != nil {

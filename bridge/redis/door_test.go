@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
@@ -30,6 +31,18 @@ var addModel = infertest.Model("add_f32") // x [-1,4] float32, y = 2x+1
 type mesh1 struct {
 	client *mesh.Client
 	engine *infer.Engine
+}
+
+// startParts starts what every test here needs besides its jobs: a
+// redis-server (addr, rdb), an embedded NATS server s, and direct, ONNX
+// Runtime run on addModel without the mesh, the reference for the door's
+// answers.
+func startParts(tb testing.TB) (addr string, rdb *goredis.Client, s *embedded.Server, direct *infer.Session) {
+	tb.Helper()
+	addr, rdb = redistest.Start(tb)
+	s = meshtest.StartServer(tb)
+	direct = infertest.NewSession(tb, addModel)
+	return addr, rdb, s, direct
 }
 
 // startJob creates job's streams on s and runs one worker on model.
@@ -98,10 +111,8 @@ func wantAdd(tb testing.TB, direct *infer.Session, x []float32) string {
 }
 
 func TestJSONRecordsMatchONNXRuntime(t *testing.T) {
-	addr, rdb := startRedis(t)
-	s := meshtest.StartServer(t)
+	addr, rdb, s, direct := startParts(t)
 	m := startJob(t, s, "addjob", addModel)
-	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "addjob", m.client)
 
 	const total = 200
@@ -125,10 +136,8 @@ func TestJSONRecordsMatchONNXRuntime(t *testing.T) {
 }
 
 func TestBadRecordsAnswerNaN(t *testing.T) {
-	addr, rdb := startRedis(t)
-	s := meshtest.StartServer(t)
+	addr, rdb, s, direct := startParts(t)
 	m := startJob(t, s, "bad", addModel)
-	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "bad", m.client)
 	ctx := context.Background()
 
@@ -152,11 +161,9 @@ func TestBadRecordsAnswerNaN(t *testing.T) {
 }
 
 func TestTwoJobsStayApart(t *testing.T) {
-	addr, rdb := startRedis(t)
-	s := meshtest.StartServer(t)
+	addr, rdb, s, direct := startParts(t)
 	a := startJob(t, s, "joba", addModel)
 	b := startJob(t, s, "jobb", addModel)
-	direct := infertest.NewSession(t, addModel)
 	runDoor(t, addr, "joba", a.client)
 	runDoor(t, addr, "jobb", b.client)
 
@@ -178,10 +185,8 @@ func TestTwoJobsStayApart(t *testing.T) {
 // A client that created the group with $ after adding entries made the
 // group skip them; a door that crashed left entries pending. Both are served.
 func TestSkippedAndPendingEntriesServed(t *testing.T) {
-	addr, rdb := startRedis(t)
-	s := meshtest.StartServer(t)
+	addr, rdb, s, direct := startParts(t)
 	m := startJob(t, s, "late", addModel)
-	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	x := []float32{0.5, 1.5, 2.5, 3.5}
@@ -213,10 +218,8 @@ func TestSkippedAndPendingEntriesServed(t *testing.T) {
 // A door restarted between inference and the HSET loses nothing: the
 // results wait in the durable consumer.
 func TestRestartedDoorWritesWaitingResults(t *testing.T) {
-	addr, rdb := startRedis(t)
-	s := meshtest.StartServer(t)
+	addr, rdb, s, direct := startParts(t)
 	m := startJob(t, s, "restart", addModel)
-	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	// A door ran once (its durable results consumer exists), then stopped.
@@ -245,10 +248,8 @@ func TestRestartedDoorWritesWaitingResults(t *testing.T) {
 // consumes and deletes entries, which frees memory; the results wait in
 // JetStream and are written once Redis has room again.
 func TestRedisFullLosesNothing(t *testing.T) {
-	addr, rdb := startRedis(t)
-	s := meshtest.StartServer(t)
+	addr, rdb, s, direct := startParts(t)
 	m := startJob(t, s, "full", addModel)
-	direct := infertest.NewSession(t, addModel)
 	ctx := context.Background()
 
 	x := []float32{-1, 0, 1, 2}

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -61,7 +62,7 @@ func readLikePython(tb testing.TB, value string) []pyTensor {
 // as the client reads it, against ONNX Runtime run directly on the payload.
 func TestPyarrowFixturesThroughTheDoor(t *testing.T) {
 	s := meshtest.StartServer(t)
-	addr, rdb := startRedis(t)
+	addr, rdb := redistest.Start(t)
 	for i, c := range []struct{ file, model string }{
 		{"ndarray-128-base64", "add_f32_128"},          // dense tensor, old framing
 		{"arrowBytes", "sparse_rows"},                  // sparse tensor, old framing

@@ -2,61 +2,12 @@ package redis_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
-
-// startRedis runs a real redis-server on a free port for one test. It
-// fails in CI (CLUSTER_SERVING_REQUIRE_DEPS=1) and skips elsewhere when
-// redis-server is not installed.
-func startRedis(tb testing.TB) (addr string, rdb *goredis.Client) {
-	tb.Helper()
-	port := freePort(tb)
-	runRedisServer(tb, "--port", fmt.Sprint(port))
-	addr = fmt.Sprintf("127.0.0.1:%d", port)
-	rdb = goredis.NewClient(&goredis.Options{Addr: addr})
-	tb.Cleanup(func() { _ = rdb.Close() })
-	meshtest.WaitFor(tb, "redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
-	return addr, rdb
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// runRedisServer starts redis-server with args, without persistence, and
-// kills it at cleanup.
-func runRedisServer(tb testing.TB, args ...string) {
-	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-			tb.Fatal("redis-server not found: apt-get install redis-server")
-		}
-		tb.Skip("redis-server not found: apt-get install redis-server")
-	}
-	args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	tb.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-}
 
 // enqueue adds a record the way the Python InputQueue does:
 // XADD <stream> * uri <uri> data <data> [serde stream].

@@ -20,6 +20,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -73,8 +74,8 @@ func writeCerts(tb testing.TB, dir string) {
 func TestTLSRedis(t *testing.T) {
 	dir := t.TempDir()
 	writeCerts(t, dir)
-	port := freePort(t)
-	runRedisServer(t, "--port", "0", "--tls-port", fmt.Sprint(port),
+	port := redistest.FreePort(t)
+	redistest.RunServer(t, "--port", "0", "--tls-port", fmt.Sprint(port),
 		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no")
 	tc, err := redis.TLSConfig(filepath.Join(dir, "ca.pem"))

@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -22,7 +23,7 @@ func TestTraceFromRedisEntry(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	s := meshtest.StartServer(t)
-	addr, rdb := startRedis(t)
+	addr, rdb := redistest.Start(t)
 	job := "traced"
 	m := startJob(t, s, job, addModel)
 	runDoor(t, addr, job, m.client)

@@ -87,25 +87,14 @@ func TestStartServesHTTP(t *testing.T) {
 	}
 	p := spawn(t, []string{"XDG_RUNTIME_DIR=" + dir}, "start", "-c", cfgPath)
 	base := fmt.Sprintf("http://127.0.0.1:%d", hp)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waitProc(t, p, 60*time.Second, "/v2/health/ready 200", func() bool {
 		resp, err := http.Get(base + "/v2/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		select {
-		case <-p.done:
-			t.Fatalf("start exited early:\n%s", p.logs())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/v2/health/ready never 200:\n%s", p.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	post := func(path, body string) (int, string) {
 		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
 		if err != nil {
@@ -151,28 +140,19 @@ func TestHTTPCommand(t *testing.T) {
 	}
 	door := spawn(t, env, "http", "-c", httpCfg, "-nats", url)
 	base := fmt.Sprintf("http://127.0.0.1:%d", hp)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitProc(t, door, 30*time.Second, "the http door to answer", func() bool {
 		resp, err := http.Post(base+"/predict", "application/json", strings.NewReader(`{"instances":[{"x":[1,2,3,4]}]}`))
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			got, derr := decodePrediction(b)
-			if resp.StatusCode != 200 || derr != nil || !reflect.DeepEqual(got, []float32{3, 5, 7, 9}) {
-				t.Fatalf("got %d %s", resp.StatusCode, b)
-			}
-			break
+		if err != nil {
+			return false
 		}
-		select {
-		case <-door.done:
-			t.Fatalf("http exited early:\n%s", door.logs())
-		default:
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got, derr := decodePrediction(b)
+		if resp.StatusCode != 200 || derr != nil || !reflect.DeepEqual(got, []float32{3, 5, 7, 9}) {
+			t.Fatalf("got %d %s", resp.StatusCode, b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("http door never answered:\n%s", door.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true
+	})
 	door.signalAndWait(t, syscall.SIGTERM)
 	start.signalAndWait(t, syscall.SIGTERM)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -27,37 +27,8 @@ import (
 // (embedded NATS and a worker) with a `bridge` process, and `start` with
 // its own Redis door under the Python quick start.
 
-// startRedisServer runs redis-server on a free port; it fails in CI
-// (CLUSTER_SERVING_REQUIRE_DEPS=1) and skips elsewhere when it is missing.
-func startRedisServer(t *testing.T) (addr string, rdb *goredis.Client) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
-			t.Fatal("redis-server not found: apt-get install redis-server")
-		}
-		t.Skip("redis-server not found: apt-get install redis-server")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	addr = fmt.Sprintf("127.0.0.1:%d", port)
-	rdb = goredis.NewClient(&goredis.Options{Addr: addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	pollUntil(t, 30*time.Second, "redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
-	return addr, rdb
-}
-
+// pollUntil polls cond every 20ms until it holds, and fails the test when
+// it still does not after d; what names the awaited state.
 func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -87,10 +58,8 @@ func streamInfo(t *testing.T, nc *nats.Conn, name string) *jetstream.StreamInfo 
 }
 
 func TestBridgeKilledMidFlightLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
-	raddr, rdb := startRedisServer(t)
+	skipIfShort(t)
+	raddr, rdb := redistest.Start(t)
 	cfg, url, job, env := testJob(t, "")
 	bridgeCfg := filepath.Join(filepath.Dir(cfg), "bridge.yaml")
 	base, err := os.ReadFile(cfg)
@@ -188,9 +157,7 @@ func TestBridgeKilledMidFlightLosesNothing(t *testing.T) {
 }
 
 func TestPythonQuickStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	const py = "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import redis, numpy").Run(); err != nil {
 		if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
@@ -198,7 +165,7 @@ func TestPythonQuickStart(t *testing.T) {
 		}
 		t.Skip("python3-redis / python3-numpy missing: apt-get install python3-redis python3-numpy")
 	}
-	_, rdb := startRedisServer(t)
+	_, rdb := redistest.Start(t)
 	port := rdb.Options().Addr[strings.LastIndex(rdb.Options().Addr, ":")+1:]
 	model, err := filepath.Abs("../../bridge/redis/testdata/image_mean.onnx")
 	if err != nil {

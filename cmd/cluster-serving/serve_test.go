@@ -69,6 +69,14 @@ func freePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// skipIfShort skips, under go test -short, a test that spawns the binary.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+}
+
 // spawn runs the binary with args; it is killed at cleanup if still running.
 func spawn(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
@@ -141,24 +149,39 @@ func testJob(t *testing.T, extra string) (cfgPath, url, job string, env []string
 
 func waitReady(t *testing.T, url string, p *proc) *nats.Conn {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var nc *nats.Conn
+	waitProc(t, p, 60*time.Second, "the mesh service", func() bool {
+		c, err := nats.Connect(url)
+		if err != nil {
+			return false
+		}
+		if _, err := c.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second); err != nil {
+			c.Close()
+			return false
+		}
+		nc = c
+		return true
+	})
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// waitProc polls cond every 20ms until it holds; it fails the test, with
+// p's logs, when p exits first or cond still does not hold after d.
+func waitProc(t *testing.T, p *proc, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
 		select {
 		case <-p.done:
-			t.Fatalf("process exited early:\n%s", p.logs())
+			t.Fatalf("process exited before %s:\n%s", what, p.logs())
 		default:
 		}
-		if nc, err := nats.Connect(url); err == nil {
-			if _, err := nc.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second); err == nil {
-				t.Cleanup(nc.Close)
-				return nc
-			}
-			nc.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s:\n%s", d, what, p.logs())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("not ready:\n%s", p.logs())
-	return nil
 }
 
 // predictAdd sends x and checks the answer is 2x+1, as ONNX Runtime computes it
@@ -236,9 +259,7 @@ func sendAdds(t *testing.T, nc *nats.Conn, job string, total, conc int, timeout 
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(total) {
@@ -249,15 +270,13 @@ func sendAdds(t *testing.T, nc *nats.Conn, job string, total, conc int, timeout 
 				}
 				answered.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
 
 func TestStartAndSecondWorkerShareTheLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	start, worker, nc, job := startAndWorker(t, "")
 	const total = 1000
 	var answered atomic.Int64
@@ -276,23 +295,11 @@ func TestStartAndSecondWorkerShareTheLoad(t *testing.T) {
 
 func waitLog(t *testing.T, p *proc, s string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(p.logs(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in logs:\n%s", s, p.logs())
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("process exited:\n%s", p.logs())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	waitProc(t, p, 60*time.Second, fmt.Sprintf("%q in its logs", s), func() bool { return strings.Contains(p.logs(), s) })
 }
 
 func TestWorkerKilledMidBatchLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	// A short ackWait so that the killed worker's messages come back quickly.
 	start, worker, nc, job := startAndWorker(t, "ackWait: 1500\n")
 	const total = 600
@@ -316,9 +323,7 @@ func TestWorkerKilledMidBatchLosesNothing(t *testing.T) {
 }
 
 func TestStopCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	cfg, url, job, env := testJob(t, "")
 	start := spawn(t, env, "start", "-c", cfg)
 	nc := waitReady(t, url, start)

@@ -70,9 +70,7 @@ func sample(fams map[string]*dto.MetricFamily, name string, want map[string]stri
 }
 
 func TestPrometheusMetricsMove(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	mp := freePorts(t, 1)[0]
 	cfg, url, job, env := testJob(t, fmt.Sprintf("metricsListen: 127.0.0.1:%d\n", mp))
 	start := spawn(t, env, "start", "-c", cfg)
@@ -149,9 +147,7 @@ func TestPrometheusMetricsMove(t *testing.T) {
 // process (`start`, HTTP off) can serve; both export over OTLP/gRPC to a
 // receiver in this test. The trace must be one tree across both.
 func TestTraceAcrossProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	recv, err := telemetry.StartReceiver("127.0.0.1:0", true)
 	if err != nil {
 		t.Fatal(err)
@@ -226,9 +222,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 }
 
 func TestStatusShowsWorkers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	skipIfShort(t)
 	cfg, url, job, env := testJob(t, "")
 	start := spawn(t, env, "start", "-c", cfg)
 	nc := waitReady(t, url, start)

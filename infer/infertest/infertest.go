@@ -3,6 +3,7 @@
 package infertest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -110,4 +111,22 @@ func NewSession(tb testing.TB, modelFile string) *infer.Session {
 	}
 	tb.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// OIPResponse is an Open Inference Protocol (v2) inference response as a
+// client reads it, for tests to decode an answer into; Data stays raw so
+// that a test compares the numbers as they were written.
+type OIPResponse struct {
+	ModelName    string      `json:"model_name"`
+	ModelVersion string      `json:"model_version"`
+	ID           string      `json:"id"`
+	Outputs      []OIPOutput `json:"outputs"`
+}
+
+// OIPOutput is one output tensor of an OIPResponse.
+type OIPOutput struct {
+	Name     string          `json:"name"`
+	Datatype string          `json:"datatype"`
+	Shape    []int64         `json:"shape"`
+	Data     json.RawMessage `json:"data"`
 }

@@ -3,7 +3,6 @@ package wire_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,15 +11,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
-
-type oipOut struct {
-	Outputs []struct {
-		Name     string          `json:"name"`
-		Datatype string          `json:"datatype"`
-		Shape    []int64         `json:"shape"`
-		Data     json.RawMessage `json:"data"`
-	} `json:"outputs"`
-}
 
 func TestOIPCodecMatchesSession(t *testing.T) {
 	requireORT(t)
@@ -58,7 +48,7 @@ func TestOIPCodecMatchesSession(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var got oipOut
+				var got infertest.OIPResponse
 				if err := json.Unmarshal(body, &got); err != nil || len(got.Outputs) != 1 {
 					t.Fatalf("answer %s: %v", body, err)
 				}
@@ -141,8 +131,7 @@ func TestOIPCodecErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
-			var ie *infer.InputError
-			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got error %v, want an *InputError containing %q", err, tt.want)
 			}
 		})

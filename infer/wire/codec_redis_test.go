@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"image/jpeg"
 	"math"
 	"slices"
@@ -171,8 +170,7 @@ func TestDecodeRedisArrowErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := wire.DecodeRedisArrow(tt.body, tt.info, false)
-			var ie *infer.InputError
-			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got error %v, want an *InputError containing %q", err, tt.want)
 			}
 		})
@@ -324,8 +322,7 @@ func TestPredictRedis(t *testing.T) {
 		p := newPredictor(t, infer.Config{ModelPath: model("add_f32_128")})
 		row := "[" + strings.Repeat("1,", 127) + "1]"
 		_, err := p.Predict(context.Background(), wire.MediaTypeRedisJSON, []byte(`{"instances":[{"x":`+row+`},{"x":`+row+`}]}`))
-		var ie *infer.InputError
-		if !errors.As(err, &ie) {
+		if !isInputError(err) {
 			t.Fatalf("got %v, want an *InputError", err)
 		}
 	})
@@ -399,8 +396,7 @@ func FuzzDecodeRedisArrow(f *testing.F) {
 			for _, batched := range []bool{false, true} {
 				rec, err := wire.DecodeRedisArrow(body, info, batched)
 				if err != nil {
-					var ie *infer.InputError
-					if !errors.As(err, &ie) {
+					if !isInputError(err) {
 						t.Fatalf("got %T %v, want an *InputError", err, err)
 					}
 					continue

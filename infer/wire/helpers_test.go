@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"encoding/base64"
+	"errors"
 	"image"
 	"image/color"
 	"testing"
@@ -43,3 +44,10 @@ func bgrAt(img image.Image, x, y int) [3]float32 {
 }
 
 func b64(b []byte) []byte { return []byte(base64.StdEncoding.EncodeToString(b)) }
+
+// isInputError reports whether err is, or wraps, an *infer.InputError: the
+// caller's fault, which a door answers with 400.
+func isInputError(err error) bool {
+	var ie *infer.InputError
+	return errors.As(err, &ie)
+}

@@ -1,7 +1,6 @@
 package wire_test
 
 import (
-	"errors"
 	"reflect"
 	"strconv"
 	"strings"
@@ -136,8 +135,7 @@ func TestDecodeInstancesErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := wire.DecodeInstances([]byte(tt.body), tt.inputs, false)
-			var ie *infer.InputError
-			if !errors.As(err, &ie) {
+			if !isInputError(err) {
 				t.Fatalf("DecodeInstances: got error %v (%T), want *InputError", err, err)
 			}
 			for _, s := range tt.want {
@@ -165,8 +163,7 @@ func FuzzDecodeInstances(f *testing.F) {
 		for _, inputs := range [][]infer.IO{twoInputs, mixedInputs} {
 			recs, err := wire.DecodeInstances(body, inputs, batched)
 			if err != nil {
-				var ie *infer.InputError
-				if !errors.As(err, &ie) {
+				if !isInputError(err) {
 					t.Fatalf("got error %v (%T), want *InputError", err, err)
 				}
 				continue

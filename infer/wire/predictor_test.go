@@ -3,7 +3,6 @@ package wire_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -108,8 +107,7 @@ func TestPredictErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := p.Predict(context.Background(), tt.ct, []byte(tt.body))
-			var ie *infer.InputError
-			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Predict: got %v, want *InputError containing %q", err, tt.want)
 			}
 		})
@@ -192,16 +190,14 @@ func TestPredictJSONImage(t *testing.T) {
 		p := newPredictor(t, infer.Config{ModelPath: model("image_mean")})
 		body := `{"instances":[{"x":"` + string(b64(raw)) + `"}]}`
 		_, err := p.Predict(context.Background(), "", []byte(body))
-		var ie *infer.InputError
-		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "imageResize") {
+		if !isInputError(err) || !strings.Contains(err.Error(), "imageResize") {
 			t.Fatalf("got %v, want an *InputError suggesting imageResize", err)
 		}
 	})
 	t.Run("string tensor", func(t *testing.T) {
 		p := newPredictor(t, infer.Config{ModelPath: model("image_mean")})
 		_, err := p.Predict(context.Background(), "", []byte(`{"instances":[{"x":"a|b|c"}]}`))
-		var ie *infer.InputError
-		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "string tensors are not supported") {
+		if !isInputError(err) || !strings.Contains(err.Error(), "string tensors are not supported") {
 			t.Fatalf("got %v, want an *InputError about string tensors", err)
 		}
 	})

@@ -1,7 +1,6 @@
 package wire_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -32,8 +31,7 @@ func TestDecodeInstancesStrings(t *testing.T) {
 				}
 				return
 			}
-			var ie *infer.InputError
-			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
+			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an *InputError containing %q", err, tt.want)
 			}
 		})
