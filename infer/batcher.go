@@ -115,10 +115,11 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 	items := make([]*item, len(records))
 	now := time.Now()
 	for i, rec := range records {
-		if len(rec) == 0 || len(rec[0].Shape) == 0 {
+		rows, ok := recordRows(rec)
+		if !ok && !b.cfg.Unbatchable {
 			return nil, NewInputError(i, "", "record has no batch dim")
 		}
-		items[i] = &item{ctx: ctx, inputs: rec, rows: rec[0].Shape[0], enq: now, done: make(chan itemResult, 1)}
+		items[i] = &item{ctx: ctx, inputs: rec, rows: rows, enq: now, done: make(chan itemResult, 1)}
 	}
 	b.mu.Lock()
 	switch {
@@ -283,13 +284,27 @@ func (b *Batcher) take() []*item {
 	return batch
 }
 
+// recordRows returns a record's rows: the dim 0 of its inputs, false when
+// one is a scalar (it then counts as 1 row and runs alone) or it has none.
+func recordRows(rec []Tensor) (int64, bool) {
+	if len(rec) == 0 {
+		return 1, false
+	}
+	for _, t := range rec {
+		if len(t.Shape) == 0 {
+			return 1, false
+		}
+	}
+	return rec[0].Shape[0], true
+}
+
 func sameRecordShape(a, b *item) bool {
 	if len(a.inputs) != len(b.inputs) {
 		return false
 	}
 	for i := range a.inputs {
 		x, y := a.inputs[i], b.inputs[i]
-		if x.DType != y.DType || len(x.Shape) != len(y.Shape) || !slices.Equal(x.Shape[1:], y.Shape[1:]) {
+		if x.DType != y.DType || len(x.Shape) != len(y.Shape) || len(x.Shape) == 0 || !slices.Equal(x.Shape[1:], y.Shape[1:]) {
 			return false
 		}
 	}
@@ -323,15 +338,11 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		b.runOne(bctx, r, batch[0])
 		return
 	}
-	inputs := make([]Tensor, len(batch[0].inputs))
-	parts := make([]Tensor, len(batch))
-	for j := range inputs {
-		for i, it := range batch {
-			parts[i] = it.inputs[j]
-		}
-		inputs[j] = Stack(parts)
+	inputs, err := stackInputs(batch)
+	var outs []Tensor
+	if err == nil {
+		outs, err = b.safeRun(bctx, r, inputs)
 	}
-	outs, err := b.safeRun(bctx, r, inputs)
 	if err == nil {
 		for _, o := range outs {
 			if len(o.Shape) == 0 || o.Shape[0] != rows {
@@ -363,13 +374,37 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		per[i] = make([]Tensor, len(outs))
 	}
 	for j, o := range outs {
-		for i, piece := range Split(o, ns) {
+		pieces, err := Split(o, ns)
+		if err != nil {
+			for _, it := range batch {
+				it.done <- itemResult{err: err}
+			}
+			return
+		}
+		for i, piece := range pieces {
 			per[i][j] = piece
 		}
 	}
 	for i, it := range batch {
 		it.done <- itemResult{outputs: per[i]}
 	}
+}
+
+// stackInputs stacks the batch's records input by input.
+func stackInputs(batch []*item) ([]Tensor, error) {
+	inputs := make([]Tensor, len(batch[0].inputs))
+	parts := make([]Tensor, len(batch))
+	for j := range inputs {
+		for i, it := range batch {
+			parts[i] = it.inputs[j]
+		}
+		t, err := Stack(parts)
+		if err != nil {
+			return nil, err
+		}
+		inputs[j] = t
+	}
+	return inputs, nil
 }
 
 func (b *Batcher) runOne(ctx context.Context, r int, it *item) {

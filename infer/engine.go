@@ -3,6 +3,9 @@ package infer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -23,9 +26,21 @@ type Engine struct {
 
 // New validates cfg (errors wrap ErrConfigValidation), resolves the model
 // file (see ModelFile), loads cfg.Parallelism sessions and warms each up
-// once with zeros where the input shapes allow. Init must have been called
-// (else ErrNotInitialized).
-func New(cfg Config) (*Engine, error) {
+// once with ones (see warmUp). Init must have been called (else
+// ErrNotInitialized). A panic while loading is logged with its stack and
+// returned as an error.
+func New(cfg Config) (e *Engine, err error) {
+	// Loading reads an outside file through cgo bindings: a panic in them
+	// fails this load, not the process.
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("infer: load panicked", "model", cfg.ModelPath, "panic", p, "stack", string(debug.Stack()))
+			if e != nil {
+				_ = e.closeSessions()
+			}
+			e, err = nil, fmt.Errorf("load model %q: panic: %v", cfg.ModelPath, p)
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -35,9 +50,9 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, post: post}
+	e = &Engine{cfg: cfg, post: post}
 	for range cfg.Parallelism {
-		s, err := NewSession(file, cfg.Threads)
+		s, err := newSession(file, cfg.Threads)
 		if err != nil {
 			e.closeSessions()
 			return nil, err
@@ -67,15 +82,21 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// warmUp runs s once on zeros (dynamic dims = 1) so that the first request
-// does not pay for ONNX Runtime's lazy initialisation. A model that rejects
-// zeros is not an error: the first request warms it instead.
+// newSession is NewSession; tests replace it to make a load panic.
+var newSession = NewSession
+
+// warmUp runs s once on ones (dynamic dims = 1) so that the first request
+// does not pay for ONNX Runtime's lazy initialisation. Ones, not zeros: a
+// model that divides integers (Div or Mod on int32 or uint8) raises SIGFPE
+// on a zero divisor inside ONNX Runtime's C++ kernel, which no Go recover
+// can catch, so zeros would kill the process at load. A model that rejects
+// ones, or has no inputs, is not an error: the first request warms it.
 func warmUp(s *Session) {
+	if len(s.info.Inputs) == 0 {
+		return
+	}
 	inputs := make([]Tensor, 0, len(s.info.Inputs))
 	for _, in := range s.info.Inputs {
-		if len(in.Shape) == 0 {
-			return
-		}
 		shape := make([]int64, len(in.Shape))
 		for i, d := range in.Shape {
 			if d < 0 {
@@ -83,9 +104,36 @@ func warmUp(s *Session) {
 			}
 			shape[i] = d
 		}
-		inputs = append(inputs, NewTensor(in.DType, shape))
+		inputs = append(inputs, onesTensor(in.DType, shape))
 	}
 	_, _ = s.Run(inputs)
+}
+
+// onesTensor returns a tensor of dtype dt and the given shape filled with
+// ones (true for Bool).
+func onesTensor(dt DType, shape []int64) Tensor {
+	t := NewTensor(dt, shape)
+	switch d := t.Data.(type) {
+	case []float32:
+		fill(d, 1)
+	case []float64:
+		fill(d, 1)
+	case []int32:
+		fill(d, 1)
+	case []int64:
+		fill(d, 1)
+	case []uint8:
+		fill(d, 1)
+	case []bool:
+		fill(d, true)
+	}
+	return t
+}
+
+func fill[T any](s []T, v T) {
+	for i := range s {
+		s[i] = v
+	}
 }
 
 // Info returns the model's description.
@@ -93,67 +141,80 @@ func (e *Engine) Info() ModelInfo { return e.info }
 
 // Infer runs records through the batcher. Each record holds one tensor per
 // model input in model order, without the batch dim (or with it when
-// InputAlreadyBatched); outputs come back the same way. A record that does
-// not fit the model returns an *InputError naming it; ErrQueueFull,
-// ErrClosed, ctx errors and run errors are returned as they come.
+// InputAlreadyBatched); outputs come back the same way. A tensor whose rank
+// is already the model input's (a scalar for a scalar input, or a whole
+// request a codec could not split into rows) goes to the model untouched,
+// and a record made only of such tensors gets its outputs untouched too. A
+// record that does not fit the model returns an *InputError naming it;
+// ErrQueueFull, ErrClosed, ctx errors and run errors are returned as they
+// come.
 func (e *Engine) Infer(ctx context.Context, records [][]Tensor) ([][]Tensor, error) {
 	batched := make([][]Tensor, len(records))
+	added := make([]bool, len(records))
 	for i, rec := range records {
-		b, err := e.prepare(i, rec)
+		b, add, err := e.prepare(i, rec)
 		if err != nil {
 			return nil, err
 		}
-		batched[i] = b
+		batched[i], added[i] = b, add
 	}
 	outs, err := e.batcher.Submit(ctx, batched)
 	if err != nil {
 		return nil, err
 	}
-	if !e.cfg.InputAlreadyBatched {
-		for _, rec := range outs {
-			for j, t := range rec {
-				if len(t.Shape) > 0 && t.Shape[0] == 1 {
-					rec[j].Shape = t.Shape[1:]
-				}
+	for i, rec := range outs {
+		if !added[i] {
+			continue
+		}
+		for j, t := range rec {
+			if len(t.Shape) > 0 && t.Shape[0] == 1 {
+				rec[j].Shape = t.Shape[1:]
 			}
 		}
 	}
 	return outs, nil
 }
 
-// prepare checks a record against the model and gives it its batch dim.
-func (e *Engine) prepare(i int, rec []Tensor) ([]Tensor, error) {
+// prepare checks a record against the model and gives it its batch dim
+// where it lacks one; added reports whether any tensor got one.
+func (e *Engine) prepare(i int, rec []Tensor) (out []Tensor, added bool, err error) {
 	ins := e.info.Inputs
 	if len(rec) != len(ins) {
-		return nil, NewInputError(i, "", "got %d inputs, model has %d", len(rec), len(ins))
+		return nil, false, NewInputError(i, "", "got %d inputs, model has %d", len(rec), len(ins))
 	}
-	out := make([]Tensor, len(rec))
+	out = make([]Tensor, len(rec))
 	rows := int64(-1)
 	for j, t := range rec {
 		in := ins[j]
 		if t.DType != in.DType {
-			return nil, NewInputError(i, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
+			return nil, false, NewInputError(i, in.Name, "wrong dtype: got %s, want %s", t.DType, in.DType)
 		}
 		if err := t.Check(); err != nil {
-			return nil, NewInputError(i, in.Name, "%v", err)
+			return nil, false, NewInputError(i, in.Name, "%v", err)
 		}
-		if !e.cfg.InputAlreadyBatched {
+		add := !e.cfg.InputAlreadyBatched && len(t.Shape) == len(in.Shape)-1
+		if add {
 			t.Shape = append([]int64{1}, t.Shape...)
+			added = true
 		}
 		if !FitsShape(t.Shape, in.Shape) {
 			got := t.Shape
-			if !e.cfg.InputAlreadyBatched {
+			if add {
 				got = got[1:]
 			}
-			return nil, NewInputError(i, in.Name, "shape %s does not match model %s", ShapeString(got), ShapeString(in.Shape))
+			return nil, false, NewInputError(i, in.Name, "shape %s does not match model %s", ShapeString(got), ShapeString(in.Shape))
 		}
-		if rows >= 0 && t.Shape[0] != rows {
-			return nil, NewInputError(i, in.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
+		// Only a model that batches along dim 0 needs its inputs to agree
+		// on it; the others run each record whole.
+		if e.info.DynamicBatch {
+			if rows >= 0 && t.Shape[0] != rows {
+				return nil, false, NewInputError(i, in.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
+			}
+			rows = t.Shape[0]
 		}
-		rows = t.Shape[0]
 		out[j] = t
 	}
-	return out, nil
+	return out, added, nil
 }
 
 // PostProcess returns the configured post-processing (Config.PostProcessing,

@@ -32,6 +32,12 @@ var (
 	// ErrUnsupportedDType means a model uses a tensor element type infer
 	// does not handle.
 	ErrUnsupportedDType = errors.New("infer: unsupported dtype")
+	// ErrNoBatchDim means a rank-0 (scalar) tensor was asked to stack or
+	// split along dim 0, which it does not have.
+	ErrNoBatchDim = errors.New("infer: scalar tensor has no batch dim")
+	// ErrNoInputs means a model without inputs was asked to run: ONNX
+	// Runtime's Go binding cannot run a graph with none.
+	ErrNoInputs = errors.New("infer: model has no inputs")
 )
 
 // InputError is a bad request: the payload does not fit the model.

@@ -3,6 +3,7 @@ package infer
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -115,21 +116,20 @@ func fromORT(t ort.TensorElementDataType) DType {
 func (s *Session) Info() ModelInfo { return s.info }
 
 // Run runs the model once on inputs, one tensor per model input in model
-// order, and returns one tensor per output. A wrong count or dtype returns
-// an *InputError; ONNX Runtime failures (e.g. a shape the model rejects) are
-// returned wrapped. After Close it returns ErrClosed.
+// order, and returns one tensor per output. Scalar (rank-0) inputs and
+// outputs and zero-size dims are handled. A wrong count or dtype returns
+// an *InputError; a model without inputs returns ErrNoInputs (the Go
+// binding cannot run one); ONNX Runtime failures (e.g. a shape the model
+// rejects) are returned wrapped. After Close it returns ErrClosed.
 func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
+	if len(s.info.Inputs) == 0 {
+		return nil, fmt.Errorf("run model %q: %w", s.info.Name, ErrNoInputs)
+	}
 	if len(inputs) != len(s.info.Inputs) {
 		return nil, NewInputError(-1, "", "got %d inputs, want %d (%s)", len(inputs), len(s.info.Inputs), strings.Join(s.info.InputNames(), ", "))
 	}
 	vals := make([]ort.Value, len(inputs))
-	defer func() {
-		for _, v := range vals {
-			if v != nil {
-				v.Destroy()
-			}
-		}
-	}()
+	defer destroyAll(vals)
 	for i, t := range inputs {
 		in := s.info.Inputs[i]
 		if t.DType != in.DType {
@@ -144,20 +144,17 @@ func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 		}
 		vals[i] = v
 	}
-	outs := make([]ort.Value, len(s.info.Outputs))
-	defer func() {
-		for _, v := range outs {
-			if v != nil {
-				v.Destroy()
-			}
-		}
-	}()
+	outs, err := s.scalarOutputs()
+	defer destroyAll(outs)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
 		return nil, ErrClosed
 	}
-	err := s.sess.Run(vals, outs)
+	err = s.sess.Run(vals, outs)
 	s.mu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("run model %q: %w", s.info.Name, err)
@@ -173,6 +170,39 @@ func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 	return res, nil
 }
 
+// scalarOutputs returns the output values Run hands ONNX Runtime: nil
+// (allocated by it) except for rank-0 outputs, which get a Scalar of
+// their own because the binding cannot wrap a rank-0 value it allocated.
+func (s *Session) scalarOutputs() ([]ort.Value, error) {
+	outs := make([]ort.Value, len(s.info.Outputs))
+	for i, o := range s.info.Outputs {
+		if len(o.Shape) > 0 {
+			continue
+		}
+		v, err := toORT(NewTensor(o.DType, nil))
+		if err != nil {
+			return outs, fmt.Errorf("output %q: %w", o.Name, err)
+		}
+		outs[i] = v
+	}
+	return outs, nil
+}
+
+// destroyAll destroys the values that exist. The binding may leave a typed
+// nil in a Value when it fails to wrap an output, so nil pointers inside
+// the interface are skipped too.
+func destroyAll(vals []ort.Value) {
+	for _, v := range vals {
+		if v == nil {
+			continue
+		}
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			continue
+		}
+		_ = v.Destroy()
+	}
+}
+
 // Close destroys the ONNX Runtime session. It waits for running calls, is
 // idempotent and always returns nil or the destroy error of the first call.
 func (s *Session) Close() error {
@@ -185,7 +215,12 @@ func (s *Session) Close() error {
 	return s.sess.Destroy()
 }
 
+// toORT wraps t's data in an ONNX Runtime value (no copy). A rank-0 t
+// becomes a Scalar: the binding's NewTensor rejects an empty shape.
 func toORT(t Tensor) (ort.Value, error) {
+	if len(t.Shape) == 0 {
+		return toORTScalar(t)
+	}
 	shape := ort.NewShape(t.Shape...)
 	switch d := t.Data.(type) {
 	case []float32:
@@ -200,6 +235,27 @@ func toORT(t Tensor) (ort.Value, error) {
 		return ort.NewTensor(shape, d)
 	case []bool:
 		return ort.NewTensor(shape, d)
+	}
+	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
+}
+
+func toORTScalar(t Tensor) (ort.Value, error) {
+	if t.Len() != 1 {
+		return nil, fmt.Errorf("scalar has %d elements", t.Len())
+	}
+	switch d := t.Data.(type) {
+	case []float32:
+		return ort.NewScalar(d[0])
+	case []float64:
+		return ort.NewScalar(d[0])
+	case []int32:
+		return ort.NewScalar(d[0])
+	case []int64:
+		return ort.NewScalar(d[0])
+	case []uint8:
+		return ort.NewScalar(d[0])
+	case []bool:
+		return ort.NewScalar(d[0])
 	}
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
 }
@@ -221,6 +277,25 @@ func fromORTValue(v ort.Value) (Tensor, error) {
 		return Tensor{DType: Uint8, Shape: shape, Data: x.GetData()}, nil
 	case *ort.Tensor[bool]:
 		return Tensor{DType: Bool, Shape: shape, Data: x.GetData()}, nil
+	}
+	return fromORTScalar(v)
+}
+
+// fromORTScalar reads a rank-0 output Run allocated as a Scalar.
+func fromORTScalar(v ort.Value) (Tensor, error) {
+	switch x := v.(type) {
+	case *ort.Scalar[float32]:
+		return Tensor{DType: Float32, Shape: []int64{}, Data: []float32{x.GetData()}}, nil
+	case *ort.Scalar[float64]:
+		return Tensor{DType: Float64, Shape: []int64{}, Data: []float64{x.GetData()}}, nil
+	case *ort.Scalar[int32]:
+		return Tensor{DType: Int32, Shape: []int64{}, Data: []int32{x.GetData()}}, nil
+	case *ort.Scalar[int64]:
+		return Tensor{DType: Int64, Shape: []int64{}, Data: []int64{x.GetData()}}, nil
+	case *ort.Scalar[uint8]:
+		return Tensor{DType: Uint8, Shape: []int64{}, Data: []uint8{x.GetData()}}, nil
+	case *ort.Scalar[bool]:
+		return Tensor{DType: Bool, Shape: []int64{}, Data: []bool{x.GetData()}}, nil
 	}
 	return Tensor{}, fmt.Errorf("%w: %T", ErrUnsupportedDType, v)
 }

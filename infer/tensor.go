@@ -225,15 +225,19 @@ func sliceData(data any, lo, hi int) any {
 }
 
 // Stack concatenates tensors of one dtype along dim 0; their other dims
-// must be equal (the caller checks). One tensor comes back
-// as it is; more are copied into a new one.
-func Stack(ts []Tensor) Tensor {
+// must be equal (the caller checks). One tensor comes back as it is; more
+// are copied into a new one. A rank-0 tensor has no dim 0 to stack along:
+// Stack returns ErrNoBatchDim for it rather than guess.
+func Stack(ts []Tensor) (Tensor, error) {
 	if len(ts) == 1 {
-		return ts[0]
+		return ts[0], nil
 	}
 	total := int64(0)
 	elems := 0
 	for _, t := range ts {
+		if len(t.Shape) == 0 {
+			return Tensor{}, ErrNoBatchDim
+		}
 		total += t.Shape[0]
 		elems += t.Len()
 	}
@@ -244,19 +248,27 @@ func Stack(ts []Tensor) Tensor {
 		copyData(data, off, t.Data)
 		off += t.Len()
 	}
-	return Tensor{DType: ts[0].DType, Shape: shape, Data: data}
+	return Tensor{DType: ts[0].DType, Shape: shape, Data: data}, nil
 }
 
 // Split cuts t along dim 0 into pieces of ns[i] rows each, copying their
-// data; sum(ns) must be t.Shape[0]. One piece is t itself.
-func Split(t Tensor, ns []int64) []Tensor {
+// data; sum(ns) must be t.Shape[0], else it returns an error. One piece is
+// t itself. A rank-0 tensor has no rows: ErrNoBatchDim.
+func Split(t Tensor, ns []int64) ([]Tensor, error) {
 	if len(ns) == 1 {
-		return []Tensor{t}
+		return []Tensor{t}, nil
 	}
-	row := 1
-	for _, d := range t.Shape[1:] {
-		row *= int(d)
+	if len(t.Shape) == 0 {
+		return nil, ErrNoBatchDim
 	}
+	sum := int64(0)
+	for _, n := range ns {
+		sum += n
+	}
+	if sum != t.Shape[0] || t.Check() != nil {
+		return nil, fmt.Errorf("infer: split %s rows %s into %v", ShapeString(t.Shape), t.DType, ns)
+	}
+	row := int(NumElems(t.Shape[1:]))
 	out := make([]Tensor, len(ns))
 	off := 0
 	for i, n := range ns {
@@ -265,7 +277,7 @@ func Split(t Tensor, ns []int64) []Tensor {
 		out[i] = Tensor{DType: t.DType, Shape: shape, Data: sliceData(t.Data, off, hi)}
 		off = hi
 	}
-	return out
+	return out, nil
 }
 
 // FitsShape reports whether a concrete shape fits a model shape (-1 = any).

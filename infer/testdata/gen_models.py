@@ -163,6 +163,53 @@ def small_models(out):
         os.path.join(out, "sparse_rows.onnx"),
     )
 
+    edge_models(out)
+
+
+def edge_models(out):
+    """Models that once crashed the server: scalars, no inputs, int division."""
+    # Scalar inputs: y = Clip(x, lo, hi), lo and hi rank 0 as Clip wants.
+    save(
+        make(
+            "clip_scalar",
+            [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+            [vi("x", TensorProto.FLOAT, ["batch", 4]), vi("lo", TensorProto.FLOAT, []), vi("hi", TensorProto.FLOAT, [])],
+            [vi("y", TensorProto.FLOAT, ["batch", 4])],
+        ),
+        os.path.join(out, "clip_scalar.onnx"),
+    )
+    # Scalar output: y = sum of every element of x, rank 0.
+    save(
+        make(
+            "sum_scalar",
+            [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
+            [vi("x", TensorProto.FLOAT, ["batch", 4])],
+            [vi("y", TensorProto.FLOAT, [])],
+        ),
+        os.path.join(out, "sum_scalar.onnx"),
+    )
+    # No inputs: a constant [1, 2].
+    save(
+        make(
+            "no_inputs",
+            [helper.make_node("Constant", [], ["y"], value=const("v", np.array([1, 2], dtype=np.float32)))],
+            [],
+            [vi("y", TensorProto.FLOAT, [2])],
+        ),
+        os.path.join(out, "no_inputs.onnx"),
+    )
+    # Integer division by the input: y = 100 / x. A zero x raises SIGFPE.
+    save(
+        make(
+            "div_i32",
+            [helper.make_node("Div", ["c", "x"], ["y"])],
+            [vi("x", TensorProto.INT32, ["batch", 4])],
+            [vi("y", TensorProto.INT32, ["batch", 4])],
+            [const("c", np.array(100, dtype=np.int32))],
+        ),
+        os.path.join(out, "div_i32.onnx"),
+    )
+
 
 def resnet50(path):
     """ResNet-50 v1 topology with batch norm folded into conv biases."""

@@ -113,7 +113,8 @@ func parseOIPRequest(body []byte, info infer.ModelInfo) (*oipRequest, error) {
 }
 
 // decodeOIPInputs decodes the inputs in model order, each with its batch
-// dim; rows is their common dim 0, -1 when the model's inputs have none.
+// dim; rows is their common dim 0, -1 when they have none (see
+// commonRows).
 func decodeOIPInputs(inputs []oipInput, info infer.ModelInfo) (full []infer.Tensor, rows int64, err error) {
 	byName := make(map[string]int, len(inputs))
 	for i, in := range inputs {
@@ -134,25 +135,38 @@ func decodeOIPInputs(inputs []oipInput, info infer.ModelInfo) (full []infer.Tens
 		if err != nil {
 			return nil, 0, err
 		}
-		if len(t.Shape) > 0 {
-			if rows >= 0 && t.Shape[0] != rows {
-				return nil, 0, infer.NewInputError(-1, mi.Name, "batch dim %d differs from the other inputs' %d", t.Shape[0], rows)
-			}
-			rows = t.Shape[0]
-		}
 		full[j] = t
 	}
 	for name := range byName {
 		return nil, 0, infer.NewInputError(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
 	}
-	return full, rows, nil
+	return full, commonRows(full), nil
+}
+
+// commonRows returns the dim 0 the tensors share, or -1 when they have no
+// rows to split along: a scalar among them (a rank-0 tensor has no rows,
+// e.g. Clip's min or CumSum's axis) or inputs that disagree on dim 0.
+func commonRows(ts []infer.Tensor) int64 {
+	rows := int64(-1)
+	for _, t := range ts {
+		switch {
+		case len(t.Shape) == 0:
+			return -1
+		case rows >= 0 && t.Shape[0] != rows:
+			return -1
+		}
+		rows = t.Shape[0]
+	}
+	return rows
 }
 
 // oipRecords splits the request's tensors along dim 0 into one record per
 // row, so that the Batcher can stack rows of concurrent requests.
 func oipRecords(full []infer.Tensor, rows int64, s *Spec) ([][]infer.Tensor, error) {
-	// A model without a batch dim (rank 0, or a fixed dim 0 other than 1
-	// while inputs come batched) takes the request as one record.
+	// A request without common rows (a scalar input, or inputs that
+	// disagree on dim 0) or a model without a batch dim (a fixed dim 0
+	// other than 1 while inputs come batched) runs as one record, whole:
+	// the engine passes tensors of the model's rank untouched.
 	if rows < 0 || (s.AlreadyBatched && !s.Info.DynamicBatch) {
 		return [][]infer.Tensor{full}, nil
 	}
@@ -168,7 +182,11 @@ func oipRecords(full []infer.Tensor, rows int64, s *Spec) ([][]infer.Tensor, err
 		records[r] = make([]infer.Tensor, len(full))
 	}
 	for j, t := range full {
-		for r, part := range infer.Split(t, ns) {
+		parts, err := infer.Split(t, ns)
+		if err != nil {
+			return nil, err
+		}
+		for r, part := range parts {
 			if !s.AlreadyBatched {
 				part.Shape = part.Shape[1:]
 			}
@@ -393,7 +411,7 @@ func stackOutput(outs [][]infer.Tensor, j int, info infer.ModelInfo) (infer.Tens
 		}
 		col[r] = t
 	}
-	return infer.Stack(col), nil
+	return infer.Stack(col)
 }
 
 // appendOIPTensor appends {"name","datatype","shape","data"} for t.
