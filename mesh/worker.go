@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -259,7 +260,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	ct := h.Get(HeaderContentType)
 	ct = cmp.Or(ct, DefaultContentType)
 	stopBeat := w.heartbeat(pctx, msg)
-	out, err := w.p.Predict(pctx, ct, msg.Data())
+	out, err := w.predict(pctx, ct, msg.Data())
 	stopBeat()
 	if err != nil {
 		span.RecordError(err)
@@ -267,6 +268,20 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	status = w.settleOK(ctx, msg, out, delivered, began)
+}
+
+// predict calls the Predictor on one record. The record is outside input
+// the Predictor decodes: a panic there becomes this record's error (a
+// plain error: status 500, retried as any run failure), logged once with
+// its stack, and the worker serves on.
+func (w *Worker) predict(ctx context.Context, contentType string, body []byte) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.ErrorContext(ctx, "mesh: predict panicked", "panic", p, "stack", string(debug.Stack()))
+			out, err = nil, fmt.Errorf("mesh: predict panicked: %v", p)
+		}
+	}()
+	return w.p.Predict(ctx, contentType, body)
 }
 
 // startProcess starts the record's process span, the child of the door's

@@ -1,0 +1,47 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// panicPredictor panics on a body starting with "panic" and echoes the
+// others upper-cased.
+type panicPredictor struct{}
+
+func (panicPredictor) Predict(_ context.Context, _ string, body []byte) ([]byte, error) {
+	if strings.HasPrefix(string(body), "panic") {
+		panic("predictor bug")
+	}
+	return []byte(strings.ToUpper(string(body))), nil
+}
+
+// TestWorkerRecoversPanic checks that a Predictor panic fails that one
+// record with status 500 and the worker serves the next.
+func TestWorkerRecoversPanic(t *testing.T) {
+	sc := mesh.StreamConfig{Job: "panics", MaxDeliver: 2, Backoff: 10 * time.Millisecond}
+	_, nc := startStreams(t, sc)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, panicPredictor{})
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	_, err := c.Submit(ctx, "panics", mesh.Request{URI: "r1", Body: []byte("panic-1")})
+	var me *wire.Error
+	if !errors.As(err, &me) || me.Status != 500 || !strings.Contains(me.Message, "predictor bug") {
+		t.Fatalf("got error %v, want a 500 *wire.Error naming the panic", err)
+	}
+	res, err := c.Submit(ctx, "panics", mesh.Request{URI: "r2", Body: []byte("next")})
+	if err != nil {
+		t.Fatalf("next request: %v", err)
+	}
+	if got, want := string(res.Body), "NEXT"; got != want {
+		t.Errorf("got body %q, want %q", got, want)
+	}
+}
