@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"regexp"
 	"strconv"
 	"time"
@@ -157,7 +158,28 @@ func New(s Submitter, cfg Config) (*Server, error) {
 }
 
 // Handler returns the door's routes, each request in a server span.
-func (s *Server) Handler() http.Handler { return traced(s.mux) }
+func (s *Server) Handler() http.Handler { return traced(s.recovering(s.mux)) }
+
+// recovering answers a request whose handling panicked with 500
+// {"error":...}, logging the panic once with its stack, so that one bad
+// request cannot take the door down; http.ErrAbortHandler passes through
+// as net/http means it.
+func (s *Server) recovering(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.ErrorContext(r.Context(), "HTTP door: handler panicked", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": fmt.Sprintf("internal error: %v", p)})
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
 
 // Run listens on Config.Addr and serves until ctx ends (see Serve).
 func (s *Server) Run(ctx context.Context) error {
@@ -174,7 +196,7 @@ func (s *Server) Run(ctx context.Context) error {
 // fails.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
-		Handler:           traced(s.mux),
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
