@@ -215,49 +215,35 @@ func (s *Session) Close() error {
 	return s.sess.Destroy()
 }
 
-// toORT wraps t's data in an ONNX Runtime value (no copy). A rank-0 t
-// becomes a Scalar: the binding's NewTensor rejects an empty shape.
+// toORT wraps t's data in an ONNX Runtime value (no copy).
 func toORT(t Tensor) (ort.Value, error) {
-	if len(t.Shape) == 0 {
-		return toORTScalar(t)
-	}
-	shape := ort.NewShape(t.Shape...)
 	switch d := t.Data.(type) {
 	case []float32:
-		return ort.NewTensor(shape, d)
+		return newValue(t.Shape, d)
 	case []float64:
-		return ort.NewTensor(shape, d)
+		return newValue(t.Shape, d)
 	case []int32:
-		return ort.NewTensor(shape, d)
+		return newValue(t.Shape, d)
 	case []int64:
-		return ort.NewTensor(shape, d)
+		return newValue(t.Shape, d)
 	case []uint8:
-		return ort.NewTensor(shape, d)
+		return newValue(t.Shape, d)
 	case []bool:
-		return ort.NewTensor(shape, d)
+		return newValue(t.Shape, d)
 	}
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
 }
 
-func toORTScalar(t Tensor) (ort.Value, error) {
-	if t.Len() != 1 {
-		return nil, fmt.Errorf("scalar has %d elements", t.Len())
-	}
-	switch d := t.Data.(type) {
-	case []float32:
-		return ort.NewScalar(d[0])
-	case []float64:
-		return ort.NewScalar(d[0])
-	case []int32:
-		return ort.NewScalar(d[0])
-	case []int64:
-		return ort.NewScalar(d[0])
-	case []uint8:
-		return ort.NewScalar(d[0])
-	case []bool:
+// newValue makes a rank-0 shape a Scalar: the binding's NewTensor rejects
+// an empty shape.
+func newValue[T ort.TensorData](shape []int64, d []T) (ort.Value, error) {
+	if len(shape) == 0 {
+		if len(d) != 1 {
+			return nil, fmt.Errorf("scalar has %d elements", len(d))
+		}
 		return ort.NewScalar(d[0])
 	}
-	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
+	return ort.NewTensor(ort.NewShape(shape...), d)
 }
 
 // fromORTValue takes the data of an output ONNX Runtime allocated. The
@@ -281,21 +267,18 @@ func fromORTValue(v ort.Value) (Tensor, error) {
 	return fromORTScalar(v)
 }
 
-// fromORTScalar reads a rank-0 output Run allocated as a Scalar.
+// fromORTScalar reads a rank-0 output Run allocated as an *ort.Scalar[T]
+// (any T infer handles): GetData returns its one element.
 func fromORTScalar(v ort.Value) (Tensor, error) {
-	switch x := v.(type) {
-	case *ort.Scalar[float32]:
-		return Tensor{DType: Float32, Shape: []int64{}, Data: []float32{x.GetData()}}, nil
-	case *ort.Scalar[float64]:
-		return Tensor{DType: Float64, Shape: []int64{}, Data: []float64{x.GetData()}}, nil
-	case *ort.Scalar[int32]:
-		return Tensor{DType: Int32, Shape: []int64{}, Data: []int32{x.GetData()}}, nil
-	case *ort.Scalar[int64]:
-		return Tensor{DType: Int64, Shape: []int64{}, Data: []int64{x.GetData()}}, nil
-	case *ort.Scalar[uint8]:
-		return Tensor{DType: Uint8, Shape: []int64{}, Data: []uint8{x.GetData()}}, nil
-	case *ort.Scalar[bool]:
-		return Tensor{DType: Bool, Shape: []int64{}, Data: []bool{x.GetData()}}, nil
+	get := reflect.ValueOf(v).MethodByName("GetData")
+	if !get.IsValid() || get.Type().NumIn() != 0 || get.Type().NumOut() != 1 {
+		return Tensor{}, fmt.Errorf("%w: %T", ErrUnsupportedDType, v)
 	}
-	return Tensor{}, fmt.Errorf("%w: %T", ErrUnsupportedDType, v)
+	x := get.Call(nil)[0]
+	data := reflect.Append(reflect.MakeSlice(reflect.SliceOf(x.Type()), 0, 1), x).Interface()
+	dt := dtypeOf(data)
+	if dt == Invalid {
+		return Tensor{}, fmt.Errorf("%w: %T", ErrUnsupportedDType, v)
+	}
+	return Tensor{DType: dt, Shape: []int64{}, Data: data}, nil
 }

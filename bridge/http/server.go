@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"time"
 
