@@ -172,3 +172,14 @@ func sameConsumer(have, want jetstream.ConsumerConfig) bool {
 	return have.AckPolicy == want.AckPolicy && have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver &&
 		have.MaxAckPending == want.MaxAckPending && have.FilterSubject == want.FilterSubject
 }
+
+// WorkersInfo returns the info of job's shared workers consumer: what waits
+// (NumPending), what workers hold (NumAckPending), redeliveries. status and
+// the queue-depth gauges both read the queue through it.
+func WorkersInfo(ctx context.Context, js jetstream.JetStream, job string) (*jetstream.ConsumerInfo, error) {
+	c, err := js.Consumer(ctx, StreamName(job), WorkersConsumer)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: consumer %s/%s: %w", StreamName(job), WorkersConsumer, err)
+	}
+	return c.Info(ctx)
+}

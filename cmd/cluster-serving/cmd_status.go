@@ -109,14 +109,12 @@ func takeSnapshot(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*
 	slices.Sort(jobs)
 	for _, job := range jobs {
 		js1 := jobStatus{job: job}
-		if c, err := js.Consumer(ctx, mesh.StreamName(job), mesh.WorkersConsumer); err == nil {
-			if info, err := c.Info(ctx); err == nil {
-				js1.pending = info.NumPending
-				js1.ackPending = uint64(info.NumAckPending)
-				js1.redelivered = uint64(info.NumRedelivered)
-				js1.delivered = info.Delivered.Consumer
-				js1.waiting = info.NumWaiting
-			}
+		if info, err := mesh.WorkersInfo(ctx, js, job); err == nil {
+			js1.pending = info.NumPending
+			js1.ackPending = uint64(info.NumAckPending)
+			js1.redelivered = uint64(info.NumRedelivered)
+			js1.delivered = info.Delivered.Consumer
+			js1.waiting = info.NumWaiting
 		}
 		s.jobs = append(s.jobs, js1)
 	}

@@ -245,11 +245,7 @@ func (n *Node) observeQueues(js jetstream.JetStream) error {
 	reg, err := n.cfg.Metrics.ObserveQueues(func(ctx context.Context) ([]telemetry.QueueDepth, error) {
 		out := make([]telemetry.QueueDepth, 0, len(n.models))
 		for _, m := range n.models {
-			c, err := js.Consumer(ctx, mesh.StreamName(m.Job), mesh.WorkersConsumer)
-			if err != nil {
-				return nil, err
-			}
-			info, err := c.Info(ctx)
+			info, err := mesh.WorkersInfo(ctx, js, m.Job)
 			if err != nil {
 				return nil, err
 			}
