@@ -2,48 +2,15 @@ package telemetry_test
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
-
-// receiver collects what an OTLP endpoint got.
-type receiver struct {
-	mu       sync.Mutex
-	spans    []*tracepb.Span
-	services []string
-}
-
-func (r *receiver) add(req *coltracepb.ExportTraceServiceRequest) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
-				r.services = append(r.services, kv.GetValue().GetStringValue())
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			r.spans = append(r.spans, ss.GetSpans()...)
-		}
-	}
-}
-
-func (r *receiver) Spans() ([]*tracepb.Span, []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans), slices.Clone(r.services)
-}
 
 // startGRPCReceiver runs an OTLP/gRPC trace receiver on 127.0.0.1:0.
 func startGRPCReceiver(tb testing.TB) (*telemetry.Receiver, string) {
@@ -56,32 +23,12 @@ func startGRPCReceiver(tb testing.TB) (*telemetry.Receiver, string) {
 	return r, r.Addr()
 }
 
-// startHTTPReceiver runs an OTLP/HTTP (protobuf) trace receiver.
-func startHTTPReceiver(tb testing.TB) (*receiver, string) {
+// startHTTPReceiver runs an OTLP/HTTP (protobuf) trace receiver and
+// returns its base URL.
+func startHTTPReceiver(tb testing.TB) (*telemetry.Receiver, string) {
 	tb.Helper()
-	r := &receiver{}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, req *http.Request) {
-		body, err := io.ReadAll(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if ct := req.Header.Get("Content-Type"); ct != "application/x-protobuf" {
-			http.Error(w, "content type "+ct, http.StatusUnsupportedMediaType)
-			return
-		}
-		var msg coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &msg); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.add(&msg)
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(out)
-	})
-	srv := httptest.NewServer(mux)
+	r, _ := startGRPCReceiver(tb)
+	srv := httptest.NewServer(r)
 	tb.Cleanup(srv.Close)
 	return r, srv.URL
 }

@@ -2,17 +2,21 @@ package telemetry
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
-// Receiver is a minimal OTLP/gRPC trace receiver: it keeps every span it
-// is sent. `cluster-serving bench` exports to one on loopback to measure
+// Receiver is a minimal OTLP trace receiver, over gRPC on the address
+// StartReceiver listens on and over HTTP (protobuf bodies) through
+// ServeHTTP: it keeps every span it is sent. `cluster-serving bench` exports to one on loopback to measure
 // what tracing costs, and tests assert what processes exported. Safe for
 // concurrent use; Close is idempotent.
 type Receiver struct {
@@ -51,6 +55,37 @@ func (r *Receiver) Addr() string { return r.addr }
 
 // Export implements the OTLP trace service.
 func (r *Receiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.add(req)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// ServeHTTP is OTLP/HTTP with protobuf bodies: POST /v1/traces (what the
+// otlp-http exporter sends); mount it on an http.Server or httptest.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
+		http.Error(w, "want POST /v1/traces", http.StatusNotFound)
+		return
+	}
+	if ct := req.Header.Get("Content-Type"); ct != "application/x-protobuf" {
+		http.Error(w, "content type "+ct+": want application/x-protobuf", http.StatusUnsupportedMediaType)
+		return
+	}
+	body, err := io.ReadAll(req.Body)
+	var msg coltracepb.ExportTraceServiceRequest
+	if err == nil {
+		err = proto.Unmarshal(body, &msg)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.add(&msg)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+func (r *Receiver) add(req *coltracepb.ExportTraceServiceRequest) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rs := range req.GetResourceSpans() {
@@ -66,7 +101,6 @@ func (r *Receiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceR
 			}
 		}
 	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
 
 // Spans returns the spans kept so far and the service.name of each

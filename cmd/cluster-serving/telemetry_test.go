@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -263,4 +264,47 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestOTLPEndpointAloneExports points a `start` process at a collector the
+// way one points any OTel-instrumented service at one: only
+// OTEL_EXPORTER_OTLP_ENDPOINT, no config key, no OTEL_TRACES_EXPORTER.
+// Its spans must reach the OTLP/HTTP receiver in this test; with
+// OTEL_TRACES_EXPORTER=none beside it, none may.
+func TestOTLPEndpointAloneExports(t *testing.T) {
+	skipIfShort(t)
+	for _, tc := range []struct {
+		name     string
+		exporter string // OTEL_TRACES_EXPORTER, "" for unset
+		want     bool
+	}{
+		{"endpoint alone", "", true},
+		{"exporter none", "none", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recv, err := telemetry.StartReceiver("127.0.0.1:0", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(recv.Close)
+			srv := httptest.NewServer(recv)
+			t.Cleanup(srv.Close)
+			cfg, url, job, env := testJob(t, "")
+			env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+srv.URL, "OTEL_TRACES_EXPORTER="+tc.exporter)
+			start := spawn(t, env, "start", "-c", cfg)
+			nc := waitReady(t, url, start)
+			if err := predictAdd(nc, job, [4]float32{1, 2, 3, 4}, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			start.signalAndWait(t, syscall.SIGTERM) // flushes its spans
+			spans, _ := recv.Spans()
+			names := map[string]bool{}
+			for _, s := range spans {
+				names[s.GetName()] = true
+			}
+			if got := names[telemetry.SpanProcess]; got != tc.want {
+				t.Errorf("got a %q span: %v, want %v (received %d spans)", telemetry.SpanProcess, got, tc.want, len(spans))
+			}
+		})
+	}
 }
