@@ -2,9 +2,12 @@ package embedded
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -67,12 +70,18 @@ type Server struct {
 }
 
 // Start validates cfg, starts the server and waits until it accepts
-// connections. It returns ErrInvalidConfig, ErrNotReady or a server error.
+// connections. It returns ErrInvalidConfig, a *ListenError when the client
+// address cannot be bound (a port in use), ErrNotReady wrapped with the
+// server's own fatal error (a store directory JetStream cannot use), or a
+// server error.
 func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if err := checkListen(cfg); err != nil {
+		return nil, err
+	}
 	s := &Server{}
 	storeDir := cfg.StoreDir
 	if storeDir == "" {
@@ -97,16 +106,52 @@ func Start(cfg Config) (*Server, error) {
 		s.removeTemp()
 		return nil, fmt.Errorf("embedded: new server: %w", err)
 	}
-	if cfg.Logger != nil {
-		ns.SetLoggerV2(slogAdapter{cfg.Logger}, false, false, false)
-	}
+	fatal := make(chan string, 1)
+	ns.SetLoggerV2(slogAdapter{l: cfg.Logger, fatal: fatal}, false, false, false)
 	s.ns = ns
 	ns.Start()
-	if !ns.ReadyForConnections(startTimeout) {
+	if err := waitReady(ns, fatal); err != nil {
 		s.Shutdown()
-		return nil, ErrNotReady
+		return nil, err
 	}
 	return s, nil
+}
+
+// checkListen binds the client address and lets it go again, so that a
+// port in use is a *ListenError naming the address at once. The server
+// itself would only log "Error listening on port" and never become
+// ready. The port could still be taken between this check and the
+// server's bind; waitReady reports that case through the fatal log line.
+func checkListen(cfg Config) error {
+	if cfg.Port == RandomPort {
+		return nil
+	}
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return &ListenError{Addr: addr, Err: err}
+	}
+	return ln.Close()
+}
+
+// waitReady waits until ns accepts connections, for at most startTimeout,
+// and returns at once when the server logs a fatal error: it stops
+// starting after one (a listener it cannot bind, JetStream that cannot
+// use its store) and would otherwise leave only ErrNotReady, ten seconds
+// later.
+func waitReady(ns *server.Server, fatal <-chan string) error {
+	deadline := time.Now().Add(startTimeout)
+	for !ns.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case msg := <-fatal:
+			return fmt.Errorf("%w: %s", ErrNotReady, msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return ErrNotReady
+		}
+	}
+	return nil
 }
 
 // ClientURL returns the nats:// URL clients in other processes connect to.
@@ -134,12 +179,31 @@ func (s *Server) removeTemp() {
 	}
 }
 
-// slogAdapter routes nats-server log lines to slog.
-type slogAdapter struct{ l *slog.Logger }
+// slogAdapter routes nats-server log lines to slog (none when l is nil)
+// and hands the first fatal line to Start, which fails with it.
+type slogAdapter struct {
+	l     *slog.Logger
+	fatal chan<- string
+}
 
-func (a slogAdapter) Noticef(format string, v ...any) { a.l.Info(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Warnf(format string, v ...any)   { a.l.Warn(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Fatalf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Errorf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Debugf(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Tracef(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
+func (a slogAdapter) log(level slog.Level, format string, v []any) {
+	if a.l != nil {
+		a.l.Log(context.Background(), level, fmt.Sprintf(format, v...))
+	}
+}
+
+func (a slogAdapter) Noticef(format string, v ...any) { a.log(slog.LevelInfo, format, v) }
+func (a slogAdapter) Warnf(format string, v ...any)   { a.log(slog.LevelWarn, format, v) }
+func (a slogAdapter) Errorf(format string, v ...any)  { a.log(slog.LevelError, format, v) }
+func (a slogAdapter) Debugf(format string, v ...any)  { a.log(slog.LevelDebug, format, v) }
+func (a slogAdapter) Tracef(format string, v ...any)  { a.log(slog.LevelDebug, format, v) }
+
+// Fatalf is what nats-server calls before it gives up starting; it does
+// not exit the process.
+func (a slogAdapter) Fatalf(format string, v ...any) {
+	a.log(slog.LevelError, format, v)
+	select {
+	case a.fatal <- fmt.Sprintf(format, v...):
+	default: // Start already has one
+	}
+}

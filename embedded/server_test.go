@@ -3,6 +3,12 @@ package embedded_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,5 +85,48 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("got %v, want ErrInvalidConfig", err)
 			}
 		})
+	}
+}
+
+// TestStartPortInUse holds the client port as another process would: Start
+// must fail with a *ListenError that names the address and is
+// EADDRINUSE, not with ErrNotReady.
+func TestStartPortInUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	port := held.Addr().(*net.TCPAddr).Port
+	s, err := embedded.Start(embedded.Config{Port: port, StoreDir: t.TempDir()})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("Start on a port in use: got no error")
+	}
+	var le *embedded.ListenError
+	if !errors.As(err, &le) || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("got %v, want a *ListenError wrapping EADDRINUSE", err)
+	}
+	want := fmt.Sprintf("embedded: listen 127.0.0.1:%d: address already in use", port)
+	if err.Error() != want || le.Addr != held.Addr().String() {
+		t.Errorf("got %q (Addr %q), want %q", err, le.Addr, want)
+	}
+}
+
+// TestStartFatalError gives JetStream a store directory that is a file:
+// nats-server logs a fatal error and never listens; Start must return
+// that error, wrapped in ErrNotReady.
+func TestStartFatalError(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: file})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("Start with a file as store dir: got no error")
+	}
+	if !errors.Is(err, embedded.ErrNotReady) || !strings.Contains(err.Error(), "JetStream") {
+		t.Errorf("got %v, want ErrNotReady with the server's JetStream error", err)
 	}
 }

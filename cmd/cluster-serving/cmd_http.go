@@ -61,7 +61,7 @@ func httpRunner(d doorDeps) (func(context.Context) error, error) {
 	}
 	ln, err := net.Listen("tcp", hc.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("HTTP door (config keys \"httpInterface\", \"httpPort\"): %w", err)
+		return nil, httpListen(d.p.file).error(err)
 	}
 	return func(ctx context.Context) error { return door.Serve(ctx, ln) }, nil
 }

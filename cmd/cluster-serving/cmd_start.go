@@ -102,6 +102,9 @@ func (p *process) run(ctx context.Context) error {
 		return err
 	}
 	defer removePID()
+	if err := p.checkListeners(); err != nil {
+		return err
+	}
 
 	cfg := p.file.Node(os.Getenv)
 	cfg.Name = "cluster-serving " + p.role + " " + p.file.JobName
@@ -112,7 +115,7 @@ func (p *process) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
-		return err
+		return nodeError(p.file, err)
 	}
 	defer node.Close()
 	runners, err := p.doors(doorDeps{p: p, node: node, log: log, metrics: metrics})

@@ -94,7 +94,7 @@ func serveMetrics(ctx context.Context, g *errgroup.Group, file *serving.File, te
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		log.Warn("Prometheus metrics not served: set metricsListen to a free address", "metricsListen", addr, "err", err)
+		log.Warn("Prometheus metrics not served", "err", metricsListen(file).error(err))
 		return
 	}
 	log.Info("Prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
