@@ -121,19 +121,15 @@ func takeSnapshot(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*
 	return s, nil
 }
 
+// print writes the job and worker tables. Every number is a count of
+// requests under its column's name, a rate (REQ/S) or a latency that
+// carries its unit (850µs, 4.44ms, 1.2s); the legend under the tables says
+// what each latency measures.
 func (s *snapshot) print(w io.Writer, prev *snapshot, url string) {
 	fmt.Fprintf(w, "cluster-serving status — %s — %s\n\n", url, s.at.Format("15:04:05"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tREQ/S\tQUEUED\tIN FLIGHT\tREDELIVERED\tWORKERS\tP50\tP99")
+	fmt.Fprintln(tw, "JOB\tREQ/S\tQUEUED\tIN FLIGHT\tREDELIVERED\tWORKERS\tLATENCY P50\tLATENCY P99")
 	for _, j := range s.jobs {
-		rate := "-"
-		if prev != nil {
-			for _, p := range prev.jobs {
-				if p.job == j.job && j.delivered >= p.delivered {
-					rate = fmt.Sprintf("%.1f", float64(j.delivered-p.delivered)/s.at.Sub(prev.at).Seconds())
-				}
-			}
-		}
 		n, p50, p99 := 0, time.Duration(0), time.Duration(0)
 		for _, wk := range s.workers {
 			if wk.Job == j.job {
@@ -142,28 +138,45 @@ func (s *snapshot) print(w io.Writer, prev *snapshot, url string) {
 				p99 = max(p99, wk.Stats.P99)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", j.job, rate, j.pending, j.ackPending, j.redelivered, n, round(p50), round(p99))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", j.job, s.rate(prev, j), j.pending, j.ackPending, j.redelivered, n, latency(p50), latency(p99))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tJOB\tMODEL\tHOST\tPID\tPROCESSED\tFAILED\tRETRIED\tIN FLIGHT\tP50\tP90\tP99")
+	fmt.Fprintln(tw, "WORKER\tJOB\tMODEL\tHOST\tPID\tPROCESSED\tFAILED\tRETRIED\tIN FLIGHT\tLATENCY P50\tLATENCY P90\tLATENCY P99")
 	for _, wk := range s.workers {
 		st := wk.Stats
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", shortID(wk.ID), wk.Job, wk.Model, wk.Host, wk.PID,
-			st.Processed, st.Failed, st.Retried, st.Inflight, round(st.P50), round(st.P90), round(st.P99))
+			st.Processed, st.Failed, st.Retried, st.Inflight, latency(st.P50), latency(st.P90), latency(st.P99))
 	}
 	tw.Flush()
 	if len(s.workers) == 0 {
 		fmt.Fprintln(w, "(no workers answered: start one with `cluster-serving start` or `cluster-serving worker`)")
 	}
+	fmt.Fprintln(w, "\nQUEUED, IN FLIGHT, REDELIVERED, PROCESSED, FAILED and RETRIED count requests.\n"+
+		"LATENCY: a worker's, from pulling a request to acknowledging it, over its last 1,024 answered\n"+
+		"requests (- before the first); a job's is its slowest worker's.")
 	if prev == nil {
-		fmt.Fprintln(w, "\n(REQ/S appears from the second refresh on: it is the rate of deliveries between two refreshes)")
+		fmt.Fprintln(w, "REQ/S appears from the second refresh on: requests delivered to workers per second between two refreshes.")
 	}
 }
 
-// P50 style: "1.234ms", "-" when unknown.
-func round(d time.Duration) string {
+// rate is the job's deliveries per second since prev, "-" without one.
+func (s *snapshot) rate(prev *snapshot, j jobStatus) string {
+	if prev == nil {
+		return "-"
+	}
+	for _, p := range prev.jobs {
+		if p.job == j.job && j.delivered >= p.delivered {
+			return fmt.Sprintf("%.1f", float64(j.delivered-p.delivered)/s.at.Sub(prev.at).Seconds())
+		}
+	}
+	return "-"
+}
+
+// latency prints d with its unit and three significant digits or so:
+// "850µs", "4.44ms", "1.2s"; "-" when unknown (zero).
+func latency(d time.Duration) string {
 	if d == 0 {
 		return "-"
 	}
