@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,10 +16,14 @@ import (
 )
 
 // printHowToCall is the banner of `start`: the default model and how to
-// call it.
+// call it. Every command it prints runs as printed, from any directory
+// (TestBannerCommandsRun runs them): the binary and config by absolute
+// path, the -shape and -d body made from the model's real inputs.
 func printHowToCall(w io.Writer, file *serving.File, cfgPath string, node *serving.Node) {
 	subject := mesh.PredictSubject(file.JobName)
 	info := node.Models()[0].Info
+	self := shellJoin(selfPath())
+	cfg := shellJoin("-c", cfgPath)
 	fmt.Fprintf(w, `
 cluster-serving is serving job %q
   model:   %s
@@ -25,33 +32,113 @@ cluster-serving is serving job %q
   NATS:    %s   request-reply subject: %s
 
 Call it from another terminal:
-  bin/cluster-serving predict -c %s -fill 0.5%s   # one request, every value 0.5
-  bin/cluster-serving predict -c %s -d '{"instances":[{...}]}'
-  nats req %s '{"instances":[{...}]}'    # with the nats CLI
-  bin/cluster-serving status -c %s       # throughput, queue depth, latency, workers
-Stop with Ctrl-C (in-flight work goes back to the queue) or: bin/cluster-serving shutdown -c %s
+`, file.JobName, info.Path, serving.FormatIO(info.Inputs), serving.FormatIO(info.Outputs), node.URL(), subject)
+	value, shape := fillValue(info), fillShape(info, file.InputAlreadyBatched)
+	fmt.Fprintf(w, "  %s predict %s -fill %s%s   # one request, every value %s%s\n", self, cfg, value, shapeFlag(shape), value, dynamicNote(info, file.InputAlreadyBatched))
+	if body := fillBody(info, file.InputAlreadyBatched, value, nil); len(body) <= maxBannerBody {
+		quoted := shellJoin(string(body))
+		fmt.Fprintf(w, "  %s predict %s -d %s\n", self, cfg, quoted)
+		fmt.Fprintf(w, "  nats req %s %s   # with the nats CLI\n", subject, quoted)
+		if httpOn(file) {
+			fmt.Fprintf(w, "  curl -s http://%s/predict -H 'Content-Type: application/json' -d %s\n", dialable(httpAddr(file)), quoted)
+		}
+	}
+	fmt.Fprintf(w, `  %s status %s   # throughput, queue depth, latency, workers
+Stop with Ctrl-C (in-flight work goes back to the queue) or: %s shutdown %s
 
-`, file.JobName, info.Path, serving.FormatIO(info.Inputs), serving.FormatIO(info.Outputs), node.URL(), subject,
-		cfgPath, shapeHint(info), cfgPath, subject, cfgPath, cfgPath)
+`, self, cfg, self, cfg)
 }
 
-// shapeHint suggests -shape when an input has dynamic dimensions besides
-// the batch: -fill alone would set them to 1.
-func shapeHint(info infer.ModelInfo) string {
+// maxBannerBody is the longest request body the banner prints inline.
+const maxBannerBody = 200
+
+// fillValue is what -fill sets: 0.5 when every input is a float, else 1,
+// which every dtype takes (integers, uint8, bool).
+func fillValue(info infer.ModelInfo) string {
 	for _, in := range info.Inputs {
-		if len(in.Shape) < 2 || !slices.Contains(in.Shape[1:], -1) {
-			continue
+		if in.DType != infer.Float32 && in.DType != infer.Float64 {
+			return "1"
 		}
-		dims := make([]string, len(in.Shape)-1)
-		for i, d := range in.Shape[1:] {
-			dims[i] = strconv.FormatInt(d, 10)
-			if d < 0 {
-				dims[i] = "N"
-			}
+	}
+	return "0.5"
+}
+
+// fillShape is the -shape the banner prints: the instance shape of a
+// model's single input, dynamic dimensions set to 1 (what -fill uses
+// without -shape), so that a reader sees which numbers to change. None
+// for several inputs: -shape would set all of them.
+func fillShape(info infer.ModelInfo, batched bool) []int64 {
+	if len(info.Inputs) != 1 {
+		return nil
+	}
+	shape := slices.Clone(instanceShape(info.Inputs[0], batched))
+	for i, d := range shape {
+		if d < 0 {
+			shape[i] = 1
 		}
-		return " -shape " + strings.Join(dims, ",")
+	}
+	return shape
+}
+
+func shapeFlag(shape []int64) string {
+	if len(shape) == 0 {
+		return ""
+	}
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.FormatInt(d, 10)
+	}
+	return " -shape " + strings.Join(dims, ",")
+}
+
+// dynamicNote says so when -fill set dynamic dimensions to 1.
+func dynamicNote(info infer.ModelInfo, batched bool) string {
+	for _, in := range info.Inputs {
+		if slices.Contains(instanceShape(in, batched), -1) {
+			return "; dynamic dimensions set to 1: change -shape for a real size"
+		}
 	}
 	return ""
+}
+
+// selfPath is the absolute path of this binary, so that the printed
+// commands run from any directory; os.Args[0] when it cannot be found.
+func selfPath() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return os.Args[0]
+}
+
+// shellJoin quotes each word for a POSIX shell where it needs it and
+// joins them with spaces; empty words are dropped.
+func shellJoin(words ...string) string {
+	var out []string
+	for _, w := range words {
+		switch {
+		case w == "":
+		case shellSafe.MatchString(w):
+			out = append(out, w)
+		default:
+			out = append(out, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// dialable turns a listen address into one a client can dial: an
+// unspecified host (0.0.0.0, ::) becomes loopback.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // printOtherModels says where the HTTP door listens and, when there are

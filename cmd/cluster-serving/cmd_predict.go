@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
@@ -102,6 +103,14 @@ func fillRequest(cfg *serving.File, value, shapeFlag string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return fillBody(info, cfg.InputAlreadyBatched, value, override), nil
+}
+
+// fillBody is the request of one instance of info's inputs with every
+// value set to value: each input's shape without its batch dimension
+// (unless batched), dynamic dimensions set to 1, or override for every
+// input.
+func fillBody(info infer.ModelInfo, batched bool, value string, override []int64) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"instances":[{`)
 	for i, in := range info.Inputs {
@@ -111,17 +120,23 @@ func fillRequest(cfg *serving.File, value, shapeFlag string) ([]byte, error) {
 		name, _ := json.Marshal(in.Name)
 		b.Write(name)
 		b.WriteByte(':')
-		shape := in.Shape
-		if !cfg.InputAlreadyBatched && len(shape) > 0 {
-			shape = shape[1:]
-		}
+		shape := instanceShape(in, batched)
 		if override != nil {
 			shape = override
 		}
 		writeFilled(&b, shape, value)
 	}
 	b.WriteString(`}]}`)
-	return b.Bytes(), nil
+	return b.Bytes()
+}
+
+// instanceShape is in's shape as one instance carries it: without the
+// batch dimension (unless batched); writeFilled makes dynamic ones 1.
+func instanceShape(in infer.IO, batched bool) []int64 {
+	if !batched && len(in.Shape) > 0 {
+		return in.Shape[1:]
+	}
+	return in.Shape
 }
 
 func writeFilled(b *bytes.Buffer, shape []int64, value string) {

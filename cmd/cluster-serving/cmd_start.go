@@ -18,9 +18,8 @@ import (
 )
 
 type serveFlags struct {
-	config      string // absolute, for the pid file and restart
-	shownConfig string // as the user gave it, for messages
-	nats        string
+	config string // absolute: for the pid file, restart and the banner
+	nats   string
 }
 
 func parseServeFlags(name string, args []string, stderr io.Writer) (*serveFlags, *serving.File, error) {
@@ -39,7 +38,6 @@ func parseServeFlags(name string, args []string, stderr io.Writer) (*serveFlags,
 	if f.nats != "" {
 		file.NatsURL = f.nats
 	}
-	f.shownConfig = f.config
 	if abs, err := filepath.Abs(f.config); err == nil {
 		f.config = abs
 	}
@@ -172,7 +170,7 @@ func startDoors(d doorDeps) ([]func(context.Context) error, error) {
 	}
 	banner := func(ctx context.Context) error {
 		if d.node.WaitReady(ctx) == nil {
-			printHowToCall(d.p.stdout, d.p.file, d.p.flags.shownConfig, d.node)
+			printHowToCall(d.p.stdout, d.p.file, d.p.flags.config, d.node)
 			printOtherModels(d.p.stdout, d.p.file, d.node.Models())
 		}
 		return nil

@@ -121,11 +121,19 @@ func (p *proc) signalAndWait(t *testing.T, sig syscall.Signal) {
 // testJob writes a config for the add_f32 model (y = 2x + 1) and returns its path.
 func testJob(t *testing.T, extra string) (cfgPath, url, job string, env []string) {
 	t.Helper()
+	return testJobModel(t, "add_f32.onnx", extra)
+}
+
+// testJobModel writes a config for the model file of infer/testdata and
+// returns its path, its NATS URL, its job and the env its processes need
+// (a pid file directory of the test's own).
+func testJobModel(t *testing.T, modelFile, extra string) (cfgPath, url, job string, env []string) {
+	t.Helper()
 	requireORT(t)
 	dir := t.TempDir()
 	ports := freePorts(t, 2)
 	port := ports[0]
-	model, err := filepath.Abs("../../infer/testdata/add_f32.onnx")
+	model, err := filepath.Abs("../../infer/testdata/" + modelFile)
 	if err != nil {
 		t.Fatal(err)
 	}
