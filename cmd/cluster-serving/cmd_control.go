@@ -6,8 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,12 +19,23 @@ import (
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
-// pidFile records a running `start` or `worker` so that stop, shutdown and
-// restart can find it. One per job and role on a machine.
+// pidFile records a running serving process (start, worker, bridge, http)
+// so that stop, shutdown and restart can find it. `start` owns the job's
+// embedded NATS server and ports, so a machine runs one per job, in
+// <job>.start.pid. Any number of the other roles may run side by side
+// (several workers of one job on one machine is how one fills its cores),
+// each in <job>.<role>.<pid>.pid.
 type pidFile struct {
 	PID  int      `json:"pid"`
 	Args []string `json:"args"`
 	Cmd  string   `json:"cmd"`
+	Job  string   `json:"job"`
+}
+
+// pidEntry is a pid file found on disk.
+type pidEntry struct {
+	path string
+	pidFile
 }
 
 func runDir() string {
@@ -33,26 +48,112 @@ func runDir() string {
 	return filepath.Join(os.TempDir(), "cluster-serving")
 }
 
-func pidPath(job, cmd string) string { return filepath.Join(runDir(), job+"."+cmd+".pid") }
+// serveRoles are the commands that write a pid file, in the order stop
+// signals them.
+var serveRoles = []string{"start", "worker", "bridge", "http"}
 
-// writePID claims the pid file of job; it refuses when a live process holds it.
-func writePID(job, cmd string, args []string) (remove func(), err error) {
-	path := pidPath(job, cmd)
-	if old, err := readPID(path); err == nil && alive(old.PID) {
-		return nil, fmt.Errorf("job %q already runs as pid %d (stop it with `cluster-serving stop`)", job, old.PID)
+// pidPath is where the process of role with pid records itself.
+func pidPath(job, role string, pid int) string {
+	if role == "start" {
+		return filepath.Join(runDir(), job+".start.pid")
 	}
+	return filepath.Join(runDir(), fmt.Sprintf("%s.%s.%d.pid", job, role, pid))
+}
+
+// writePID claims this process's pid file for job, after removing the
+// job's stale ones (their process is gone). A `start` is refused while
+// another `start` of the job runs here; the other roles always coexist.
+// remove deletes the file again, if it is still this process's.
+func writePID(job, role string, args []string) (remove func(), err error) {
+	entries, err := jobPIDs(job)
+	if err != nil {
+		return nil, err
+	}
+	if role == "start" {
+		for _, e := range entries {
+			if e.Cmd == "start" && e.PID != os.Getpid() {
+				return nil, fmt.Errorf("job %q already runs on this machine: `cluster-serving start` is pid %d (args %v). "+
+					"Stop it with `cluster-serving stop -job %s` (or kill %d); to add a worker for the job beside it, run `cluster-serving worker`",
+					job, e.PID, e.Args, job, e.PID)
+			}
+		}
+	}
+	path := pidPath(job, role, os.Getpid())
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pid file: %w", err)
 	}
-	data, _ := json.Marshal(pidFile{PID: os.Getpid(), Args: args, Cmd: cmd})
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return nil, err
+	data, _ := json.Marshal(pidFile{PID: os.Getpid(), Args: args, Cmd: role, Job: job})
+	// Written aside and renamed: another process cleaning stale files
+	// must never read a half-written one and delete it.
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".tmp-%d.pid", os.Getpid()))
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("pid file: %w", err)
 	}
 	return func() {
 		if cur, err := readPID(path); err == nil && cur.PID == os.Getpid() {
 			os.Remove(path)
 		}
 	}, nil
+}
+
+// jobPIDs returns the pid files of job's live processes on this machine,
+// start first, and removes those whose process has exited.
+func jobPIDs(job string) ([]pidEntry, error) {
+	dir := runDir()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pid files: %w", err)
+	}
+	var out []pidEntry
+	for _, ent := range ents {
+		role, ok := pidFileRole(job, ent.Name())
+		if !ok {
+			continue
+		}
+		path := filepath.Join(dir, ent.Name())
+		p, err := readPID(path)
+		if err != nil || !alive(p.PID) {
+			os.Remove(path) // stale: its process died without cleaning up
+			continue
+		}
+		p.Cmd = role
+		out = append(out, pidEntry{path, p})
+	}
+	slices.SortStableFunc(out, func(a, b pidEntry) int {
+		return slices.Index(serveRoles, a.Cmd) - slices.Index(serveRoles, b.Cmd)
+	})
+	return out, nil
+}
+
+// pidFileRole reports whether name is a pid file of job, and of which
+// role: <job>.<role>.pid, or <job>.<role>.<pid>.pid. A job named "a.b"
+// is not mistaken for job "a": "b" is no role.
+func pidFileRole(job, name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, job+".")
+	if !ok {
+		return "", false
+	}
+	rest, ok = strings.CutSuffix(rest, ".pid")
+	if !ok {
+		return "", false
+	}
+	role, pid, hasPID := strings.Cut(rest, ".")
+	if !slices.Contains(serveRoles, role) {
+		return "", false
+	}
+	if hasPID {
+		if _, err := strconv.Atoi(pid); err != nil {
+			return "", false
+		}
+	}
+	return role, true
 }
 
 func readPID(path string) (pidFile, error) {
@@ -105,27 +206,29 @@ func signalCommand(sig syscall.Signal, name string) func([]string, io.Writer, io
 	}
 }
 
+// signalJob sends sig to every live process of job on this machine and
+// waits until they all exit, for at most timeout.
 func signalJob(job string, sig syscall.Signal, timeout time.Duration, stdout io.Writer) ([]pidFile, error) {
-	var found []pidFile
-	for _, cmd := range []string{"start", "worker", "bridge", "http"} {
-		p, err := readPID(pidPath(job, cmd))
-		if err != nil || !alive(p.PID) {
-			continue
-		}
-		if err := syscall.Kill(p.PID, sig); err != nil {
-			return found, fmt.Errorf("signal pid %d: %w", p.PID, err)
-		}
-		fmt.Fprintf(stdout, "sent %s to %s of job %q (pid %d)\n", sig, cmd, job, p.PID)
-		found = append(found, p)
+	entries, err := jobPIDs(job)
+	if err != nil {
+		return nil, err
 	}
-	if len(found) == 0 {
+	if len(entries) == 0 {
 		return nil, fmt.Errorf("no running process of job %q on this machine (looked in %s)", job, runDir())
+	}
+	var found []pidFile
+	for _, e := range entries {
+		if err := syscall.Kill(e.PID, sig); err != nil {
+			return found, fmt.Errorf("signal %s pid %d: %w", e.Cmd, e.PID, err)
+		}
+		fmt.Fprintf(stdout, "sent %s to %s of job %q (pid %d)\n", sig, e.Cmd, job, e.PID)
+		found = append(found, e.pidFile)
 	}
 	deadline := time.Now().Add(timeout)
 	for _, p := range found {
 		for alive(p.PID) {
 			if time.Now().After(deadline) {
-				return found, fmt.Errorf("pid %d still runs after %s", p.PID, timeout)
+				return found, fmt.Errorf("%s pid %d still runs after %s", p.Cmd, p.PID, timeout)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -134,8 +237,11 @@ func signalJob(job string, sig syscall.Signal, timeout time.Duration, stdout io.
 	return found, nil
 }
 
-// cmdRestart stops the job's start process, then runs `start` again with the
-// arguments it had, in the foreground of this process.
+// cmdRestart stops every process of the job on this machine, then runs
+// `start` again with the arguments it had, in the foreground of this
+// process. Without a start among them, it runs the one stopped process
+// again, or, when it stopped several (workers side by side), prints their
+// command lines: one foreground cannot hold them all.
 func cmdRestart(args []string, stdout, stderr io.Writer) error {
 	job, timeout, err := controlFlags("restart", args, stderr)
 	if err != nil {
@@ -145,11 +251,17 @@ func cmdRestart(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range found {
-		if p.Cmd == "start" {
-			fmt.Fprintf(stdout, "starting again: cluster-serving start %v\n", p.Args)
-			return run(append([]string{"start"}, p.Args...), stdout, stderr)
+	again := found[0] // jobPIDs puts start first
+	if again.Cmd != "start" && len(found) > 1 {
+		fmt.Fprintln(stdout, "stopped several processes; start each again in its own terminal:")
+		for _, p := range found {
+			fmt.Fprintf(stdout, "  %s\n", shellJoin(append([]string{selfPath(), p.Cmd}, p.Args...)...))
 		}
+		return nil
 	}
-	return errors.New("no start process was running; start it with `cluster-serving start`")
+	for _, p := range found[1:] {
+		fmt.Fprintf(stdout, "not restarted here (run it again yourself): %s\n", shellJoin(append([]string{selfPath(), p.Cmd}, p.Args...)...))
+	}
+	fmt.Fprintf(stdout, "starting again: cluster-serving %s %s\n", again.Cmd, shellJoin(again.Args...))
+	return run(append([]string{again.Cmd}, again.Args...), stdout, stderr)
 }

@@ -341,8 +341,10 @@ func TestStopCommands(t *testing.T) {
 	// A second start of the same job is refused while the first runs.
 	dup := spawn(t, env, "start", "-c", cfg)
 	<-dup.done
-	if !strings.Contains(dup.logs(), "already runs") {
-		t.Errorf("second start: got %q, want an 'already runs' error", dup.logs())
+	for _, want := range []string{"already runs", fmt.Sprintf("pid %d", start.cmd.Process.Pid), "cluster-serving stop -job " + job, "cluster-serving worker"} {
+		if !strings.Contains(dup.logs(), want) {
+			t.Errorf("second start: got %q, want an error saying %q", dup.logs(), want)
+		}
 	}
 	sd := spawn(t, env, "shutdown", "-c", cfg)
 	<-sd.done
