@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,13 +60,27 @@ func (c ServiceConfig) Validate() error {
 	return CheckLimits(ErrInvalidConfig, Limit{"MaxConcurrent", c.MaxConcurrent}, Limit{"RequestTimeout", c.RequestTimeout})
 }
 
-// Service is the NATS door: micro service "cluster-serving" with one
-// "predict" endpoint per job. Each request is submitted through a Client
-// in its own goroutine so the subscription never blocks. Run it once.
+// ServiceQueueGroup is the queue group of the NATS door's endpoints. Every
+// process that serves a job's door (start, http, bridge) joins it,
+// so each request on serving.<job>.predict reaches exactly one of them and
+// a process that stops leaves the others answering. It is micro's default
+// group, named here because it is part of the wire contract: processes of
+// one mesh that disagreed on it would each answer every request.
+const ServiceQueueGroup = micro.DefaultQueueGroup
+
+// Service is the NATS door: one instance of micro service
+// "cluster-serving" with one "predict" endpoint per job, in queue group
+// ServiceQueueGroup. Any number of processes may run it side by side:
+// the handler only submits to the work queue through a Client, which any
+// process can do. The caller's request waits in the process that took it:
+// a process killed hard loses the requests it holds (their callers time
+// out), one stopped gently answers them first. Each request is submitted in its own goroutine so the
+// subscription never blocks. Run it once; ID is safe for concurrent use.
 type Service struct {
 	nc  *nats.Conn
 	c   *Client
 	cfg ServiceConfig
+	id  atomic.Pointer[string]
 }
 
 // NewService validates cfg. The caller keeps ownership of nc and c.
@@ -90,6 +105,7 @@ func (s *Service) Run(ctx context.Context) error {
 		Name:        ServiceName,
 		Version:     s.cfg.Version,
 		Description: "cluster-serving inference",
+		QueueGroup:  ServiceQueueGroup,
 	})
 	if err != nil {
 		return fmt.Errorf("mesh: add service: %w", err)
@@ -121,13 +137,27 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("mesh: add endpoint for %s: %w", job, err)
 		}
 	}
+	id := svc.Info().ID
+	s.id.Store(&id)
 	<-ctx.Done()
+	s.id.Store(nil)
 	err = svc.Stop() // drains: no new requests reach the handlers.
 	wg.Wait()
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		return fmt.Errorf("mesh: stop service: %w", err)
 	}
 	return nil
+}
+
+// ID is this instance's micro service id once Run has added every
+// endpoint, until ctx ends; "" otherwise. $SRV.PING.cluster-serving.<ID>
+// reaches this instance alone, where $SRV.PING.cluster-serving may be
+// answered by any process of the mesh.
+func (s *Service) ID() string {
+	if p := s.id.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func (s *Service) serve(ctx context.Context, job string, req micro.Request) {

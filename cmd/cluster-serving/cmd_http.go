@@ -82,7 +82,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	p := &process{role: "http", flags: f, file: file, stdout: stdout, stderr: stderr,
-		node: func(c *serving.Config) { c.Describe = true },
+		node: func(c *serving.Config) { c.Describe, c.Service = true, true },
 		doors: func(d doorDeps) ([]func(context.Context) error, error) {
 			door, err := httpRunner(d)
 			if err != nil {

@@ -69,7 +69,7 @@ func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	p := &process{role: "bridge", flags: f, file: file, stdout: stdout, stderr: stderr,
 		// The door serves the default model's job, jobName.
-		node: func(c *serving.Config) { c.Models = c.Models[:1] },
+		node: func(c *serving.Config) { c.Models, c.Service = c.Models[:1], true },
 		doors: func(d doorDeps) ([]func(context.Context) error, error) {
 			door, err := redisRunner(d)
 			if err != nil {

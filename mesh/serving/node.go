@@ -47,6 +47,12 @@ type Config struct {
 	// and outputs once, for a door that lists them (http).
 	Describe bool
 	// Service runs the NATS door (mesh.Service) for every model's job.
+	// Any number of nodes may: they form one queue group, so each request
+	// on serving.<job>.predict reaches one of them, and one stopping
+	// leaves the others answering. A request's waiter lives in the node
+	// that took it, so a node killed hard loses the NATS requests it
+	// holds: cmd turns the door on in the door processes (start, http,
+	// bridge), not in workers, which are the processes scaled and killed.
 	Service bool
 	// Unit configures every Unit (Serve) but for Model, Version, Logger
 	// and Metrics, which the node sets. Its Stream (Job set per model) is
@@ -335,15 +341,18 @@ func (n *Node) Run(ctx context.Context) error {
 	return err
 }
 
-// probe marks the node probed once its NATS door answers a ping of the
-// micro service, or at once without a door.
+// probe marks the node probed once its own NATS door answers a ping, or
+// at once without a door. It pings its instance by id: other processes
+// of the mesh answer the service's name before this one serves.
 func (n *Node) probe(ctx context.Context) {
 	for n.svc != nil && ctx.Err() == nil {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := n.nc.RequestWithContext(pctx, "$SRV.PING."+mesh.ServiceName, nil)
-		cancel()
-		if err == nil {
-			break
+		if id := n.svc.ID(); id != "" {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := n.nc.RequestWithContext(pctx, "$SRV.PING."+mesh.ServiceName+"."+id, nil)
+			cancel()
+			if err == nil {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -2,11 +2,14 @@ package serving_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
@@ -64,14 +67,10 @@ func TestNodeServesTheNATSDoorAndDrains(t *testing.T) {
 // through a door-only node on the same external NATS.
 func TestStopNowHandsWorkBack(t *testing.T) {
 	infertest.RequireLibrary(t)
-	srv, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	workerCfg := addConfig(t, "handback", srv.ClientURL())
+	url := externalNATS(t)
+	workerCfg := addConfig(t, "handback", url)
 	workerCfg.Serve = true
-	doorCfg := addConfig(t, "handback", srv.ClientURL())
+	doorCfg := addConfig(t, "handback", url)
 	doorCfg.Describe = true
 
 	first := runNode(t, workerCfg)
@@ -128,4 +127,101 @@ func TestNewNodeErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDoorsServeTheNATSDoor runs what a cluster deployment runs, no
+// `start`: a worker node and two door-only nodes (as `http` and `bridge`
+// run them) on one NATS. Both doors serve the NATS door as one queue
+// group, the worker does not; once one door stops, the other answers
+// every request.
+func TestDoorsServeTheNATSDoor(t *testing.T) {
+	url := externalNATS(t)
+	workerCfg := addConfig(t, "doors", url)
+	workerCfg.Serve = true
+	doorCfg := addConfig(t, "doors", url)
+	doorCfg.Describe, doorCfg.Service = true, true
+	worker, a, b := runNode(t, workerCfg), runNode(t, doorCfg), runNode(t, doorCfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range []*running{worker, a, b} {
+		if err := n.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if got := doorInstances(t, nc, 2); len(got) != 2 {
+		t.Fatalf("door instances: got %d (%v), want 2", len(got), got)
+	}
+	if err := a.wait(t, serving.ErrShutdown); err != nil {
+		t.Fatalf("Run of the stopped door: %v", err)
+	}
+	if got := doorInstances(t, nc, 1); len(got) != 1 {
+		t.Fatalf("door instances after one stopped: got %d, want 1", len(got))
+	}
+	const n = 20
+	for i := range n {
+		reply, err := nc.Request(mesh.PredictSubject("doors"), []byte(addBody), 10*time.Second)
+		if err != nil || !strings.Contains(string(reply.Data), addData) {
+			t.Fatalf("request %d after one door stopped: got %v, %v; want %s", i, reply, err, addData)
+		}
+		if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
+			t.Fatalf("request %d: error %s %s", i, code, reply.Header.Get(micro.ErrorHeader))
+		}
+	}
+	if got := worker.Units()[0].Stats().Processed; got != n {
+		t.Errorf("processed by the worker: got %d, want %d", got, n)
+	}
+}
+
+// doorInstances polls $SRV.INFO of the NATS door until want instances
+// answer (or 30 s pass) and returns each instance's predict endpoint
+// queue group by id. Every endpoint must be in mesh.ServiceQueueGroup.
+func doorInstances(tb testing.TB, nc *nats.Conn, want int) map[string]string {
+	tb.Helper()
+	var got map[string]string
+	waitFor(tb, fmt.Sprintf("%d NATS door instances", want), func() bool {
+		got = map[string]string{}
+		inbox := nats.NewInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := nc.PublishRequest("$SRV.INFO."+mesh.ServiceName, inbox, nil); err != nil {
+			tb.Fatal(err)
+		}
+		for {
+			m, err := sub.NextMsg(200 * time.Millisecond)
+			if err != nil {
+				return len(got) == want
+			}
+			var info micro.Info
+			if err := json.Unmarshal(m.Data, &info); err != nil {
+				tb.Fatalf("$SRV.INFO answer %q: %v", m.Data, err)
+			}
+			for _, e := range info.Endpoints {
+				if e.Name != mesh.EndpointName || e.Metadata[mesh.MetadataJob] != "doors" || e.QueueGroup != mesh.ServiceQueueGroup {
+					tb.Fatalf("instance %s endpoint: got %+v, want %s of job doors in queue group %q", info.ID, e, mesh.EndpointName, mesh.ServiceQueueGroup)
+				}
+				got[info.ID] = e.QueueGroup
+			}
+		}
+	})
+	return got
+}
+
+// externalNATS runs an embedded server for the test, as the external NATS
+// several nodes join, and returns its URL.
+func externalNATS(tb testing.TB) string {
+	tb.Helper()
+	srv, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Shutdown)
+	return srv.ClientURL()
 }
