@@ -1,0 +1,126 @@
+package mesh
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// held is the set of records a worker holds, from the moment its consume
+// callback receives one (waiting at the gate, in Predict, publishing its
+// result) until it is settled. One ticker beats them all with
+// InProgress, so that JetStream does not hand a record a healthy worker
+// holds to another worker after AckWait: a busy worker's queued records
+// would otherwise run twice. A record's beats stop at its bound (the
+// caller's deadline, or maxAttempt AckWaits into its attempt), so that a
+// hung Predict cannot hold it for ever. Safe for concurrent use.
+type held struct {
+	mu   sync.Mutex
+	msgs map[jetstream.Msg]time.Time // → beat until; zero: no bound yet
+}
+
+func newHeld() *held { return &held{msgs: map[jetstream.Msg]time.Time{}} }
+
+// add starts beating msg.
+func (h *held) add(msg jetstream.Msg) {
+	h.mu.Lock()
+	h.msgs[msg] = time.Time{}
+	h.mu.Unlock()
+}
+
+// bound stops beating msg after until.
+func (h *held) bound(msg jetstream.Msg, until time.Time) {
+	h.mu.Lock()
+	if _, ok := h.msgs[msg]; ok {
+		h.msgs[msg] = until
+	}
+	h.mu.Unlock()
+}
+
+// remove stops beating msg. Call it before the record's ack, nak or term,
+// so that no beat goes out after it.
+func (h *held) remove(msg jetstream.Msg) {
+	h.mu.Lock()
+	delete(h.msgs, msg)
+	h.mu.Unlock()
+}
+
+// len reports how many records are held.
+func (h *held) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.msgs)
+}
+
+// beat sends InProgress for every held record within its bound. The lock
+// is held while it does, so a beat never crosses a settle; InProgress
+// only queues a publish.
+func (h *held) beat(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for msg, until := range h.msgs {
+		if until.IsZero() || now.Before(until) {
+			_ = msg.InProgress()
+		}
+	}
+}
+
+// run beats every interval until ctx ends. A record received just after a
+// beat waits up to one interval for its first: keep interval well under
+// AckWait (the worker uses a third).
+func (h *held) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			h.beat(now)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// causeLog logs a repeating error once per cause rather than per retry: a
+// partition without a leader fails every pull until it elects one. When
+// the cause changes or the errors stop, it logs how many it swallowed.
+// Safe for concurrent use.
+type causeLog struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	// last cause and repeat count per key (a partition's stream).
+	last  map[string]string
+	count map[string]int
+}
+
+func newCauseLog(log *slog.Logger) *causeLog {
+	return &causeLog{log: log, last: map[string]string{}, count: map[string]int{}}
+}
+
+// report logs err for key unless it is the cause logged last for key.
+func (c *causeLog) report(key, msg string, err error) {
+	cause := err.Error()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last[key] == cause {
+		c.count[key]++
+		return
+	}
+	c.log.Warn(msg, "stream", key, "err", cause, "repeats_of_previous", c.count[key])
+	c.last[key], c.count[key] = cause, 0
+}
+
+// ok ends key's run of errors, logging once that it recovered.
+func (c *causeLog) ok(key, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, failing := c.last[key]; !failing {
+		return
+	}
+	c.log.Info(msg, "stream", key, "errors", c.count[key]+1)
+	delete(c.last, key)
+	delete(c.count, key)
+}
