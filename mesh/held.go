@@ -85,42 +85,55 @@ func (h *held) run(ctx context.Context, interval time.Duration) {
 }
 
 // causeLog logs a repeating error once per cause rather than per retry: a
-// partition without a leader fails every pull until it elects one. When
-// the cause changes or the errors stop, it logs how many it swallowed.
+// partition without a leader fails every pull until it elects one, with
+// a few causes in turn (no heartbeat, no responders). Within one run of
+// errors for a key each cause is logged once; when the errors stop, it
+// logs once that the key recovered and how many errors it swallowed.
 // Safe for concurrent use.
 type causeLog struct {
 	log *slog.Logger
 	mu  sync.Mutex
-	// last cause and repeat count per key (a partition's stream).
-	last  map[string]string
-	count map[string]int
+	// failing holds, per key (a partition's stream) in a run of errors,
+	// the causes logged and the errors seen.
+	failing map[string]*causeRun
+}
+
+type causeRun struct {
+	causes map[string]bool
+	errors int
 }
 
 func newCauseLog(log *slog.Logger) *causeLog {
-	return &causeLog{log: log, last: map[string]string{}, count: map[string]int{}}
+	return &causeLog{log: log, failing: map[string]*causeRun{}}
 }
 
-// report logs err for key unless it is the cause logged last for key.
+// report logs err for key unless its cause was logged already in key's
+// current run of errors.
 func (c *causeLog) report(key, msg string, err error) {
 	cause := err.Error()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.last[key] == cause {
-		c.count[key]++
+	run := c.failing[key]
+	if run == nil {
+		run = &causeRun{causes: map[string]bool{}}
+		c.failing[key] = run
+	}
+	run.errors++
+	if run.causes[cause] {
 		return
 	}
-	c.log.Warn(msg, "stream", key, "err", cause, "repeats_of_previous", c.count[key])
-	c.last[key], c.count[key] = cause, 0
+	run.causes[cause] = true
+	c.log.Warn(msg, "stream", key, "err", cause)
 }
 
 // ok ends key's run of errors, logging once that it recovered.
 func (c *causeLog) ok(key, msg string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, failing := c.last[key]; !failing {
+	run := c.failing[key]
+	if run == nil {
 		return
 	}
-	c.log.Info(msg, "stream", key, "errors", c.count[key]+1)
-	delete(c.last, key)
-	delete(c.count, key)
+	c.log.Info(msg, "stream", key, "errors", run.errors)
+	delete(c.failing, key)
 }
