@@ -48,13 +48,6 @@ func (h *held) remove(msg jetstream.Msg) {
 	h.mu.Unlock()
 }
 
-// len reports how many records are held.
-func (h *held) len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.msgs)
-}
-
 // beat sends InProgress for every held record within its bound. The lock
 // is held while it does, so a beat never crosses a settle; InProgress
 // only queues a publish.

@@ -33,19 +33,23 @@ type Cluster struct {
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
 	c := &Cluster{routes: make([][]*proxy, n)}
-	ports := make([]int, n)
-	for i := range n {
-		ports[i] = freePort(tb)
-	}
+	// The route proxies exist before the servers, which learn their ports
+	// only once started: a route dialled before then is refused and
+	// retried by the server.
 	for i := range n {
 		c.routes[i] = make([]*proxy, n)
+		for j := range n {
+			if j != i {
+				c.routes[i][j] = newProxy(tb)
+			}
+		}
+	}
+	for i := range n {
 		var urls []*url.URL
 		for j := range n {
-			if j == i {
-				continue
+			if j != i {
+				urls = append(urls, &url.URL{Scheme: "nats-route", Host: c.routes[i][j].addr()})
 			}
-			c.routes[i][j] = newProxy(tb, fmt.Sprintf("127.0.0.1:%d", ports[j]))
-			urls = append(urls, &url.URL{Scheme: "nats-route", Host: c.routes[i][j].addr()})
 		}
 		s, err := server.NewServer(&server.Options{
 			ServerName: fmt.Sprintf("n%d", i),
@@ -55,9 +59,8 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 			StoreDir:   tb.TempDir(),
 			NoLog:      true,
 			NoSigs:     true,
-			Cluster: server.ClusterOpts{Name: "meshtest", Host: "127.0.0.1", Port: ports[i],
-				NoAdvertise: true},
-			Routes: urls,
+			Cluster:    server.ClusterOpts{Name: "meshtest", Host: "127.0.0.1", Port: -1, NoAdvertise: true},
+			Routes:     urls,
 		})
 		if err != nil {
 			tb.Fatalf("cluster server %d: %v", i, err)
@@ -68,7 +71,14 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 			tb.Fatalf("cluster server %d not ready", i)
 		}
 		c.servers = append(c.servers, s)
-		c.clients = append(c.clients, newProxy(tb, strings.TrimPrefix(s.ClientURL(), "nats://")))
+		client := newProxy(tb)
+		client.to(strings.TrimPrefix(s.ClientURL(), "nats://"))
+		c.clients = append(c.clients, client)
+		for j := range n {
+			if j != i {
+				c.routes[j][i].to(s.ClusterAddr().String())
+			}
+		}
 	}
 	c.waitMeta(tb)
 	return c
@@ -136,36 +146,33 @@ func (c *Cluster) Kill(i int) {
 	c.servers[i].Shutdown()
 }
 
-// freePort returns a TCP port free on 127.0.0.1 a moment ago.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// proxy forwards TCP connections to target until cut.
+// proxy forwards TCP connections to its target until cut; it refuses
+// them while it has none.
 type proxy struct {
 	ln     net.Listener
-	target string
 	mu     sync.Mutex
+	target string
 	conns  map[net.Conn]bool
 	cutOff bool
 }
 
-func newProxy(tb testing.TB, target string) *proxy {
+func newProxy(tb testing.TB) *proxy {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p := &proxy{ln: ln, conns: map[net.Conn]bool{}}
 	go p.accept()
 	tb.Cleanup(p.cut)
 	return p
+}
+
+// to sets the address the proxy forwards to.
+func (p *proxy) to(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
 }
 
 func (p *proxy) addr() string { return p.ln.Addr().String() }
@@ -176,7 +183,14 @@ func (p *proxy) accept() {
 		if err != nil {
 			return
 		}
-		out, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		if target == "" {
+			in.Close()
+			continue
+		}
+		out, err := net.Dial("tcp", target)
 		if err != nil {
 			in.Close()
 			continue
