@@ -26,14 +26,15 @@ type ClientConfig struct {
 	// Timeout bounds Submit and Enqueue when ctx has no deadline, so every
 	// work message carries a Cs-Deadline. Default 1m.
 	Timeout time.Duration
-	// MaxPending bounds JetStream publishes awaiting a PubAck; beyond it
-	// publishing waits. Default 4000 (the jetstream default).
-	MaxPending int
+	// AttemptTimeout bounds the wait for one partition's PubAck; past it
+	// the publish goes to the next partition (and that partition is tried
+	// last for a few seconds). Default DefaultAttemptTimeout (750ms).
+	AttemptTimeout time.Duration
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
 func (c ClientConfig) Validate() error {
-	return CheckLimits(ErrInvalidConfig, Limit{"Timeout", c.Timeout}, Limit{"MaxPending", c.MaxPending})
+	return CheckLimits(ErrInvalidConfig, Limit{"Timeout", c.Timeout}, Limit{"AttemptTimeout", c.AttemptTimeout})
 }
 
 // Request is one record a door submits.
@@ -45,7 +46,8 @@ type Request struct {
 	// Body is the payload as it came (Arrow bytes, JSON instances).
 	Body []byte
 	// MsgID, when set, lets JetStream drop a second request with the same id
-	// within DuplicateWindow.
+	// within DuplicateWindow, and picks the partition tried first. Without
+	// one the Client generates one, so that its own retries store once.
 	MsgID string
 	// Header holds extra headers passed through to the worker, such as
 	// traceparent. Cs-* headers set here are overwritten.
@@ -53,14 +55,19 @@ type Request struct {
 }
 
 // Client publishes requests to work queues and waits for their results.
-// It is what the doors use. A Client is safe for concurrent use; one
-// wildcard inbox subscription serves all its synchronous requests.
+// It is what the doors use. A publish goes to whichever partition of the
+// job's work queue answers first (see router), so that a stream leader
+// being elected does not stop a door. A Client is safe for concurrent
+// use; one wildcard inbox subscription serves all its synchronous
+// requests.
 type Client struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	timeout time.Duration
 	prefix  string // inbox prefix; replies come to prefix + "." + reqID
 	sub     *nats.Subscription
+	route   *router
+	parts   partitionCache
 
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
@@ -74,11 +81,8 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultSubmitTimeout)
-	var opts []jetstream.JetStreamOpt
-	if cfg.MaxPending > 0 {
-		opts = append(opts, jetstream.WithPublishAsyncMaxPending(cfg.MaxPending))
-	}
-	js, err := jetstream.New(nc, opts...)
+	cfg.AttemptTimeout = cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: jetstream: %w", err)
 	}
@@ -86,6 +90,8 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 		nc:      nc,
 		js:      js,
 		timeout: cfg.Timeout,
+		route:   newRouter(cfg.AttemptTimeout),
+		parts:   partitionCache{js: js, lookup: cfg.AttemptTimeout},
 		prefix:  nc.NewInbox(),
 		pending: make(map[string]chan *nats.Msg),
 	}
@@ -112,8 +118,10 @@ func (c *Client) onReply(m *nats.Msg) {
 // Submit publishes req to job's work queue and waits for its result. It
 // returns the Result and, for a non-200 status, a *Error; ErrQueueFull when
 // the queue is full; ErrDuplicate when req.MsgID was seen already;
-// ctx.Err() when ctx ends first (the work message carries ctx's deadline,
-// so a worker drops it unrun once it expires).
+// ErrUnavailable (503) when no partition stored req before ctx ended;
+// wire.ErrTooLarge when NATS can never take it; ctx.Err() when ctx ends
+// while a worker has it (the work message carries ctx's deadline, so a
+// worker drops it unrun once it expires).
 func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, error) {
 	if err := ValidateJob(job); err != nil {
 		return Result{}, err
@@ -150,30 +158,44 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 }
 
 func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg, ch chan *nats.Msg) (Result, error) {
-	paf, err := c.js.PublishMsgAsync(m)
+	st, err := c.store(ctx, job, req, m)
 	if err != nil {
-		return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, mapPublishErr(err))
+		return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, err)
 	}
-	okCh, errCh := paf.Ok(), paf.Err()
-	for {
-		select {
-		case reply, ok := <-ch:
-			if !ok {
-				return Result{}, ErrClosed
-			}
-			r := parseResult(reply.Header, reply.Data)
-			return r, r.Err()
-		case ack := <-okCh:
-			okCh = nil // stored; keep waiting for the reply.
-			if ack.Duplicate {
-				return Result{}, fmt.Errorf("mesh: submit to %s: %w: %s", job, ErrDuplicate, req.MsgID)
-			}
-		case err := <-errCh:
-			return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, mapPublishErr(err))
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
+	if st.ack.Duplicate && !st.retried {
+		// Another request with this id is queued; its caller gets the answer.
+		return Result{}, fmt.Errorf("mesh: submit to %s: %w: %s", job, ErrDuplicate, req.MsgID)
+	}
+	select {
+	case reply, ok := <-ch:
+		if !ok {
+			return Result{}, ErrClosed
 		}
+		// A copy stored twice (a timed-out attempt that its partition did
+		// store) answers twice; the second reply finds no waiter.
+		r := parseResult(reply.Header, reply.Data)
+		return r, r.Err()
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
 	}
+}
+
+// store publishes m to a partition of job's work queue that answers:
+// first the one req.MsgID hashes to, else the next in round-robin. m
+// gets a generated Nats-Msg-Id when req has none.
+func (c *Client) store(ctx context.Context, job string, req Request, m *nats.Msg) (stored, error) {
+	n := c.parts.get(ctx, job)
+	subjects := make([]string, n)
+	for p := range n {
+		subjects[p] = PartitionSubject(job, p)
+	}
+	first := c.route.next(n)
+	if req.MsgID != "" {
+		first = firstPartition(req.MsgID, n)
+	} else {
+		m.Header.Set(HeaderMsgID, nuid.Next())
+	}
+	return c.route.publish(ctx, c.nc, c.js, subjects, first, m)
 }
 
 // startPublish starts the producer span of a work message; workMsg injects
@@ -193,9 +215,11 @@ func (c *Client) startPublish(ctx context.Context, job string, req Request) (con
 
 // Enqueue publishes req to job's work queue for a durable door and waits
 // for JetStream to store it; the worker publishes the result with a PubAck
-// to resultSubject, which must lie under ResultsSubject(job, ...). A
-// duplicate MsgID is not an error: the first copy is already queued. It
-// returns ErrQueueFull, ErrInvalidJob, ErrInvalidConfig or a publish error.
+// to resultSubject, which must lie under ResultsSubject(job, ...) (the
+// worker maps it onto a results partition). A duplicate MsgID is not an
+// error: the first copy is already queued. It returns ErrQueueFull,
+// ErrInvalidJob, ErrInvalidConfig, wire.ErrTooLarge, ErrUnavailable (503)
+// when no partition stored it before ctx ended, or a publish error.
 func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSubject string) error {
 	if err := ValidateJob(job); err != nil {
 		return err
@@ -217,9 +241,9 @@ func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSub
 	// A durable record waits in the queue as long as it must: ctx bounds
 	// only this publish, not the record's life.
 	m.Header.Del(HeaderDeadline)
-	_, err := c.js.PublishMsg(ctx, m)
+	_, err := c.store(ctx, job, req, m)
 	if err != nil {
-		err = fmt.Errorf("mesh: enqueue to %s: %w", job, mapPublishErr(err))
+		err = fmt.Errorf("mesh: enqueue to %s: %w", job, err)
 	}
 	telemetry.EndSpan(span, err)
 	return err

@@ -23,6 +23,11 @@ var (
 	// ErrClosed is returned by a Client after Close. It wraps wire.ErrBusy:
 	// a door answers 503.
 	ErrClosed error = &wireError{"mesh: client closed", wire.ErrBusy}
+	// ErrUnavailable is returned when no partition of a job's work queue
+	// (or results) stored a message before the caller's deadline: stream
+	// leaders being elected, NATS unreachable. It wraps wire.ErrBusy: a
+	// door answers 503 and the caller may retry.
+	ErrUnavailable error = &wireError{"mesh: work queue unavailable", wire.ErrBusy}
 )
 
 // wireError is a sentinel of mesh that is also one of wire's: it reads as

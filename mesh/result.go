@@ -77,13 +77,17 @@ func oneLine(s string) string {
 
 // mapPublishErr turns a DiscardNew rejection into ErrQueueFull, and a
 // message larger than the NATS max payload (the client's
-// nats.ErrMaxPayload, or the server's "maximum payload exceeded") into an
-// error wrapping wire.ErrTooLarge: it can never be queued.
+// nats.ErrMaxPayload, or the server's "maximum payload exceeded"), or a
+// header or message the stream refuses as too large (API errors 10097,
+// 10054), into an error wrapping wire.ErrTooLarge: it can never be queued.
 func mapPublishErr(err error) error {
 	if errors.Is(err, nats.ErrMaxPayload) || strings.Contains(err.Error(), "maximum payload exceeded") {
 		return fmt.Errorf("%w: %w", wire.ErrTooLarge, err)
 	}
 	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrCodeHeaderTooLarge || apiErr.ErrorCode == jsErrCodeMsgTooLarge) {
+		return fmt.Errorf("%w: %w", wire.ErrTooLarge, err)
+	}
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStoreFailed {
 		d := apiErr.Description
 		if strings.Contains(d, "maximum messages") || strings.Contains(d, "maximum bytes") {
@@ -96,3 +100,11 @@ func mapPublishErr(err error) error {
 // jsErrCodeStoreFailed is nats-server's JSStreamStoreFailedF, the code a
 // DiscardNew stream answers with when it is full.
 const jsErrCodeStoreFailed jetstream.ErrorCode = 10077
+
+// nats-server's JSStreamHeaderExceedsMaximumErr (a header over 64 KiB) and
+// JSStreamMessageExceedsMaximumErr (a message over the stream's max): the
+// message can never be stored.
+const (
+	jsErrCodeHeaderTooLarge jetstream.ErrorCode = 10097
+	jsErrCodeMsgTooLarge    jetstream.ErrorCode = 10054
+)

@@ -3,68 +3,94 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ConsumeResults feeds results of job to handle through the durable pull
-// consumer durableName on the results stream, filtered to filterSubject
-// (for example ResultsSubject(job, "redis")). A result is acked once handle
+// consumer durableName on each of the job's results partitions, filtered
+// to filterSubject (for example ResultsSubject(job, "redis"); each
+// partition gets its own mapping of it). A result is acked once handle
 // returns nil and nakked with a delay otherwise, so a durable door never
-// loses one. It blocks until ctx ends, then drains and returns nil; it
-// returns an error only when it cannot start. handle runs on one goroutine
-// at a time.
+// loses one; a result whose Nats-Msg-Id was written within DuplicateWindow
+// is acked without handle (see recentIDs). It blocks until ctx ends, then
+// drains and returns nil; it returns an error only when it cannot start.
+// handle runs on one goroutine at a time.
 func ConsumeResults(ctx context.Context, js jetstream.JetStream, job, durableName, filterSubject string, handle func(context.Context, Result) error) error {
-	cons, err := resultsConsumer(ctx, js, job, durableName, filterSubject, 0)
-	if err != nil || cons == nil {
+	n, err := resultPartitions(ctx, js, job, filterSubject)
+	if err != nil || n == 0 {
 		return err
 	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
+	var mu sync.Mutex
+	seen := newRecentIDs(DuplicateWindow, maxRecentIDs)
+	stopping := make(chan struct{})
+	cs := resultsConsumers(js, job, durableName, filterSubject, 0, stopping, 256)
+	cs.handle = func(msg jetstream.Msg) {
 		if ctx.Err() != nil {
 			_ = msg.Nak()
 			return
 		}
-		if err := handle(ctx, resultOf(msg)); err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		r := resultOf(msg)
+		id, now := r.Header.Get(HeaderMsgID), time.Now()
+		if id != "" && seen.has(id, now) {
+			_ = msg.Ack() // written already, from another partition
+			return
+		}
+		if err := handle(ctx, r); err != nil {
 			_ = msg.NakWithDelay(DefaultBackoff)
 			return
 		}
+		seen.add(id, now)
 		_ = msg.Ack()
-	})
-	if err != nil {
-		return fmt.Errorf("mesh: consume %s: %w", ResultsStreamName(job), err)
 	}
+	cs.start(ctx, n)
 	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
+	close(stopping)
+	cs.wait()
 	return nil
 }
 
-// resultsConsumer checks job and filterSubject and creates (or updates)
-// the durable consumer of job's results stream; ackWait 0 means the
-// server's default. It returns a nil Consumer and no error when ctx ended
-// while it started.
-func resultsConsumer(ctx context.Context, js jetstream.JetStream, job, durableName, filterSubject string, ackWait time.Duration) (jetstream.Consumer, error) {
+// resultPartitions checks job and filterSubject and returns how many
+// results partitions job has (as many as work partitions). It returns 0
+// and no error when ctx ended while it started.
+func resultPartitions(ctx context.Context, js jetstream.JetStream, job, filterSubject string) (int, error) {
 	if err := ValidateJob(job); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if !isResultsSubject(job, filterSubject) {
-		return nil, fmt.Errorf("%w: filter subject %q not under %s", ErrInvalidConfig, filterSubject, ResultsSubject(job, ">"))
+		return 0, fmt.Errorf("%w: filter subject %q not under %s", ErrInvalidConfig, filterSubject, ResultsSubject(job, ">"))
 	}
-	stream := ResultsStreamName(job)
-	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable:       durableName,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		FilterSubject: filterSubject,
-		AckWait:       ackWait,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil // stopped while starting
-		}
-		return nil, fmt.Errorf("mesh: results consumer %s/%s: %w", stream, durableName, err)
+	n, err := Partitions(ctx, js, job)
+	if ctx.Err() != nil {
+		return 0, nil // stopped while starting
 	}
-	return cons, nil
+	return n, err
+}
+
+// resultsConsumers makes the supervised consumers of durableName on each
+// results partition of job, filtered to filterSubject's mapping there;
+// ackWait 0 means the server's default. The caller sets handle.
+func resultsConsumers(js jetstream.JetStream, job, durableName, filterSubject string, ackWait time.Duration, stopping <-chan struct{}, batch int) *consumers {
+	return &consumers{
+		stream: func(p int) string { return ResultsPartitionStreamName(job, p) },
+		lookup: func(ctx context.Context, p int) (jetstream.Consumer, error) {
+			return js.CreateOrUpdateConsumer(ctx, ResultsPartitionStreamName(job, p), jetstream.ConsumerConfig{
+				Durable:       durableName,
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				FilterSubject: ResultsPartitionSubject(job, p, filterSubject),
+				AckWait:       ackWait,
+			})
+		},
+		batch:    batch,
+		causes:   newCauseLog(slog.Default().With("job", job, "consumer", durableName)),
+		stopping: stopping,
+		grace:    resultsDrainTimeout,
+	}
 }
 
 // resultOf reads a result message, headers included.
@@ -81,39 +107,41 @@ const ResultsAckWait = 10 * time.Second
 // ConsumeResultBatches is ConsumeResults handing results in batches of up
 // to maxBatch (default 64), so that a door can write them in one round trip
 // (a Redis pipeline). The whole batch is acked once handle returns nil and
-// nakked with a delay otherwise. When ctx ends it stops pulling, hands the
-// results already delivered to handle with a ctx that is not cancelled (so
-// in-flight writes finish) and returns nil; it returns an error only when
-// it cannot start. handle runs on one goroutine at a time.
+// nakked with a delay otherwise; results already written (by Msg-Id) are
+// left out of the batch and acked. When ctx ends it stops pulling, hands
+// the results already delivered to handle with a ctx that is not
+// cancelled (so in-flight writes finish) and returns nil; it returns an
+// error only when it cannot start. handle runs on one goroutine at a time.
 func ConsumeResultBatches(ctx context.Context, js jetstream.JetStream, job, durableName, filterSubject string, maxBatch int, handle func(context.Context, []Result) error) error {
 	if maxBatch <= 0 {
 		maxBatch = 64
 	}
-	// A batch is one quick write; results a killed door held come back to
-	// its successor after ResultsAckWait.
-	cons, err := resultsConsumer(ctx, js, job, durableName, filterSubject, ResultsAckWait)
-	if err != nil || cons == nil {
+	n, err := resultPartitions(ctx, js, job, filterSubject)
+	if err != nil || n == 0 {
 		return err
 	}
-	// The callback only hands messages over; the batcher batches them. It
-	// blocks while the batcher is busy, which bounds what is held here.
+	// The callbacks only hand messages over; the batcher batches them.
+	// They block while the batcher is busy, which bounds what is held here.
 	b := &resultBatcher{
 		msgs:    make(chan jetstream.Msg, maxBatch),
 		batch:   make([]jetstream.Msg, 0, maxBatch),
 		results: make([]Result, 0, maxBatch),
 		handle:  handle,
+		seen:    newRecentIDs(DuplicateWindow, maxRecentIDs),
+		inBatch: map[string]bool{},
 	}
-	stopped := make(chan struct{})
+	stopped, stopping := make(chan struct{}), make(chan struct{})
 	defer close(stopped)
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
+	// A batch is one quick write; results a killed door held come back to
+	// its successor after ResultsAckWait.
+	cs := resultsConsumers(js, job, durableName, filterSubject, ResultsAckWait, stopping, max(1, 2*maxBatch/n))
+	cs.handle = func(msg jetstream.Msg) {
 		select {
 		case b.msgs <- msg:
 		case <-stopped: // not acked: redelivered after ResultsAckWait
 		}
-	}, jetstream.PullMaxMessages(2*maxBatch))
-	if err != nil {
-		return fmt.Errorf("mesh: consume %s: %w", ResultsStreamName(job), err)
 	}
+	cs.start(ctx, n)
 	for ctx.Err() == nil {
 		select {
 		case m := <-b.msgs:
@@ -121,7 +149,8 @@ func ConsumeResultBatches(ctx context.Context, js jetstream.JetStream, job, dura
 		case <-ctx.Done():
 		}
 	}
-	b.drain(context.WithoutCancel(ctx), cc)
+	close(stopping)
+	b.drain(context.WithoutCancel(ctx), cs)
 	return nil
 }
 
@@ -136,6 +165,8 @@ type resultBatcher struct {
 	batch   []jetstream.Msg
 	results []Result
 	handle  func(context.Context, []Result) error
+	seen    *recentIDs      // ids written lately
+	inBatch map[string]bool // ids of the batch being flushed
 }
 
 // take starts a batch with m and what is already waiting, up to the
@@ -160,16 +191,34 @@ func (b *resultBatcher) collect() {
 }
 
 // flush hands the batch to handle, then acks it, or naks it with a delay
-// when handle failed.
+// when handle failed. A result whose Msg-Id was written already, or is
+// twice in the batch, is left out of what handle gets.
 func (b *resultBatcher) flush(ctx context.Context) {
 	if len(b.batch) == 0 {
 		return
 	}
+	now := time.Now()
 	b.results = b.results[:0]
+	clear(b.inBatch)
 	for _, m := range b.batch {
-		b.results = append(b.results, resultOf(m))
+		r := resultOf(m)
+		if id := r.Header.Get(HeaderMsgID); id != "" {
+			if b.inBatch[id] || b.seen.has(id, now) {
+				continue
+			}
+			b.inBatch[id] = true
+		}
+		b.results = append(b.results, r)
 	}
-	err := b.handle(ctx, b.results)
+	var err error
+	if len(b.results) > 0 {
+		err = b.handle(ctx, b.results)
+	}
+	if err == nil {
+		for id := range b.inBatch {
+			b.seen.add(id, now)
+		}
+	}
 	for _, m := range b.batch {
 		if err != nil {
 			_ = m.NakWithDelay(DefaultBackoff)
@@ -180,23 +229,17 @@ func (b *resultBatcher) flush(ctx context.Context) {
 	b.batch = b.batch[:0]
 }
 
-// drain stops pulling and still writes the results already delivered,
-// with hctx. A drain cannot finish while NATS is away: it gives up on it
-// after resultsDrainTimeout.
-func (b *resultBatcher) drain(hctx context.Context, cc jetstream.ConsumeContext) {
-	go cc.Drain()
-	giveUp := time.NewTimer(resultsDrainTimeout)
-	defer giveUp.Stop()
+// drain writes the results the consumers still deliver while they drain
+// (each within resultsDrainTimeout: a drain cannot finish while NATS is
+// away), with hctx.
+func (b *resultBatcher) drain(hctx context.Context, cs *consumers) {
+	drained := make(chan struct{})
+	go func() { cs.wait(); close(drained) }()
 	for {
 		select {
 		case m := <-b.msgs:
 			b.take(hctx, m)
-		case <-cc.Closed():
-			b.collect()
-			b.flush(hctx)
-			return
-		case <-giveUp.C:
-			cc.Stop()
+		case <-drained:
 			b.collect()
 			b.flush(hctx)
 			return

@@ -33,12 +33,22 @@ type StreamConfig struct {
 	Job string
 	// Replicas is the number of stream replicas. Default 1; 3 in production.
 	Replicas int
+	// Partitions is the number of streams the work queue (and the results)
+	// is split into, each with its own leader, so that a door can publish
+	// to another when one leader dies (see partition.go). Default 1 when
+	// Replicas is 1, DefaultPartitions (3) when Replicas > 1; at most
+	// MaxPartitions. Lowering it strands records in the partitions no
+	// longer named only if no worker runs: workers consume every
+	// partition the server has.
+	Partitions int
 	// Storage is where both streams keep messages. Default (zero) file.
 	Storage jetstream.StorageType
-	// MaxMsgs bounds the work queue in messages; a full queue rejects new
-	// requests (ErrQueueFull). Default 100,000; -1 means unlimited.
+	// MaxMsgs bounds the work queue in messages, split evenly over the
+	// partitions; a full queue rejects new requests (ErrQueueFull).
+	// Default 100,000; -1 means unlimited.
 	MaxMsgs int64
-	// MaxBytes bounds the work queue in bytes. Default 1 GiB; -1 unlimited.
+	// MaxBytes bounds the work queue in bytes, split evenly over the
+	// partitions. Default 1 GiB; -1 unlimited.
 	MaxBytes int64
 	// AckWait is how long a worker may hold a message before JetStream
 	// redelivers it. Default 30s.
@@ -47,7 +57,8 @@ type StreamConfig struct {
 	// up with a 500 result. The consumer allows one more delivery so a
 	// worker can end a record whose attempts all crashed. Default 5.
 	MaxDeliver int
-	// MaxAckPending bounds unacknowledged messages across all workers. Default 1024.
+	// MaxAckPending bounds unacknowledged messages across all workers, per
+	// partition. Default 1024.
 	MaxAckPending int
 	// ResultTTL is how long the results stream keeps a result. Default 10m.
 	ResultTTL time.Duration
@@ -64,6 +75,8 @@ func (c StreamConfig) Validate() error {
 	switch {
 	case c.Replicas < 0 || c.Replicas > 5:
 		return fmt.Errorf("%w: Replicas %d not in 0..5", ErrInvalidConfig, c.Replicas)
+	case c.Partitions < 0 || c.Partitions > MaxPartitions:
+		return fmt.Errorf("%w: Partitions %d not in 0..%d", ErrInvalidConfig, c.Partitions, MaxPartitions)
 	case c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage:
 		return fmt.Errorf("%w: Storage %v unknown", ErrInvalidConfig, c.Storage)
 	case c.MaxMsgs < -1:
@@ -77,6 +90,12 @@ func (c StreamConfig) Validate() error {
 
 func (c StreamConfig) withDefaults() StreamConfig {
 	c.Replicas = cmp.Or(c.Replicas, DefaultReplicas)
+	if c.Partitions == 0 {
+		c.Partitions = 1
+		if c.Replicas > 1 {
+			c.Partitions = DefaultPartitions
+		}
+	}
 	c.MaxMsgs = cmp.Or(c.MaxMsgs, DefaultMaxMsgs)
 	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
 	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
@@ -96,24 +115,40 @@ func (c StreamConfig) backoff(delivered uint64) time.Duration {
 	return min(d, maxBackoff)
 }
 
-// EnsureStreams creates or updates the job's work-queue stream, its shared
-// workers consumer and its results stream. It is idempotent, and several
-// processes may call it at start. It returns ErrInvalidConfig or the
-// JetStream error wrapped with the object's name.
+// EnsureStreams creates or updates the job's work-queue partitions, each
+// with its shared workers consumer, and its results partitions; then, on
+// a cluster, it spreads their leaders over the servers (best effort). It
+// is idempotent, and several processes may call it at start. It returns
+// ErrInvalidConfig or the JetStream error wrapped with the object's name.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	cfg = cfg.withDefaults()
+	for p := range cfg.Partitions {
+		if err := ensurePartition(ctx, js, cfg, p); err != nil {
+			return err
+		}
+	}
+	if cfg.Replicas > 1 && cfg.Partitions > 1 {
+		spreadLeaders(ctx, js, cfg)
+	}
+	return nil
+}
+
+// ensurePartition ensures partition p: its work stream, workers consumer
+// and results stream.
+func ensurePartition(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, p int) error {
+	job := cfg.Job
 	work := jetstream.StreamConfig{
-		Name:        StreamName(cfg.Job),
-		Description: "cluster-serving work queue of job " + cfg.Job,
-		Subjects:    []string{WorkSubject(cfg.Job)},
+		Name:        PartitionStreamName(job, p),
+		Description: fmt.Sprintf("cluster-serving work queue of job %s, partition %d of %d", job, p, cfg.Partitions),
+		Subjects:    []string{PartitionSubject(job, p)},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     cfg.Storage,
 		Replicas:    cfg.Replicas,
-		MaxMsgs:     cfg.MaxMsgs,
-		MaxBytes:    cfg.MaxBytes,
+		MaxMsgs:     share(cfg.MaxMsgs, cfg.Partitions),
+		MaxBytes:    share(cfg.MaxBytes, cfg.Partitions),
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  DuplicateWindow,
 	}
@@ -122,12 +157,12 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 	}
 	cons := jetstream.ConsumerConfig{
 		Durable:       WorkersConsumer,
-		Description:   "cluster-serving workers of job " + cfg.Job,
+		Description:   "cluster-serving workers of job " + job,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    cfg.MaxDeliver + 1,
 		MaxAckPending: cfg.MaxAckPending,
-		FilterSubject: WorkSubject(cfg.Job),
+		FilterSubject: PartitionSubject(job, p),
 	}
 	if c, err := js.Consumer(ctx, work.Name, cons.Durable); err == nil && sameConsumer(c.CachedInfo().Config, cons) {
 		// Up to date: leave it alone (see ensureStream).
@@ -135,9 +170,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		return fmt.Errorf("mesh: ensure consumer %s/%s: %w", work.Name, cons.Durable, err)
 	}
 	results := jetstream.StreamConfig{
-		Name:        ResultsStreamName(cfg.Job),
-		Description: "cluster-serving results of job " + cfg.Job,
-		Subjects:    []string{ResultsSubject(cfg.Job, ">")},
+		Name:        ResultsPartitionStreamName(job, p),
+		Description: fmt.Sprintf("cluster-serving results of job %s, partition %d of %d", job, p, cfg.Partitions),
+		Subjects:    []string{ResultsPartitionSubject(job, p, ResultsSubject(job, ">"))},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     cfg.Storage,
 		Replicas:    cfg.Replicas,
@@ -145,6 +180,15 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		Duplicates:  min(DuplicateWindow, cfg.ResultTTL),
 	}
 	return ensureStream(ctx, js, results)
+}
+
+// share is one partition's part of a limit of n partitions: the limit
+// divided, rounded up; -1 (no limit) stays.
+func share(limit int64, n int) int64 {
+	if limit <= 0 {
+		return limit
+	}
+	return (limit + int64(n) - 1) / int64(n)
 }
 
 // ensureStream creates cfg's stream, or updates it when its settings
@@ -173,13 +217,45 @@ func sameConsumer(have, want jetstream.ConsumerConfig) bool {
 		have.MaxAckPending == want.MaxAckPending && have.FilterSubject == want.FilterSubject
 }
 
-// WorkersInfo returns the info of job's shared workers consumer: what waits
-// (NumPending), what workers hold (NumAckPending), redeliveries. status and
-// the queue-depth gauges both read the queue through it.
+// WorkersInfo returns the info of job's shared workers consumer, summed
+// over the job's partitions: what waits (NumPending), what workers hold
+// (NumAckPending), redeliveries, waiting pulls. The rest is partition
+// 0's. status and the queue-depth gauges both read the queue through it.
+// A partition whose leader is being elected is left out of the sum; it
+// returns an error only when no partition answers.
 func WorkersInfo(ctx context.Context, js jetstream.JetStream, job string) (*jetstream.ConsumerInfo, error) {
-	c, err := js.Consumer(ctx, StreamName(job), WorkersConsumer)
+	n, err := Partitions(ctx, js, job)
 	if err != nil {
-		return nil, fmt.Errorf("mesh: consumer %s/%s: %w", StreamName(job), WorkersConsumer, err)
+		return nil, err
+	}
+	var sum *jetstream.ConsumerInfo
+	var first error
+	for p := range n {
+		info, err := partitionInfo(ctx, js, job, p)
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		if sum == nil {
+			sum = info
+			continue
+		}
+		sum.NumPending += info.NumPending
+		sum.NumAckPending += info.NumAckPending
+		sum.NumRedelivered += info.NumRedelivered
+		sum.NumWaiting += info.NumWaiting
+	}
+	if sum == nil {
+		return nil, first
+	}
+	return sum, nil
+}
+
+func partitionInfo(ctx context.Context, js jetstream.JetStream, job string, p int) (*jetstream.ConsumerInfo, error) {
+	name := PartitionStreamName(job, p)
+	c, err := js.Consumer(ctx, name, WorkersConsumer)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: consumer %s/%s: %w", name, WorkersConsumer, err)
 	}
 	return c.Info(ctx)
 }

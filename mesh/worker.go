@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -26,7 +27,8 @@ const (
 	// maxAttempt bounds one attempt of a record without a deadline, in
 	// AckWaits.
 	maxAttempt = 10
-	// resultPublishTimeout bounds the PubAck wait for a durable result.
+	// resultPublishTimeout bounds the publish of a durable result, over
+	// all the attempts on the results partitions.
 	resultPublishTimeout = 10 * time.Second
 )
 
@@ -35,8 +37,8 @@ const (
 type WorkerConfig struct {
 	// Stream names the job and the stream settings Run ensures at start.
 	Stream StreamConfig
-	// MaxInflight bounds the records in Predict at once; it is also the
-	// pull batch size. Default 64.
+	// MaxInflight bounds the records in Predict at once, over all
+	// partitions; the pull batch of each partition is its share. Default 64.
 	MaxInflight int
 	// ShutdownGrace is how long Run lets in-flight records finish after ctx
 	// ends before it cancels them and naks them for another worker. Default 30s.
@@ -88,11 +90,17 @@ type WorkerStats struct {
 // runs them through a Predictor, up to MaxInflight at once. Run it once;
 // Stats is safe for concurrent use.
 type Worker struct {
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	cfg WorkerConfig
-	p   Predictor
-	log *slog.Logger
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	cfg    WorkerConfig
+	p      Predictor
+	log    *slog.Logger
+	route  *router   // result publishes to the results partitions
+	held   *held     // records held, beaten with InProgress
+	causes *causeLog // consume errors, once per cause
+	// parts is the number of partitions Run consumes (and publishes
+	// results to); pullBatch each one's pull batch. Set by Run.
+	parts, pullBatch int
 
 	processed, failed, retried, expired atomic.Uint64
 	inflight                            atomic.Int64
@@ -117,7 +125,8 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mesh: jetstream: %w", err)
 	}
-	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: cfg.Logger.With("job", cfg.Stream.Job)}, nil
+	log := cfg.Logger.With("job", cfg.Stream.Job)
+	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log)}, nil
 }
 
 // Stats returns the counters so far.
@@ -135,65 +144,76 @@ func (w *Worker) Stats() WorkerStats {
 	}
 }
 
-// Run ensures the job's streams, then pulls and processes records until ctx
-// ends. Then it stops pulling, naks records not yet started, lets in-flight
-// ones finish for up to ShutdownGrace, cancels and naks the rest, and
-// returns nil. Run waits for every Predict call to return, so a Predictor
-// must honour ctx. It returns an error only when it cannot start for
-// another reason than ctx ending.
+// Run ensures the job's streams, then pulls and processes records from
+// every partition of the job's work queue until ctx ends. Then it stops
+// pulling, naks records not yet started, lets in-flight ones finish for up
+// to ShutdownGrace, cancels and naks the rest, and returns nil. Run waits
+// for every Predict call to return, so a Predictor must honour ctx. A
+// partition that cannot be reached does not stop it (see consumers). It
+// returns an error only when it cannot start for another reason than ctx
+// ending.
 func (w *Worker) Run(ctx context.Context) error {
 	w.cfg.Metrics.AddWorkers(ctx, w.cfg.Stream.Job, w.cfg.Model, 1)
 	defer w.cfg.Metrics.AddWorkers(context.WithoutCancel(ctx), w.cfg.Stream.Job, w.cfg.Model, -1)
-	cons, err := w.consumer(ctx)
-	if err != nil || cons == nil {
+	n, err := w.partitions(ctx)
+	if err != nil || n == 0 {
 		return err
 	}
+	w.parts, w.pullBatch = n, max(1, (w.cfg.MaxInflight+n-1)/n)
 	// work outlives ctx by up to ShutdownGrace so in-flight records finish.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	beating := make(chan struct{})
+	defer func() { cancelWork(); <-beating }()
+	go func() { defer close(beating); w.held.run(work, w.cfg.Stream.AckWait/3) }()
+
 	g := newGate(w.cfg.MaxInflight)
-	cc, err := cons.Consume(func(msg jetstream.Msg) { w.dispatch(work, g, msg) },
-		jetstream.PullMaxMessages(w.cfg.MaxInflight),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if ctx.Err() == nil {
-				w.log.Debug("mesh: consume", "err", err)
-			}
-		}))
-	if err != nil {
-		return fmt.Errorf("mesh: consume %s: %w", StreamName(w.cfg.Stream.Job), err)
+	job := w.cfg.Stream.Job
+	cs := &consumers{
+		stream: func(p int) string { return PartitionStreamName(job, p) },
+		lookup: func(ctx context.Context, p int) (jetstream.Consumer, error) {
+			return w.js.Consumer(ctx, PartitionStreamName(job, p), WorkersConsumer)
+		},
+		handle: func(msg jetstream.Msg) {
+			w.held.add(msg) // beaten from now on, while it waits for the gate too
+			w.dispatch(work, g, msg)
+		},
+		batch: w.pullBatch, causes: w.causes, stopping: g.stopping, grace: w.cfg.ShutdownGrace,
 	}
+	cs.start(work, n)
 
 	unregister, err := w.registerWorker()
 	if err != nil {
-		cc.Stop()
+		w.stop(cs, g, cancelWork)
 		return err
 	}
 	defer unregister()
 
 	<-ctx.Done()
 	unregister() // leave discovery first: this worker takes no more work
-	w.stop(cc, g, cancelWork)
+	w.stop(cs, g, cancelWork)
 	return nil
 }
 
-// consumer ensures the job's streams and returns the workers consumer all
-// workers of the job share. It returns a nil Consumer and no error when
-// ctx ended while it started.
-func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
+// partitions ensures the job's streams and returns how many work
+// partitions to consume: those the config asks for, or more when the
+// server has more (another process's config made them), so that no record
+// is stranded. It returns 0 and no error when ctx ended while it started.
+func (w *Worker) partitions(ctx context.Context) (int, error) {
 	if err := EnsureStreams(ctx, w.js, w.cfg.Stream); err != nil {
 		if ctx.Err() != nil {
-			return nil, nil // stopped while starting
+			return 0, nil // stopped while starting
 		}
-		return nil, err
+		return 0, err
 	}
-	cons, err := w.js.Consumer(ctx, StreamName(w.cfg.Stream.Job), WorkersConsumer)
+	n, err := Partitions(ctx, w.js, w.cfg.Stream.Job)
+	if ctx.Err() != nil {
+		return 0, nil
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("mesh: consumer %s/%s: %w", StreamName(w.cfg.Stream.Job), WorkersConsumer, err)
+		w.log.Warn("mesh: list partitions; consuming those of the config", "partitions", w.cfg.Stream.Partitions, "err", err)
 	}
-	return cons, nil
+	return max(n, w.cfg.Stream.Partitions), nil
 }
 
 // dispatch runs the handling of msg on its own goroutine once g admits it,
@@ -212,14 +232,9 @@ func (w *Worker) dispatch(ctx context.Context, g *gate, msg jetstream.Msg) {
 // stop ends consuming: it stops pulling and drains within ShutdownGrace,
 // then waits for the records in flight, cancelling them (so that they nak)
 // once ShutdownGrace passes again.
-func (w *Worker) stop(cc jetstream.ConsumeContext, g *gate, cancelWork context.CancelFunc) {
+func (w *Worker) stop(cs *consumers, g *gate, cancelWork context.CancelFunc) {
 	close(g.stopping)
-	cc.Drain()
-	select {
-	case <-cc.Closed():
-	case <-time.After(w.cfg.ShutdownGrace):
-		cc.Stop()
-	}
+	cs.wait() // each partition drains, within ShutdownGrace
 	done := g.close()
 	select {
 	case <-done:
@@ -259,9 +274,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 	ct := h.Get(HeaderContentType)
 	ct = cmp.Or(ct, DefaultContentType)
-	stopBeat := w.heartbeat(pctx, msg)
+	if dl, ok := pctx.Deadline(); ok {
+		w.held.bound(msg, dl) // a hung Predict stops being beaten
+	}
 	out, err := w.predict(pctx, ct, msg.Data())
-	stopBeat()
 	if err != nil {
 		span.RecordError(err)
 		status = w.settleError(ctx, pctx, msg, err, delivered)
@@ -309,8 +325,8 @@ func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (context.C
 // attemptContext bounds one attempt: by the caller's deadline
 // (Cs-Deadline), expired when it has passed already; without one (a
 // durable door's record) by maxAttempt AckWaits, so that a hung Predict
-// cannot hold the record for ever while the heartbeat keeps JetStream from
-// redelivering it.
+// cannot hold the record for ever while the heartbeats (held) keep
+// JetStream from redelivering it.
 func (w *Worker) attemptContext(ctx context.Context, h nats.Header) (pctx context.Context, cancel context.CancelFunc, expired bool) {
 	v := h.Get(HeaderDeadline)
 	if v == "" {
@@ -412,6 +428,7 @@ func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, h nats.Header, sta
 		w.nak(msg, w.cfg.Stream.backoff(1))
 		return
 	}
+	w.held.remove(msg)
 	if err := msg.Term(); err != nil {
 		w.log.Warn("mesh: term", "err", err)
 	}
@@ -431,15 +448,8 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 		w.cfg.Metrics.RecordStage(ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))
 	}()
 	if to := h.Get(HeaderResultTo); to != "" {
-		pctx, cancel := context.WithTimeout(ctx, resultPublishTimeout)
-		defer cancel()
-		m := resultMsg(to, h, status, body, message)
-		telemetry.Inject(ctx, m.Header) // the door's result write joins the trace
-		if id := h.Get(HeaderMsgID); id != "" {
-			m.Header.Set(HeaderMsgID, id) // a retried publish stores once.
-		}
-		if _, err := w.js.PublishMsg(pctx, m); err != nil {
-			return fmt.Errorf("result to %s: %w", to, err)
+		if err := w.storeResult(ctx, to, resultMsg(to, h, status, body, message), h.Get(HeaderMsgID)); err != nil {
+			return err
 		}
 	}
 	if to := h.Get(HeaderReplyTo); to != "" {
@@ -452,43 +462,44 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 	return nil
 }
 
-// heartbeat tells JetStream the record is still being worked on, every
-// half AckWait, so a Predict slower than AckWait (a loaded model) is not
-// redelivered to another worker meanwhile. It beats until ctx ends: the
-// caller's deadline, or maxAttempt AckWaits for a record without one, so
-// a hung Predict cannot hold a record for ever. The returned func stops it
-// and waits for its goroutine.
-func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
-	if _, ok := ctx.Deadline(); !ok {
-		return func() {}
+// storeResult publishes m, the result of a durable record, to a results
+// partition that answers, first the one the record's Msg-Id hashes to:
+// the same id goes to the same partition, where JetStream drops a second
+// copy (from a retried attempt, or a second run of the record). Results
+// consumers drop the rare copy that lands in another partition. A subject
+// outside the job's results (a raw publish) goes to partition 0 as is.
+func (w *Worker) storeResult(ctx context.Context, to string, m *nats.Msg, id string) error {
+	pctx, cancel := context.WithTimeout(ctx, resultPublishTimeout)
+	defer cancel()
+	telemetry.Inject(ctx, m.Header) // the door's result write joins the trace
+	if id == "" {
+		id = nuid.Next() // still, a retried attempt stores once
 	}
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(w.cfg.Stream.AckWait / 2)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return func() { close(done); <-exited }
+	m.Header.Set(HeaderMsgID, id)
+	job, n := w.cfg.Stream.Job, max(w.parts, 1)
+	if !isResultsSubject(job, to) {
+		n = 1
+	}
+	subjects := make([]string, n)
+	for p := range n {
+		subjects[p] = ResultsPartitionSubject(job, p, to)
+	}
+	if _, err := w.route.publish(pctx, w.nc, w.js, subjects, firstPartition(id, n), m); err != nil {
+		return fmt.Errorf("result to %s: %w", to, err)
+	}
+	return nil
 }
 
+// ack, nak and term settle a record; each first stops its heartbeats.
 func (w *Worker) ack(msg jetstream.Msg) {
+	w.held.remove(msg)
 	if err := msg.Ack(); err != nil {
 		w.log.Warn("mesh: ack", "err", err)
 	}
 }
 
 func (w *Worker) nak(msg jetstream.Msg, delay time.Duration) {
+	w.held.remove(msg)
 	var err error
 	if delay > 0 {
 		err = msg.NakWithDelay(delay)

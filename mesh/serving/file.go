@@ -50,6 +50,7 @@ type File struct {
 	NatsMaxPayload  int    `yaml:"natsMaxPayload"`
 	QueueStorage    string `yaml:"queueStorage"`
 	QueueReplicas   int    `yaml:"queueReplicas"`
+	Partitions      int    `yaml:"jetstreamPartitions"`
 	QueueMaxMsgs    int64  `yaml:"queueMaxMsgs"`
 	QueueMaxBytes   int64  `yaml:"queueMaxBytes"`
 	AckWait         int    `yaml:"ackWait"`

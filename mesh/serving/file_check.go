@@ -67,7 +67,7 @@ func (f *File) validate() error {
 	for key, v := range map[string]int{"coreNumberPerMachine": f.CoreNumberPerMachine, "modelParallelism": f.ModelParallelism,
 		"threadPerModel": f.ThreadPerModel, "maxBatch": f.MaxBatch, "maxWait": f.MaxWait, "redisTimeout": f.RedisTimeout,
 		"ackWait": f.AckWait, "maxDeliver": f.MaxDeliver, "resultTTL": f.ResultTTL, "workerInflight": f.WorkerInflight,
-		"shutdownGrace": f.ShutdownGrace, "queueReplicas": f.QueueReplicas, "natsMaxPayload": f.NatsMaxPayload,
+		"shutdownGrace": f.ShutdownGrace, "queueReplicas": f.QueueReplicas, "jetstreamPartitions": f.Partitions, "natsMaxPayload": f.NatsMaxPayload,
 		"httpRequestTimeout": f.HTTPRequestTimeout, "tokenAcquireTimeout": f.TokenAcquireTimeout,
 		"timeWindow": f.TimeWindow, "countWindow": f.CountWindow} {
 		if v < 0 {
@@ -115,6 +115,9 @@ func (f *File) validateMesh(p *problems) {
 	}
 	if f.QueueReplicas > 5 {
 		p.bad("queueReplicas", "%d: JetStream allows 1 to 5", f.QueueReplicas)
+	}
+	if f.Partitions > mesh.MaxPartitions {
+		p.bad("jetstreamPartitions", "%d: at most %d", f.Partitions, mesh.MaxPartitions)
 	}
 	if f.QueueStorage != "" && f.QueueStorage != "file" && f.QueueStorage != "memory" {
 		p.bad("queueStorage", "%q is not file or memory", f.QueueStorage)

@@ -88,6 +88,7 @@ func (f *File) Stream() mesh.StreamConfig {
 	}
 	return mesh.StreamConfig{
 		Replicas:   f.QueueReplicas,
+		Partitions: f.Partitions,
 		Storage:    storage,
 		MaxMsgs:    f.QueueMaxMsgs,
 		MaxBytes:   f.QueueMaxBytes,

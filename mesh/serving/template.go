@@ -76,6 +76,11 @@ natsMaxPayload: 8388608
 queueStorage: file
 # JetStream replicas of the streams (1 to 5; 3 on a production cluster).
 queueReplicas: 1
+# Streams (partitions) the work queue and the results are split into, each
+# with its own leader, so that doors publish on while one leader is being
+# re-elected after a NATS server dies (1 to 16). 0: 1 when queueReplicas is
+# 1, 3 when it is more.
+jetstreamPartitions: 0
 # Limits of the work queue; when full, new requests are refused with 503
 # (never silently dropped). 0: the defaults below; -1: no limit.
 queueMaxMsgs: 100000

@@ -1,0 +1,235 @@
+package meshtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cluster is an in-process NATS cluster with JetStream, every server on
+// its own store, for failover tests. Every connection to or between its
+// servers runs through a TCP proxy of the server it reaches, so that Kill
+// can cut a server off at once, as kill -9 does to a process: its peers
+// see its routes close and must elect new stream leaders (4-9 s), where
+// a graceful Shutdown would hand leadership over first.
+type Cluster struct {
+	servers []*server.Server
+	clients []*proxy   // clients' way into server i
+	routes  [][]*proxy // routes[i][j]: server i's route to server j
+}
+
+// StartCluster starts n servers named n0, n1, ... in one cluster, waits
+// until JetStream has a meta leader, and shuts them down at cleanup.
+func StartCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	c := &Cluster{routes: make([][]*proxy, n)}
+	// The route proxies exist before the servers, which learn their ports
+	// only once started: a route dialled before then is refused and
+	// retried by the server.
+	for i := range n {
+		c.routes[i] = make([]*proxy, n)
+		for j := range n {
+			if j != i {
+				c.routes[i][j] = newProxy(tb)
+			}
+		}
+	}
+	for i := range n {
+		var urls []*url.URL
+		for j := range n {
+			if j != i {
+				urls = append(urls, &url.URL{Scheme: "nats-route", Host: c.routes[i][j].addr()})
+			}
+		}
+		s, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i),
+			Host:       "127.0.0.1",
+			Port:       -1,
+			JetStream:  true,
+			StoreDir:   tb.TempDir(),
+			NoLog:      true,
+			NoSigs:     true,
+			Cluster:    server.ClusterOpts{Name: "meshtest", Host: "127.0.0.1", Port: -1, NoAdvertise: true},
+			Routes:     urls,
+		})
+		if err != nil {
+			tb.Fatalf("cluster server %d: %v", i, err)
+		}
+		s.Start()
+		tb.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+		if !s.ReadyForConnections(10 * time.Second) {
+			tb.Fatalf("cluster server %d not ready", i)
+		}
+		c.servers = append(c.servers, s)
+		client := newProxy(tb)
+		client.to(strings.TrimPrefix(s.ClientURL(), "nats://"))
+		c.clients = append(c.clients, client)
+		for j := range n {
+			if j != i {
+				c.routes[j][i].to(s.ClusterAddr().String())
+			}
+		}
+	}
+	c.waitMeta(tb)
+	return c
+}
+
+// waitMeta waits until JetStream answers on the cluster.
+func (c *Cluster) waitMeta(tb testing.TB) {
+	tb.Helper()
+	nc := c.Connect(tb)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	WaitFor(tb, "JetStream meta leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx)
+		return err == nil
+	})
+}
+
+// URL lists every server's client URL, comma-separated, for nats.Connect.
+func (c *Cluster) URL() string {
+	urls := make([]string, len(c.clients))
+	for i, p := range c.clients {
+		urls[i] = "nats://" + p.addr()
+	}
+	return strings.Join(urls, ",")
+}
+
+// Connect opens a connection to the cluster, closed at cleanup, with
+// short reconnect waits so that a test does not wait on the defaults.
+func (c *Cluster) Connect(tb testing.TB, opts ...nats.Option) *nats.Conn {
+	tb.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond),
+		nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond)}, opts...)
+	nc, err := nats.Connect(c.URL(), opts...)
+	if err != nil {
+		tb.Fatalf("nats.Connect: %v", err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
+// Index returns the index of the server named name, or -1.
+func (c *Cluster) Index(name string) int {
+	for i, s := range c.servers {
+		if s.Name() == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Kill cuts server i off from clients and peers at once (every proxied
+// connection closes, none opens), then shuts it down.
+func (c *Cluster) Kill(i int) {
+	c.clients[i].cut()
+	for j := range c.servers {
+		if j != i {
+			c.routes[i][j].cut()
+			c.routes[j][i].cut()
+		}
+	}
+	c.servers[i].Shutdown()
+}
+
+// proxy forwards TCP connections to its target until cut; it refuses
+// them while it has none.
+type proxy struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	target string
+	conns  map[net.Conn]bool
+	cutOff bool
+}
+
+func newProxy(tb testing.TB) *proxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &proxy{ln: ln, conns: map[net.Conn]bool{}}
+	go p.accept()
+	tb.Cleanup(p.cut)
+	return p
+}
+
+// to sets the address the proxy forwards to.
+func (p *proxy) to(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) accept() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		if target == "" {
+			in.Close()
+			continue
+		}
+		out, err := net.Dial("tcp", target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		if !p.track(in, out) {
+			continue
+		}
+		go p.pipe(in, out)
+		go p.pipe(out, in)
+	}
+}
+
+// track registers a proxied pair; false (both closed) once cut.
+func (p *proxy) track(a, b net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cutOff {
+		a.Close()
+		b.Close()
+		return false
+	}
+	p.conns[a], p.conns[b] = true, true
+	return true
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+}
+
+// cut closes the listener and every connection through it.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutOff = true
+	p.ln.Close()
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}

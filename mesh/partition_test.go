@@ -1,0 +1,213 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
+)
+
+// TestPartitionsServeEveryPartition runs a job of 3 partitions on one
+// server: records published straight to each partition, and those the
+// doors publish (which spread over the partitions), are all served once.
+func TestPartitionsServeEveryPartition(t *testing.T) {
+	const job, parts, perPartition = "parts", 3, 4
+	sc := mesh.StreamConfig{Job: job, Partitions: parts}
+	_, nc := startStreams(t, sc)
+	js := newJS(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if n, err := mesh.Partitions(ctx, js, job); err != nil || n != parts {
+		t.Fatalf("Partitions: got %d, %v, want %d", n, err, parts)
+	}
+	replies, err := nc.SubscribeSync(nats.NewInbox())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range parts {
+		for i := range perPartition {
+			m := nats.NewMsg(mesh.PartitionSubject(job, p))
+			m.Data = fmt.Appendf(nil, "p%d-%d", p, i)
+			m.Header.Set(mesh.HeaderReplyTo, replies.Subject)
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				t.Fatalf("publish to partition %d: %v", p, err)
+			}
+		}
+	}
+	info, err := mesh.WorkersInfo(ctx, js, job)
+	if err != nil {
+		t.Fatalf("WorkersInfo: %v", err)
+	}
+	if got, want := info.NumPending, uint64(parts*perPartition); got != want {
+		t.Errorf("WorkersInfo: got %d pending, want %d (the sum over partitions)", got, want)
+	}
+
+	fake := newFake()
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc, MaxInflight: 4}, fake)
+	got := map[string]bool{}
+	for range parts * perPartition {
+		m, err := replies.NextMsgWithContext(ctx)
+		if err != nil {
+			t.Fatalf("waiting for replies: %v (got %v)", err, got)
+		}
+		got[string(m.Data)] = true
+	}
+	for p := range parts {
+		for i := range perPartition {
+			body := fmt.Sprintf("p%d-%d", p, i)
+			if !got[strings.ToUpper(body)] || fake.count(body) != 1 {
+				t.Errorf("%s: got reply %v and %d Predict calls, want a reply and 1 call", body, got[strings.ToUpper(body)], fake.count(body))
+			}
+		}
+	}
+	submitAndEnqueue(t, nc, job, parts)
+}
+
+// submitAndEnqueue sends requests through both kinds of door and checks
+// that each is answered, and that every work and results partition took
+// some.
+func submitAndEnqueue(t *testing.T, nc *nats.Conn, job string, parts int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newClient(t, nc)
+	results := collectResults(t, nc, job, "door")
+	const n = 30
+	for i := range n {
+		body := fmt.Sprintf("s-%d", i)
+		res, err := c.Submit(ctx, job, mesh.Request{Body: []byte(body)})
+		if err != nil || string(res.Body) != strings.ToUpper(body) {
+			t.Fatalf("Submit %s: got %q, %v, want %q", body, res.Body, err, strings.ToUpper(body))
+		}
+		id := fmt.Sprintf("e-%d", i)
+		if err := c.Enqueue(ctx, job, mesh.Request{URI: id, Body: []byte(id), MsgID: id}, mesh.ResultsSubject(job, "door")); err != nil {
+			t.Fatalf("Enqueue %s: %v", id, err)
+		}
+	}
+	seen := map[string]int{}
+	for range n {
+		select {
+		case r := <-results:
+			seen[r.URI]++
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for results; got %d of %d", len(seen), n)
+		}
+	}
+	for i := range n {
+		if id := fmt.Sprintf("e-%d", i); seen[id] != 1 {
+			t.Errorf("result %s: got %d, want 1", id, seen[id])
+		}
+	}
+	js := newJS(t, nc)
+	for p := range parts {
+		for _, name := range []string{mesh.PartitionStreamName(job, p), mesh.ResultsPartitionStreamName(job, p)} {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatalf("stream %s: %v", name, err)
+			}
+			if st.CachedInfo().State.LastSeq == 0 {
+				t.Errorf("stream %s: got no message, want the doors to use every partition", name)
+			}
+		}
+	}
+}
+
+// TestHeldRecordsAreNotRedelivered holds records at the gate of a busy
+// worker for many AckWaits: the worker's heartbeats keep each from being
+// redelivered, so each runs once.
+func TestHeldRecordsAreNotRedelivered(t *testing.T) {
+	sc := mesh.StreamConfig{Job: "held", AckWait: 300 * time.Millisecond}
+	_, nc := startStreams(t, sc)
+	slow := newFake()
+	slow.delay = 150 * time.Millisecond
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc, MaxInflight: 1}, slow)
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 12 // the last waits about 1.8 s: six AckWaits
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := c.Submit(ctx, "held", mesh.Request{Body: fmt.Appendf(nil, "h-%d", i)})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Submit: %v", err)
+		}
+	}
+	for i := range n {
+		if got := slow.count(fmt.Sprintf("h-%d", i)); got != 1 {
+			t.Errorf("h-%d: got %d Predict calls, want 1", i, got)
+		}
+	}
+	info, err := mesh.WorkersInfo(ctx, newJS(t, nc), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumRedelivered != 0 {
+		t.Errorf("got %d redelivered, want 0", info.NumRedelivered)
+	}
+}
+
+// TestHeaderTooLargeIsNotRetried sends a header over the 64 KiB the server
+// takes: the answer is wire.ErrTooLarge at once, not a retry until the
+// deadline.
+func TestHeaderTooLargeIsNotRetried(t *testing.T) {
+	_, nc := startStreams(t, mesh.StreamConfig{Job: "bighdr", Partitions: 2})
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := mesh.Request{Body: []byte("x"), Header: nats.Header{"X-Big": {strings.Repeat("u", 70<<10)}}}
+	err := c.Enqueue(ctx, "bighdr", req, mesh.ResultsSubject("bighdr", "door"))
+	if !errors.Is(err, wire.ErrTooLarge) {
+		t.Errorf("Enqueue: got %v, want wire.ErrTooLarge", err)
+	}
+	if _, err := c.Submit(ctx, "bighdr", req); !errors.Is(err, wire.ErrTooLarge) {
+		t.Errorf("Submit: got %v, want wire.ErrTooLarge", err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("got a retry until the deadline, want an answer at once")
+	}
+}
+
+// TestNoStreamIsUnavailable publishes to a job whose streams do not exist:
+// every attempt finds no responders, and once the caller's deadline passes
+// the answer is ErrUnavailable, a 503 (never a 500).
+func TestNoStreamIsUnavailable(t *testing.T) {
+	s := meshtest.StartServer(t)
+	c := newClient(t, meshtest.Connect(t, s))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := c.Submit(ctx, "nostream", mesh.Request{Body: []byte("x")})
+	if !errors.Is(err, mesh.ErrUnavailable) || wire.Status(err) != wire.StatusBusy {
+		t.Errorf("Submit: got %v (status %d), want ErrUnavailable, 503", err, wire.Status(err))
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = c.Enqueue(ctx, "nostream", mesh.Request{Body: []byte("x")}, mesh.ResultsSubject("nostream", "door"))
+	if !errors.Is(err, mesh.ErrUnavailable) || wire.Status(err) != wire.StatusBusy {
+		t.Errorf("Enqueue: got %v (status %d), want ErrUnavailable, 503", err, wire.Status(err))
+	}
+}
+
+// streamLeaders returns the leader of each work partition of job.
+func streamLeaders(ctx context.Context, js jetstream.JetStream, job string, parts int) []string {
+	out := make([]string, parts)
+	for p := range parts {
+		if st, err := js.Stream(ctx, mesh.PartitionStreamName(job, p)); err == nil && st.CachedInfo().Cluster != nil {
+			out[p] = st.CachedInfo().Cluster.Leader
+		}
+	}
+	return out
+}
