@@ -216,12 +216,31 @@ func (n *Node) loadModels() error {
 }
 
 // connect starts the embedded server when there is no URL, and connects.
+// NATS connection settings of every node; see connect.
+const (
+	reconnectWait   = 250 * time.Millisecond
+	reconnectJitter = 100 * time.Millisecond
+	pingInterval    = 5 * time.Second
+)
+
 func (n *Node) connect() error {
 	url := n.cfg.URL
 	opts := []nats.Option{
 		nats.Name(cmp.Or(n.cfg.Name, DefaultName)),
 		nats.MaxReconnects(-1),
 		nats.ClosedHandler(func(*nats.Conn) { close(n.connClose) }),
+		// Failover settings (README "Failover"): reconnect to another
+		// server within a quarter second, not nats.go's 2 s, so a door
+		// whose server dies resumes inside the 2 s target; notice a dead
+		// machine or a split in about 10 s, not 4 minutes; start while
+		// one server of the list is down. The reconnect buffer keeps its
+		// 8 MiB default: acks and heartbeats sent meanwhile wait in it,
+		// and doors do not publish while disconnected.
+		nats.ReconnectWait(reconnectWait),
+		nats.ReconnectJitter(reconnectJitter, reconnectJitter),
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(2),
+		nats.RetryOnFailedConnect(true),
 	}
 	if url == "" {
 		srv, err := embedded.Start(n.cfg.Embedded)
