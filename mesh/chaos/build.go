@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 )
 
 // Binaries are the programs the suite runs.
@@ -46,12 +45,7 @@ func BuildBinaries(root, dir string) (Binaries, error) {
 	return b, nil
 }
 
-// buildMu keeps two tests of one binary from writing the same file at once.
-var buildMu sync.Mutex
-
 func goOut(dir string, args ...string) (string, error) {
-	buildMu.Lock()
-	defer buildMu.Unlock()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()

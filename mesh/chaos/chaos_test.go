@@ -18,7 +18,7 @@ var (
 	full    = flag.Bool("chaos.full", false, "run the whole fault suite (make chaos)")
 	table   = flag.String("chaos.table", "", "also write the table to this file")
 	rate    = flag.Int("chaos.rate", 50, "good requests per second on each door")
-	extra   = flag.String("chaos.config", "", `lines appended to every process's config.yaml (e.g. "jetstreamPartitions: 3")`)
+	extra   = flag.String("chaos.config", os.Getenv("CHAOS_CONFIG"), `lines appended to every process's config.yaml, \n between lines (default $CHAOS_CONFIG)`)
 	binDir  = flag.String("chaos.bin", "", "where nats-server and cluster-serving are built; default <user cache>/cluster-serving/chaos-bin")
 	ackWait = flag.Duration("chaos.ackwait", 5*time.Second, "the processes' ackWait")
 )

@@ -55,7 +55,7 @@ type Cluster struct {
 // natsNode is one nats-server of the cluster and its ports.
 type natsNode struct {
 	*Proc
-	name                    string
+	name                   string
 	client, route, monitor int
 }
 

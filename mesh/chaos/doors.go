@@ -202,31 +202,27 @@ func refused(err error) bool {
 // DEL), every 10 ms until ctx ends. A key that comes back after it was
 // read and deleted is a duplicate result, and counted as one.
 func (l *Load) pollRedis(ctx context.Context) {
+	every(ctx, 10*time.Millisecond, func() { l.readResults(ctx) })
+}
+
+// readResults reads and deletes every result key there is.
+func (l *Load) readResults(ctx context.Context) {
 	prefix := "cluster-serving_" + l.c.Job + ":"
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		keys, err := l.rdb.Keys(ctx, prefix+"*").Result()
-		if err != nil || len(keys) == 0 {
-			continue
-		}
-		vals := make([]*goredis.StringCmd, len(keys))
-		_, _ = l.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, k := range keys {
-				vals[i] = p.HGet(ctx, k, "value")
-				p.Del(ctx, k)
-			}
-			return nil
-		})
+	keys, err := l.rdb.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(keys) == 0 {
+		return
+	}
+	vals := make([]*goredis.StringCmd, len(keys))
+	_, _ = l.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, k := range keys {
-			if v, err := vals[i].Result(); err == nil {
-				l.redisResult(strings.TrimPrefix(k, prefix), v)
-			}
+			vals[i] = p.HGet(ctx, k, "value")
+			p.Del(ctx, k)
+		}
+		return nil
+	})
+	for i, k := range keys {
+		if v, err := vals[i].Result(); err == nil {
+			l.redisResult(strings.TrimPrefix(k, prefix), v)
 		}
 	}
 }

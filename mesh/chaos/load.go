@@ -106,17 +106,22 @@ func (l *Load) Run(ctx context.Context) {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			t := time.NewTicker(time.Second / time.Duration(l.cfg.Rate))
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					l.spawn(d, false)
-				}
-			}
+			every(ctx, time.Second/time.Duration(l.cfg.Rate), func() { l.spawn(d, false) })
 		}()
+	}
+}
+
+// every calls fn each period until ctx ends.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
 	}
 }
 

@@ -19,9 +19,9 @@ type Proc struct {
 	Name        string
 	MetricsPort int // its Prometheus port (metricsListen); 0 if none
 	bin         string
-	args    []string
-	env     []string
-	logPath string
+	args        []string
+	env         []string
+	logPath     string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd

@@ -35,11 +35,11 @@ type Request struct {
 	Answered time.Time // first right answer; zero if none
 	// Status is the final outcome: 200 answered, 0 none (lost unless
 	// Unsure), another code an error answer, -1 a wrong answer.
-	Status   int
-	Err      string
-	Answers  int // right answers seen; more than 1+Resent is a visible duplicate
-	Resent   int // sends of the same request after an attempt got no answer
-	Busy     int // 503 answers, each retried
+	Status  int
+	Err     string
+	Answers int // right answers seen; more than 1+Resent is a visible duplicate
+	Resent  int // sends of the same request after an attempt got no answer
+	Busy    int // 503 answers, each retried
 	// Unsure: the Redis XADD failed in a way that leaves unknown whether
 	// Redis took it (the server died mid-command); never resent.
 	Unsure bool
