@@ -54,8 +54,3 @@ func goOut(dir string, args ...string) (string, error) {
 	}
 	return strings.TrimSpace(string(out)), nil
 }
-
-// ModuleRoot finds the directory of go.mod above the working directory.
-func ModuleRoot() (string, error) {
-	return goOut(".", "env", "GOMOD")
-}

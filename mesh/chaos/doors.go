@@ -167,6 +167,9 @@ func (l *Load) doRedis(r *Request, deadline time.Time) {
 		if !first {
 			time.Sleep(retryPause)
 		}
+		// A command sent while no redis-server process runs cannot have
+		// been taken, whatever error the dead connection gives back.
+		down := !l.c.Redis.Alive()
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err := l.rdb.XAdd(ctx, &goredis.XAddArgs{Stream: l.c.Job, Values: values}).Err()
 		cancel()
@@ -177,7 +180,7 @@ func (l *Load) doRedis(r *Request, deadline time.Time) {
 			l.busy(r)
 			continue
 		}
-		if !refused(err) {
+		if !down && !refused(err) {
 			l.mu.Lock()
 			r.Unsure, r.Err = true, err.Error()
 			l.mu.Unlock()

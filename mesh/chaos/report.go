@@ -66,7 +66,7 @@ func Account(name string, reqs []Request, w Window, exempt []Door, deadline time
 			continue
 		}
 		row.count(r, deadline)
-		if !r.Sent.Before(w.FaultStart) && !r.Sent.After(faultEnd) {
+		if !r.Unsure && !r.Sent.Before(w.FaultStart) && !r.Sent.After(faultEnd) {
 			l := deadline
 			if r.Status == 200 {
 				l = min(r.Answered.Sub(r.Sent), deadline)
@@ -89,6 +89,8 @@ func (row *Row) count(r Request, deadline time.Duration) {
 	row.Busy += r.Busy
 	if r.Answers > 1+r.Resent {
 		row.Dup++
+		r.Err = fmt.Sprintf("%d right answers to %d sends", r.Answers, 1+r.Resent)
+		row.sample(r)
 	}
 	switch {
 	case r.Status == 200 && r.Answered.Sub(r.Sent) <= deadline:
