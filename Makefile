@@ -32,7 +32,7 @@ LDFLAGS := -X main.version=$(VERSION)
 
 export ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: all build run test test-short bench fuzz lint tidy clean deps ort demo-model debs models docker
+.PHONY: all build run test test-short bench fuzz lint tidy clean deps ort demo-model debs models docker chaos soak
 
 all: build
 
@@ -69,6 +69,21 @@ FUZZTIME ?= 30s
 FUZZERS := FuzzDecodeInstances FuzzDecodeRedisArrow FuzzDecodeOIP
 fuzz: deps
 	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer/wire -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+
+## chaos: the fault suite on real processes; prints the table and writes it to CHAOS_TABLE.
+CHAOS_TABLE ?= $(CACHE)/chaos-table.txt
+CHAOS_FLAGS ?=
+CHAOS_CONFIG ?=
+chaos: deps
+	CHAOS_CONFIG='$(CHAOS_CONFIG)' CLUSTER_SERVING_REQUIRE_DEPS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestChaosFull$$' ./mesh/chaos \
+	  -args -chaos.full -chaos.table $(CHAOS_TABLE) $(CHAOS_FLAGS)
+
+## soak: the same cluster at steady load for SOAK_DURATION (e.g. make soak SOAK_DURATION=3m).
+SOAK_DURATION ?= 30m
+SOAK_TABLE ?= $(CACHE)/soak-table.txt
+soak: deps
+	SOAK_DURATION=$(SOAK_DURATION) CHAOS_CONFIG='$(CHAOS_CONFIG)' CLUSTER_SERVING_REQUIRE_DEPS=1 $(GO) test -count=1 -timeout 24h -v -run '^TestSoak$$' ./mesh/chaos \
+	  -args -chaos.table $(SOAK_TABLE) $(CHAOS_FLAGS)
 
 deps: debs ort
 

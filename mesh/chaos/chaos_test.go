@@ -1,0 +1,150 @@
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/mesh/chaos"
+)
+
+var (
+	full    = flag.Bool("chaos.full", false, "run the whole fault suite (make chaos)")
+	table   = flag.String("chaos.table", "", "also write the table to this file")
+	rate    = flag.Int("chaos.rate", 50, "good requests per second on each door")
+	extra   = flag.String("chaos.config", os.Getenv("CHAOS_CONFIG"), `lines appended to every process's config.yaml, \n between lines (default $CHAOS_CONFIG)`)
+	binDir  = flag.String("chaos.bin", "", "where nats-server and cluster-serving are built; default <user cache>/cluster-serving/chaos-bin")
+	ackWait = flag.Duration("chaos.ackwait", 5*time.Second, "the processes' ackWait")
+)
+
+// missing fails the test when CLUSTER_SERVING_REQUIRE_DEPS=1 (make test:
+// a missing part is a broken setup), else skips it.
+func missing(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CLUSTER_SERVING_REQUIRE_DEPS") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// startCluster builds the binaries and starts the whole cluster in a
+// temp dir; cleanup kills every process before the dir goes.
+func startCluster(t *testing.T) *chaos.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a NATS cluster, Redis and cluster-serving processes")
+	}
+	lib := os.Getenv("ONNXRUNTIME_LIB")
+	if lib == "" {
+		missing(t, "ONNXRUNTIME_LIB is not set (make ort, then export ONNXRUNTIME_LIB=~/.cache/cluster-serving/onnxruntime-1.24.1/libonnxruntime.so.1)")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		missing(t, "redis-server not found: apt-get install redis-server")
+	}
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := *binDir
+	if dir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(cache, "cluster-serving", "chaos-bin")
+	}
+	bins, err := chaos.BuildBinaries(filepath.Dir(strings.TrimSpace(string(gomod))), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := filepath.Abs("../../infer/testdata/add_f32.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	c, err := chaos.Start(context.Background(), chaos.Options{Dir: tmp, Bins: bins, Model: model, ORTLib: lib,
+		ExtraConfig: strings.ReplaceAll(*extra, `\n`, "\n"), AckWait: *ackWait, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("start the cluster: %v\n%s", err, tail(tmp))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("process logs (tails):\n%s", tail(tmp))
+		}
+		c.Close()
+	})
+	return c
+}
+
+// tail returns the end of every process log under dir/logs.
+func tail(dir string) string {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		if len(data) > 3000 {
+			data = data[len(data)-3000:]
+		}
+		b.WriteString("==> " + filepath.Base(l) + "\n" + string(data) + "\n")
+	}
+	return b.String()
+}
+
+// runSuite runs the scenarios, prints the table (and writes it to
+// -chaos.table) and fails the test on every row that misses a target.
+func runSuite(t *testing.T, c *chaos.Cluster, scenarios []chaos.Scenario, cfg chaos.SuiteConfig) {
+	t.Helper()
+	cfg.Load.Rate, cfg.Logf = *rate, t.Logf
+	rows, notes, err := chaos.RunSuite(context.Background(), c, scenarios, cfg)
+	var buf bytes.Buffer
+	chaos.WriteTable(&buf, rows, notes)
+	t.Logf("fault suite, %d req/s per door:\n%s", *rate, buf.String())
+	if *table != "" {
+		if werr := os.WriteFile(*table, buf.Bytes(), 0o644); werr != nil {
+			t.Error(werr)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if !r.Pass() {
+			t.Errorf("%s: lost %d, dup %d, errors %d, garbage misanswered %d, longest gap %v (%s): got a miss, want every target met",
+				r.Scenario, r.Lost, r.Dup, r.Err, r.GarbageBad, r.Gap, r.GapDoor)
+		}
+	}
+}
+
+// TestChaosShort is the part of the fault suite that `go test ./...` runs:
+// a worker killed with kill -9 holding a batch, and the NATS server that
+// leads the work queue killed with kill -9, under load on all three doors.
+func TestChaosShort(t *testing.T) {
+	if *full {
+		t.Skip("-chaos.full runs TestChaosFull")
+	}
+	c := startCluster(t)
+	runSuite(t, c, []chaos.Scenario{chaos.WorkerKill(0), chaos.NATSKill(5 * time.Second)},
+		chaos.SuiteConfig{Before: 4 * time.Second, After: 8 * time.Second})
+}
+
+// TestChaosFull is `make chaos`: every scenario of issue 10.
+func TestChaosFull(t *testing.T) {
+	if !*full {
+		t.Skip("the whole fault suite runs with -chaos.full (make chaos)")
+	}
+	c := startCluster(t)
+	scenarios := []chaos.Scenario{chaos.WorkerKill(0), chaos.DoorKill(chaos.DoorHTTP), chaos.DoorKill(chaos.DoorRedis)}
+	if c.NATSDoor != nil {
+		scenarios = append(scenarios, chaos.DoorKill(chaos.DoorNATS))
+	}
+	kill := chaos.NATSKill(5 * time.Second)
+	scenarios = append(scenarios, kill, kill, kill, chaos.NATSClusterRestart(), chaos.RedisRestart(),
+		chaos.RedisMaxmemory(5*time.Second), chaos.Garbage(2, 10*time.Second))
+	runSuite(t, c, scenarios, chaos.SuiteConfig{})
+}

@@ -1,0 +1,259 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// retryPause is how long a client waits before it sends again after a
+// refusal (503, no responders, connection refused, Redis OOM).
+const retryPause = 100 * time.Millisecond
+
+// doNATS publishes r to serving.<job>.predict with the reply subject
+// inbox.<id> and waits; silence for AttemptTimeout sends it again.
+func (l *Load) doNATS(r *Request, deadline time.Time) {
+	body := goodBody(r.ID)
+	if r.Garbage {
+		body = garbageBody(r.ID)
+	}
+	msg := &nats.Msg{Subject: "serving." + l.c.Job + ".predict", Reply: l.inbox + "." + strconv.FormatInt(r.ID, 10), Data: body}
+	ch := l.wait(r.ID)
+	for first := true; time.Now().Before(deadline); first = false {
+		if !first {
+			time.Sleep(retryPause)
+		}
+		if err := l.nc.PublishMsg(msg); err != nil {
+			continue
+		}
+		timer := time.NewTimer(min(l.cfg.AttemptTimeout, time.Until(deadline)))
+		select {
+		case a := <-ch:
+			timer.Stop()
+			if a.noResponders || a.status == 503 {
+				l.busy(r)
+				continue
+			}
+			l.settle(r, a)
+			return
+		case <-timer.C:
+			l.resent(r)
+		}
+	}
+}
+
+// onNATSReply reads every answer on the client's inbox, so that a second
+// answer to one request is seen even after its sender has moved on.
+func (l *Load) onNATSReply(msg *nats.Msg) {
+	id, err := strconv.ParseInt(msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:], 10, 64)
+	if err != nil {
+		return
+	}
+	if msg.Header.Get("Status") == "503" && len(msg.Data) == 0 {
+		l.route(id, answer{noResponders: true})
+		return
+	}
+	status := 200
+	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+		status, _ = strconv.Atoi(code)
+	}
+	l.judge(id, status, msg.Data, msg.Header.Get("Nats-Service-Error"))
+}
+
+// judge decides whether an answer of the NATS or HTTP door is right for
+// request id, counts it and hands it to the sender.
+func (l *Load) judge(id int64, status int, body []byte, desc string) {
+	l.mu.Lock()
+	r := l.byID[id]
+	l.mu.Unlock()
+	if r == nil {
+		return
+	}
+	a := answer{status: status, err: desc}
+	switch {
+	case r.Garbage && status == 400:
+		l.right(id)
+	case r.Garbage:
+		a.err = fmt.Sprintf("garbage answered %d: %.200s", status, body)
+	case status == 200:
+		if err := checkPredictions(id, body); err != nil {
+			a = answer{status: -1, err: err.Error()}
+			break
+		}
+		l.right(id)
+	}
+	l.route(id, a)
+}
+
+// doHTTP posts r to /predict until an answer other than 503 comes, or the
+// deadline passes. A broken connection (the door died) is tried again: a
+// real client retries, and HTTP can show no second answer.
+func (l *Load) doHTTP(r *Request, deadline time.Time) {
+	body := goodBody(r.ID)
+	if r.Garbage {
+		body = garbageBody(r.ID)
+	}
+	ch := l.wait(r.ID)
+	for first := true; time.Now().Before(deadline); first = false {
+		if !first {
+			time.Sleep(retryPause)
+		}
+		status, resp, err := l.post(body, deadline)
+		if err != nil {
+			l.resent(r)
+			continue
+		}
+		if status == 503 {
+			l.busy(r)
+			continue
+		}
+		l.judge(r.ID, status, resp, string(resp))
+		select {
+		case a := <-ch:
+			l.settle(r, a)
+		default:
+		}
+		return
+	}
+}
+
+func (l *Load) post(body []byte, deadline time.Time) (int, []byte, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.c.HTTPURL+"/predict", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// redisURI names request id in the Redis door: g-<id> or junk-<id>.
+func redisURI(r *Request) string {
+	if r.Garbage {
+		return "junk-" + strconv.FormatInt(r.ID, 10)
+	}
+	return "g-" + strconv.FormatInt(r.ID, 10)
+}
+
+// doRedis adds r to the job's stream and waits for the poller to see its
+// result. The XADD is repeated only when Redis surely did not take it.
+func (l *Load) doRedis(r *Request, deadline time.Time) {
+	values := []any{"uri", redisURI(r), "data", string(goodBody(r.ID)), "serde", "stream"}
+	if r.Garbage {
+		values = []any{"uri", redisURI(r), "data", "!! not base64 arrow !!"}
+	}
+	ch := l.wait(r.ID)
+	for first := true; ; first = false {
+		if !time.Now().Before(deadline) {
+			return
+		}
+		if !first {
+			time.Sleep(retryPause)
+		}
+		// A command sent while no redis-server process runs cannot have
+		// been taken, whatever error the dead connection gives back.
+		down := !l.c.Redis.Alive()
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := l.rdb.XAdd(ctx, &goredis.XAddArgs{Stream: l.c.Job, Values: values}).Err()
+		cancel()
+		if err == nil {
+			break
+		}
+		if strings.HasPrefix(err.Error(), "OOM") {
+			l.busy(r)
+			continue
+		}
+		if !down && !refused(err) {
+			l.mu.Lock()
+			r.Unsure, r.Err = true, err.Error()
+			l.mu.Unlock()
+			break
+		}
+	}
+	select {
+	case a := <-ch:
+		l.settle(r, a)
+	case <-time.After(time.Until(deadline)):
+	}
+}
+
+// refused says whether a Redis command surely never reached a server:
+// the dial failed or the pool had no connection.
+func refused(err error) bool {
+	var op *net.OpError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, goredis.ErrPoolTimeout)
+}
+
+// pollRedis reads results as the Python clients do (KEYS, then HGET and
+// DEL), every 10 ms until ctx ends. A key that comes back after it was
+// read and deleted is a duplicate result, and counted as one.
+func (l *Load) pollRedis(ctx context.Context) {
+	every(ctx, 10*time.Millisecond, func() { l.readResults(ctx) })
+}
+
+// readResults reads and deletes every result key there is.
+func (l *Load) readResults(ctx context.Context) {
+	prefix := "cluster-serving_" + l.c.Job + ":"
+	keys, err := l.rdb.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(keys) == 0 {
+		return
+	}
+	vals := make([]*goredis.StringCmd, len(keys))
+	_, _ = l.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, k := range keys {
+			vals[i] = p.HGet(ctx, k, "value")
+			p.Del(ctx, k)
+		}
+		return nil
+	})
+	for i, k := range keys {
+		if v, err := vals[i].Result(); err == nil {
+			l.redisResult(strings.TrimPrefix(k, prefix), v)
+		}
+	}
+}
+
+// redisResult judges one result value read under uri.
+func (l *Load) redisResult(uri, v string) {
+	kind, num, _ := strings.Cut(uri, "-")
+	id, err := strconv.ParseInt(num, 10, 64)
+	l.mu.Lock()
+	r := l.byID[id]
+	if err != nil || r == nil || r.Garbage != (kind == "junk") || r.Door != DoorRedis {
+		l.strays++
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	switch {
+	case r.Garbage && v == "NaN":
+		l.right(id)
+		l.route(id, answer{status: 400})
+	case r.Garbage:
+		l.route(id, answer{status: -1, err: fmt.Sprintf("garbage answered %.100q", v)})
+	case v == wantRedis(id):
+		l.right(id)
+		l.route(id, answer{status: 200})
+	case v == "NaN":
+		l.route(id, answer{status: 500, err: "NaN"})
+	default:
+		l.route(id, answer{status: -1, err: fmt.Sprintf("wrong result %.100q", v)})
+	}
+}
