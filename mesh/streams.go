@@ -3,6 +3,7 @@ package mesh
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -126,7 +127,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 	}
 	cfg = cfg.withDefaults()
 	for p := range cfg.Partitions {
-		if err := ensurePartition(ctx, js, cfg, p); err != nil {
+		if err := retryTransient(ctx, func() error { return ensurePartition(ctx, js, cfg, p) }); err != nil {
 			return err
 		}
 	}
@@ -134,6 +135,34 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		spreadLeaders(ctx, js, cfg)
 	}
 	return nil
+}
+
+// ensureRetryFor bounds how long EnsureStreams retries a transient error.
+const ensureRetryFor = time.Minute
+
+// retryTransient runs fn until it succeeds, fails for good, ctx ends or
+// ensureRetryFor passes. Several processes starting at once against a
+// cluster make the meta leader answer some creates late (API timeouts) or
+// with 503 "temporarily unavailable" while it applies the others': those
+// are retried with a growing pause. An API error that says the request is
+// wrong (a 4xx, such as subjects overlapping another stream's) is not.
+func retryTransient(ctx context.Context, fn func() error) error {
+	giveUp := time.Now().Add(ensureRetryFor)
+	pause := 250 * time.Millisecond
+	for {
+		err := fn()
+		var apiErr *jetstream.APIError
+		if err == nil || ctx.Err() != nil || time.Now().After(giveUp) ||
+			(errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 && apiErr.Code != 408) {
+			return err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return err
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 // ensurePartition ensures partition p: its work stream, workers consumer
