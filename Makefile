@@ -68,6 +68,7 @@ FUZZTIME ?= 30s
 FUZZERS := FuzzDecodeInstances FuzzDecodeRedisArrow FuzzDecodeOIP
 fuzz: deps
 	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer/wire -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	@echo "== FuzzURI"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzURI$$' -fuzztime $(FUZZTIME)
 
 deps: debs ort
 
