@@ -81,13 +81,13 @@ func FuzzURI(f *testing.F) {
 // TestURIByteExactThroughTheMesh sends odd uris through a real server and
 // worker, on both publish paths, and wants each result under exactly its uri.
 func TestURIByteExactThroughTheMesh(t *testing.T) {
-	sc := mesh.StreamConfig{Job: "uris", Storage: jetstream.MemoryStorage}
-	_, nc := startStreams(t, sc)
-	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
-	c := newClient(t, nc)
-	got := collectResults(t, nc, "uris", "redis")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	sc := mesh.StreamConfig{Job: "uris", Storage: jetstream.MemoryStorage}
+	_, nc := startStreams(t, sc)
+	got := collectResults(t, nc, "uris", "redis")
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
+	c := newClient(t, nc)
 
 	want := map[string]bool{}
 	for i, uri := range oddURIs {

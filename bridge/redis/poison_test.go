@@ -1,14 +1,10 @@
 package redis_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -16,62 +12,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
-
-// logBuffer is a log sink several goroutines may write to.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines written so far.
-func (b *logBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := strings.TrimSpace(b.buf.String())
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
-
-// count returns how many lines hold sub.
-func (b *logBuffer) count(sub string) int {
-	n := 0
-	for _, l := range b.lines() {
-		if strings.Contains(l, sub) {
-			n++
-		}
-	}
-	return n
-}
-
-// runLoggedDoor runs a door whose log goes to the returned buffer; stop
-// ends it (and flushes its counts).
-func runLoggedDoor(tb testing.TB, addr, job string, m redis.Mesh) (*logBuffer, func()) {
-	tb.Helper()
-	logs := &logBuffer{}
-	d, err := redis.New(redis.Config{Addr: addr, Job: job, Rescan: 200 * time.Millisecond}, m, newTextLogger(logs))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return logs, meshtest.Run(tb, d.Run)
-}
-
-// waitEmpty waits until the stream holds no entry and none is pending.
-func waitEmpty(tb testing.TB, rdb *goredis.Client, job string) {
-	tb.Helper()
-	ctx := context.Background()
-	meshtest.WaitFor(tb, "XLEN 0", func() bool { return rdb.XLen(ctx, job).Val() == 0 })
-	if p := rdb.XPending(ctx, job, "serving").Val(); p.Count != 0 {
-		tb.Errorf("got %d pending entries, want 0", p.Count)
-	}
-}
 
 // Entries that can never be queued (a uri over the limit, a body over the
 // NATS max payload, no data, no uri) are answered once under their exact
@@ -184,8 +124,4 @@ func TestPoisonStormLogsOncePerCause(t *testing.T) {
 			t.Errorf("no log line holds %q:\n%s", want, strings.Join(lines, "\n"))
 		}
 	}
-}
-
-func newTextLogger(b *logBuffer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
