@@ -58,7 +58,9 @@ type Door struct {
 	lim *telemetry.LogLimit
 }
 
-// New checks cfg and returns a Door; it connects nothing until Run.
+// New checks cfg and returns a Door logging to logger (nothing when nil);
+// it connects nothing until Run. The first New given a logger also routes
+// go-redis's own log, which is process-wide, through it (routeGoredisLog).
 // It returns an error wrapping ErrInvalidConfig for a bad cfg.
 func New(cfg Config, m Mesh, logger *slog.Logger) (*Door, error) {
 	if err := cfg.Validate(); err != nil {
