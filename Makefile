@@ -69,6 +69,7 @@ FUZZTIME ?= 30s
 FUZZERS := FuzzDecodeInstances FuzzDecodeRedisArrow FuzzDecodeOIP
 fuzz: deps
 	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer/wire -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	@echo "== FuzzURI"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzURI$$' -fuzztime $(FUZZTIME)
 
 ## chaos: the fault suite on real processes; prints the table and writes it to CHAOS_TABLE.
 CHAOS_TABLE ?= $(CACHE)/chaos-table.txt

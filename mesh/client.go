@@ -123,7 +123,7 @@ func (c *Client) onReply(m *nats.Msg) {
 // while a worker has it (the work message carries ctx's deadline, so a
 // worker drops it unrun once it expires).
 func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, error) {
-	if err := ValidateJob(job); err != nil {
+	if err := checkRequest(job, req); err != nil {
 		return Result{}, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
@@ -221,7 +221,7 @@ func (c *Client) startPublish(ctx context.Context, job string, req Request) (con
 // ErrInvalidJob, ErrInvalidConfig, wire.ErrTooLarge, ErrUnavailable (503)
 // when no partition stored it before ctx ended, or a publish error.
 func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSubject string) error {
-	if err := ValidateJob(job); err != nil {
+	if err := checkRequest(job, req); err != nil {
 		return err
 	}
 	if !isResultsSubject(job, resultSubject) {
@@ -290,7 +290,7 @@ func workMsg(ctx context.Context, job string, req Request) *nats.Msg {
 	ct = cmp.Or(ct, DefaultContentType)
 	m.Header.Set(HeaderContentType, ct)
 	if req.URI != "" {
-		m.Header.Set(HeaderURI, req.URI)
+		m.Header.Set(HeaderURI, EncodeURI(req.URI)) // byte-exact: see uri.go
 	}
 	if req.MsgID != "" {
 		m.Header.Set(HeaderMsgID, req.MsgID)

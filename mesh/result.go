@@ -55,7 +55,7 @@ func resultMsg(subject string, work nats.Header, status int, body []byte, errMsg
 
 // parseResult reads a result message. A missing or unreadable status is 500.
 func parseResult(h nats.Header, body []byte) Result {
-	r := Result{URI: h.Get(HeaderURI), Message: h.Get(HeaderError)}
+	r := Result{URI: uriOf(h), Message: h.Get(HeaderError)}
 	st, err := strconv.Atoi(h.Get(HeaderStatus))
 	if err != nil || st < 100 || st > 599 {
 		st = wire.StatusInternal

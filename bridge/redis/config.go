@@ -50,8 +50,9 @@ type Config struct {
 	// Job is the job name: the request stream's name and the middle of the
 	// result keys. Default serving_stream.
 	Job string
-	// Timeout is the dial, read and write timeout of Redis commands.
-	// Default 5s (config redisTimeout).
+	// Timeout is the dial, read and write timeout of Redis commands, and
+	// how long one entry's hand-over to the mesh is retried before it is
+	// left pending for a later try. Default 5s (config redisTimeout).
 	Timeout time.Duration
 	// TLS, when set, makes the connection use TLS with it. See TLSConfig.
 	TLS *tls.Config

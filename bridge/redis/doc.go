@@ -13,5 +13,12 @@
 // is <job>:<entry id>, so an entry handed over twice (after a crash
 // between the publish and the XACK) runs once.
 //
+// An entry that can never be queued (a uri over mesh.MaxURIBytes, data
+// over the NATS max payload, no data, anything the mesh refuses with 400,
+// 404 or 413) is answered NaN under its exact key and acked at once; only
+// transient failures are retried, for at most Config.Timeout per entry,
+// after which the entry stays pending and is tried again later. Repeated
+// failures are logged once per cause with a count (telemetry.LogLimit).
+//
 // The package does not import NATS; cmd passes a *mesh.Client as the Mesh.
 package redis

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,7 @@ type Mesh interface {
 type Stats struct {
 	Enqueued int64 // entries handed to the mesh
 	Skipped  int64 // of those, entries the consumer group had skipped
-	Bad      int64 // entries without uri or data, answered NaN
+	Bad      int64 // entries the door answered NaN itself (no data, refused by the mesh), or acked without a uri
 	Written  int64 // results written to Redis
 }
 
@@ -52,11 +53,14 @@ type Door struct {
 	enqueued, skipped, bad, written atomic.Int64
 	writeFailing                    atomic.Bool
 
-	warnMu sync.Mutex
-	warned map[string]time.Time // last time each retried failure was logged
+	// lim logs each repeated failure (a retry, a NaN answer, a refused
+	// write) once per cause with a count, never once per record or retry.
+	lim *telemetry.LogLimit
 }
 
-// New checks cfg and returns a Door; it connects nothing until Run.
+// New checks cfg and returns a Door logging to logger (nothing when nil);
+// it connects nothing until Run. The first New given a logger also routes
+// go-redis's own log, which is process-wide, through it (routeGoredisLog).
 // It returns an error wrapping ErrInvalidConfig for a bad cfg.
 func New(cfg Config, m Mesh, logger *slog.Logger) (*Door, error) {
 	if err := cfg.Validate(); err != nil {
@@ -68,10 +72,12 @@ func New(cfg Config, m Mesh, logger *slog.Logger) (*Door, error) {
 	cfg.defaults()
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	} else {
+		routeGoredisLog(logger)
 	}
 	opt, _ := cfg.options() // checked by Validate
-	return &Door{cfg: cfg, m: m, log: logger.With("door", "redis", "job", cfg.Job), rdb: goredis.NewClient(opt),
-		warned: make(map[string]time.Time)}, nil
+	log := logger.With("door", "redis", "job", cfg.Job)
+	return &Door{cfg: cfg, m: m, log: log, rdb: goredis.NewClient(opt), lim: telemetry.NewLogLimit(log, 0)}, nil
 }
 
 // Stats returns the counters.
@@ -92,6 +98,7 @@ func (d *Door) Run(ctx context.Context) error {
 		return d.m.ConsumeResultBatches(gctx, d.cfg.Job, d.cfg.Durable, DoorName, d.cfg.Batch, d.writeResults)
 	})
 	err := g.Wait()
+	d.lim.Flush(context.WithoutCancel(ctx))
 	st := d.Stats()
 	d.log.Info("redis door stopped", "enqueued", st.Enqueued, "skipped", st.Skipped, "bad", st.Bad, "written", st.Written)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
@@ -114,7 +121,7 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 		if r.Status == wire.StatusOK {
 			v = string(r.Body)
 		} else {
-			d.log.Debug("record failed", "uri", r.URI, "status", r.Status, "err", r.Message)
+			d.lim.Log(ctx, slog.LevelWarn, "record answered NaN", r.Err(), "uri", logURI(r.URI))
 		}
 		pipe.HSet(ctx, ResultKey(d.cfg.Job, r.URI), ResultField, v)
 		n++
@@ -125,17 +132,13 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 	ctx, span := d.writeSpan(ctx, rs)
 	_, err := pipe.Exec(ctx)
 	telemetry.EndSpan(span, err)
-	if err == nil {
-		d.recordResults(ctx, rs)
-	}
 	if err != nil {
 		// Redis full or away: the results stay in JetStream and come back.
-		// Say so once per outage, not once per retry.
-		if !d.writeFailing.Swap(true) {
-			d.log.Warn("writing results; they wait in JetStream and are retried", "results", n, "err", err)
-		}
+		d.writeFailing.Store(true)
+		d.lim.Log(ctx, slog.LevelWarn, "writing results; they wait in JetStream and are retried", err, "results", n)
 		return err
 	}
+	d.recordResults(ctx, rs)
 	if d.writeFailing.Swap(false) {
 		d.log.Info("writing results again")
 	}
@@ -145,14 +148,13 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 
 // ingest owns the stream side: group, reclaim, read, hand over, ack.
 func (d *Door) ingest(ctx context.Context) error {
-	stream := d.cfg.Job
 	// Until the group exists nothing can be read; Redis may still be starting.
 	for !d.try(ctx, "create group", d.ensureGroup) {
 		if ctx.Err() != nil {
 			return nil
 		}
 	}
-	d.log.Info("serving redis stream", "addr", d.rdb.Options().Addr, "stream", stream, "group", Group, "consumer", d.cfg.Consumer)
+	d.log.Info("serving redis stream", "addr", d.rdb.Options().Addr, "stream", d.cfg.Job, "group", Group, "consumer", d.cfg.Consumer)
 	// Entries a previous run read but did not ack.
 	for !d.try(ctx, "reclaim pending entries", d.reclaim) {
 		if ctx.Err() != nil {
@@ -160,41 +162,103 @@ func (d *Door) ingest(ctx context.Context) error {
 		}
 	}
 	var lastScan time.Time
+	scanEvery := d.cfg.Rescan
+	stuck := false
 	for ctx.Err() == nil {
-		if time.Since(lastScan) >= d.cfg.Rescan {
-			if d.try(ctx, "retry own pending entries", d.retryOwnPending) &&
-				d.try(ctx, "serve skipped entries", d.serveSkipped) {
-				lastScan = time.Now()
-			}
-		}
-		res, err := d.rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{
-			Group:    Group,
-			Consumer: d.cfg.Consumer,
-			Streams:  []string{stream, ">"},
-			Count:    int64(d.cfg.Batch),
-			Block:    d.cfg.Block,
-		}).Result()
-		switch {
-		case errors.Is(err, goredis.Nil):
-			continue
-		case err != nil:
-			if ctx.Err() != nil {
-				return nil
-			}
-			if strings.HasPrefix(err.Error(), "NOGROUP") {
-				// The stream (and its group) was deleted: create it again.
-				d.try(ctx, "create group", d.ensureGroup)
-				continue
-			}
-			d.warnEvery("XREADGROUP; retrying", "err", err)
-			d.sleep(ctx, d.cfg.RetryInterval)
+		if stuck {
+			// Too many entries could not be handed over (NATS away, the
+			// work queue full): retry those before reading more, so that
+			// an outage holds a few blocks pending, not the stream.
+			stuck = d.retryStuck(ctx)
 			continue
 		}
-		for _, s := range res {
-			d.serve(ctx, s.Messages, false)
+		if time.Since(lastScan) >= scanEvery {
+			scanEvery, lastScan = d.rescan(ctx, scanEvery), time.Now()
+		}
+		msgs, ok := d.read(ctx)
+		if ok && len(msgs) > 0 && d.serve(ctx, msgs, false).left > 0 {
+			stuck = d.heldTooMany(ctx)
 		}
 	}
 	return nil
+}
+
+// maxRescan bounds how rarely an entry that keeps failing is retried.
+const maxRescan = time.Minute
+
+// rescan serves again this door's own pending entries and the entries the
+// group skipped, and returns how long to wait before the next rescan,
+// given the last wait.
+func (d *Door) rescan(ctx context.Context, last time.Duration) time.Duration {
+	h, err := d.retryOwnPending(ctx)
+	if err == nil {
+		err = d.serveSkipped(ctx)
+	}
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			d.lim.Log(ctx, slog.LevelWarn, "serving pending and skipped entries; retrying", err)
+		}
+		return d.cfg.RetryInterval
+	case h.stuck():
+		// An entry that keeps failing while others pass is retried less
+		// and less often, so that its Timeout per try does not slow the
+		// stream down.
+		return min(2*max(last, d.cfg.Rescan), maxRescan)
+	}
+	return d.cfg.Rescan
+}
+
+// heldTooMany reports whether this door's consumer holds two blocks or
+// more pending: then it retries them before it reads more.
+func (d *Door) heldTooMany(ctx context.Context) bool {
+	p, err := d.rdb.XPending(ctx, d.cfg.Job, Group).Result()
+	return err == nil && p.Consumers[d.cfg.Consumer] >= int64(2*d.cfg.Batch)
+}
+
+// retryStuck serves this door's own pending entries again and reports
+// whether it still holds too many of them.
+func (d *Door) retryStuck(ctx context.Context) bool {
+	h, err := d.retryOwnPending(ctx)
+	if err != nil {
+		d.lim.Log(ctx, slog.LevelWarn, "retry own pending entries; retrying", err)
+	}
+	if err != nil || h.stuck() {
+		d.sleep(ctx, d.cfg.RetryInterval)
+	}
+	return d.heldTooMany(ctx)
+}
+
+// read reads the next block of new entries; ok is false after an error,
+// which it handled (logged, waited, group created again).
+func (d *Door) read(ctx context.Context) (msgs []goredis.XMessage, ok bool) {
+	res, err := d.rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{
+		Group:    Group,
+		Consumer: d.cfg.Consumer,
+		Streams:  []string{d.cfg.Job, ">"},
+		Count:    int64(d.cfg.Batch),
+		Block:    d.cfg.Block,
+	}).Result()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return nil, true
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if strings.HasPrefix(err.Error(), "NOGROUP") {
+			// The stream (and its group) was deleted: create it again.
+			d.try(ctx, "create group", d.ensureGroup)
+			return nil, false
+		}
+		d.lim.Log(ctx, slog.LevelWarn, "XREADGROUP; retrying", err)
+		d.sleep(ctx, d.cfg.RetryInterval)
+		return nil, false
+	}
+	for _, s := range res {
+		msgs = append(msgs, s.Messages...)
+	}
+	return msgs, true
 }
 
 // try runs fn; on error it logs, waits RetryInterval and reports false.
@@ -204,28 +268,10 @@ func (d *Door) try(ctx context.Context, what string, fn func(context.Context) er
 		return true
 	}
 	if ctx.Err() == nil {
-		d.warnEvery(what+"; retrying", "err", err)
+		d.lim.Log(ctx, slog.LevelWarn, what+"; retrying", err)
 		d.sleep(ctx, d.cfg.RetryInterval)
 	}
 	return false
-}
-
-// warnLogEvery is how often one retried failure is logged.
-const warnLogEvery = 10 * time.Second
-
-// warnEvery logs msg at most once per warnLogEvery: a Redis that is away
-// for an hour should not write a line per retry.
-func (d *Door) warnEvery(msg string, args ...any) {
-	d.warnMu.Lock()
-	last, ok := d.warned[msg]
-	now := time.Now()
-	if ok && now.Sub(last) < warnLogEvery {
-		d.warnMu.Unlock()
-		return
-	}
-	d.warned[msg] = now
-	d.warnMu.Unlock()
-	d.log.Warn(msg, args...)
 }
 
 func (d *Door) sleep(ctx context.Context, dt time.Duration) {
@@ -283,24 +329,26 @@ func (d *Door) reclaim(ctx context.Context) error {
 }
 
 // retryOwnPending serves again the entries pending for this door's own
-// consumer: ones whose XACK failed (Redis briefly away) or whose NaN could
-// not be written. ingest hands entries over one batch at a time, so between
-// batches none of them is in flight. Entries deleted meanwhile come back
-// without fields and are only acked.
-func (d *Door) retryOwnPending(ctx context.Context) error {
+// consumer: ones whose hand-over failed for a transient reason, whose XACK
+// failed (Redis briefly away) or whose NaN could not be written. ingest
+// hands entries over one block at a time, so between blocks none of them
+// is in flight. Entries deleted meanwhile come back without fields and are
+// only acked.
+func (d *Door) retryOwnPending(ctx context.Context) (handover, error) {
+	var h handover
 	res, err := d.rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{
 		Group: Group, Consumer: d.cfg.Consumer,
 		Streams: []string{d.cfg.Job, "0"}, Count: int64(d.cfg.Batch),
 	}).Result()
 	if err != nil && !errors.Is(err, goredis.Nil) {
-		return fmt.Errorf("XREADGROUP pending: %w", err)
+		return h, fmt.Errorf("XREADGROUP pending: %w", err)
 	}
 	for _, s := range res {
 		if len(s.Messages) > 0 {
-			d.serve(ctx, s.Messages, false)
+			h = d.serve(ctx, s.Messages, false)
 		}
 	}
-	return nil
+	return h, nil
 }
 
 // serveSkipped serves the entries at or below the group's last-delivered
@@ -363,11 +411,23 @@ func (d *Door) serveSkipped(ctx context.Context) error {
 	return nil
 }
 
+// handover counts what became of one block of entries.
+type handover struct {
+	stored   int // the mesh holds them
+	answered int // answered by the door itself (NaN), or acked without a uri
+	left     int // not handed over in time (transient failure): still pending
+}
+
+// stuck reports whether the mesh took none of the block and some of it is
+// left: the mesh is away or full, not the entries at fault.
+func (h handover) stuck() bool { return h.stored == 0 && h.left > 0 }
+
 // serve hands msgs to the mesh concurrently, then XACKs and XDELs those
-// the mesh stored. An entry whose hand-over was cut short by ctx stays
-// pending for the next run.
-func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool) {
-	done, bad := d.handOver(ctx, msgs, skipped)
+// the mesh stored and those answered NaN. An entry whose hand-over failed
+// for a transient reason, or was cut short by ctx, stays pending: it is
+// retried, by this run or by the next one.
+func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool) handover {
+	done, bad, h := d.handOver(ctx, msgs, skipped)
 	// Ack even after ctx ended: what the mesh holds must leave the stream.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
 	defer cancel()
@@ -381,25 +441,28 @@ func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool)
 	if len(done) > 0 {
 		d.ackAndDelete(ctx, actx, done)
 	}
+	return h
 }
 
 // badEntry is an entry answered NaN by the door itself.
 type badEntry struct{ id, uri string }
 
 // handOver enqueues msgs concurrently. It returns the ids the mesh stored
-// and the entries that can never be queued (no uri or data, too large).
-func (d *Door) handOver(ctx context.Context, msgs []goredis.XMessage, skipped bool) (done []string, bad []badEntry) {
+// and the entries that can never be queued: no uri or data, or refused by
+// the mesh as their own fault (400, 404, 413). Each entry's hand-over
+// takes at most Timeout, so a failing entry holds the rest of its block
+// no longer than that.
+func (d *Door) handOver(ctx context.Context, msgs []goredis.XMessage, skipped bool) (done []string, bad []badEntry, h handover) {
 	done = make([]string, 0, len(msgs))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range msgs {
-		req, ok := d.request(m)
+		req, ok := d.request(ctx, m)
 		if !ok {
-			if len(m.Values) > 0 { // no fields: deleted already, only ack
-				d.bad.Add(1)
-				d.log.Warn("bad entry: want fields uri and data", "id", m.ID, "uri", req.URI)
-			}
+			mu.Lock()
 			bad = append(bad, badEntry{m.ID, req.URI})
+			h.answered++
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
@@ -409,25 +472,28 @@ func (d *Door) handOver(ctx context.Context, msgs []goredis.XMessage, skipped bo
 			// client's child; the mesh continues it.
 			ectx, span := d.receiveSpan(ctx, m.ID, req)
 			defer span.End()
-			switch d.enqueue(ectx, req) {
+			o := d.enqueue(ectx, req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch o {
 			case stored:
-				mu.Lock()
 				done = append(done, m.ID)
-				mu.Unlock()
+				h.stored++
 				d.enqueued.Add(1)
 				if skipped {
 					d.skipped.Add(1)
 				}
 			case rejected:
 				d.bad.Add(1)
-				mu.Lock()
 				bad = append(bad, badEntry{m.ID, req.URI})
-				mu.Unlock()
+				h.answered++
+			default:
+				h.left++
 			}
 		}()
 	}
 	wg.Wait()
-	return done, bad
+	return done, bad, h
 }
 
 // answerNaN writes NaN as the result of each bad entry that has a uri, in
@@ -443,7 +509,7 @@ func (d *Door) answerNaN(ctx context.Context, bad []badEntry) bool {
 	})
 	for _, c := range cmds {
 		if c.Err() != nil {
-			d.log.Warn("writing NaN for bad entries; they stay pending", "err", c.Err())
+			d.lim.Log(ctx, slog.LevelWarn, "writing NaN for bad entries; they stay pending and are retried", c.Err(), "entries", len(bad))
 			return false
 		}
 	}
@@ -465,15 +531,21 @@ func (d *Door) ackAndDelete(ctx, actx context.Context, ids []string) {
 		if attempt >= 3 || ctx.Err() != nil {
 			// They stay pending; the next reclaim hands them over again and
 			// their message ids keep them from running twice.
-			d.log.Warn("XACK/XDEL; entries stay pending", "entries", len(ids), "err", err)
+			d.lim.Log(ctx, slog.LevelWarn, "XACK/XDEL; entries stay pending", err, "entries", len(ids))
 			return
 		}
 		d.sleep(actx, d.cfg.RetryInterval)
 	}
 }
 
-// request builds the mesh request of one entry; ok is false without uri or data.
-func (d *Door) request(m goredis.XMessage) (mesh.Request, bool) {
+// maxTraceField bounds a traceparent or tracestate field passed on as a
+// header: W3C allows 55 and 512 bytes.
+const maxTraceField = 512
+
+// request builds the mesh request of one entry; ok is false without uri
+// or data, which it logs (an entry without fields was deleted already: it
+// is only acked).
+func (d *Door) request(ctx context.Context, m goredis.XMessage) (mesh.Request, bool) {
 	uri, _ := m.Values["uri"].(string)
 	data, _ := m.Values["data"].(string)
 	serde, _ := m.Values["serde"].(string)
@@ -482,14 +554,41 @@ func (d *Door) request(m goredis.XMessage) (mesh.Request, bool) {
 		req.ContentType = wire.MediaTypeRedisJSON
 	}
 	for _, k := range []string{mesh.HeaderTraceParent, mesh.HeaderTraceState} {
-		if v, ok := m.Values[k].(string); ok && v != "" {
+		// A field a header cannot carry as it is would be changed or
+		// refused on the way: the record goes on without it.
+		if v, ok := m.Values[k].(string); ok && v != "" && len(v) <= maxTraceField && mesh.EncodeURI(v) == v {
 			if req.Header == nil {
 				req.Header = map[string][]string{}
 			}
 			req.Header[k] = []string{v}
 		}
 	}
-	return req, uri != "" && data != ""
+	ok := uri != "" && data != ""
+	switch {
+	case ok || len(m.Values) == 0:
+	case uri == "":
+		d.bad.Add(1)
+		d.lim.Log(ctx, slog.LevelWarn, "entry without uri: acked, no result can be written", nil, "id", m.ID)
+	default:
+		d.bad.Add(1)
+		d.lim.Log(ctx, slog.LevelWarn, "entry without data: answering NaN", nil, "id", m.ID, "uri", logURI(uri))
+	}
+	return req, ok
+}
+
+// maxLoggedURI bounds the example uri a log line shows.
+const maxLoggedURI = 128
+
+// logURI writes uri for a log line escaped as %q does (control and
+// non-UTF-8 bytes visible, unambiguous), without the quotes the log
+// handler adds itself, cut to maxLoggedURI bytes.
+func logURI(uri string) string {
+	q := strconv.Quote(uri)
+	if len(uri) > maxLoggedURI {
+		q = strconv.Quote(uri[:maxLoggedURI])
+		return fmt.Sprintf("%s... (%d bytes)", q[1:len(q)-1], len(uri))
+	}
+	return q[1 : len(q)-1]
 }
 
 // outcome is what became of one entry's hand-over.
@@ -498,36 +597,37 @@ type outcome int
 const (
 	stored   outcome = iota // the mesh holds it: ack and delete
 	rejected                // it can never be queued: answer NaN, ack and delete
-	left                    // stopped or misconfigured: it stays pending
+	left                    // not handed over (transient, stopped, misconfigured): it stays pending
 )
 
 // enqueue hands req to the mesh, retrying transient failures (a full work
-// queue, NATS unreachable) until it is stored or ctx ends. The attempt in
-// flight when ctx ends is finished, not abandoned.
+// queue, NATS unreachable) for at most Timeout in all; then, or when ctx
+// ends, the entry is left pending. The attempt in flight when ctx ends is
+// finished, not abandoned. A refusal that is the request's fault (400,
+// 404, 413: a uri over mesh.MaxURIBytes, a body over the NATS max
+// payload) is not retried.
 func (d *Door) enqueue(ctx context.Context, req mesh.Request) outcome {
 	subject := mesh.ResultsSubject(d.cfg.Job, DoorName)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	defer cancel()
 	for {
-		err := d.m.Enqueue(context.WithoutCancel(ctx), d.cfg.Job, req, subject)
-		switch {
+		err := d.m.Enqueue(ectx, d.cfg.Job, req, subject)
+		switch st := wire.Status(err); {
 		case err == nil:
 			return stored
 		case errors.Is(err, mesh.ErrInvalidJob) || errors.Is(err, mesh.ErrInvalidConfig):
-			d.log.Error("enqueue; entry stays pending", "uri", req.URI, "err", err)
+			d.lim.Log(ctx, slog.LevelError, "enqueue refused; entries stay pending", err)
 			return left
-		case errors.Is(err, wire.ErrTooLarge):
-			// Larger than NATS takes: it can never be queued.
-			d.log.Warn("record larger than the NATS max payload; answering NaN", "uri", req.URI, "bytes", len(req.Body))
+		case st == wire.StatusBadInput || st == wire.StatusNotFound || st == wire.StatusTooLarge:
+			d.lim.Log(ctx, slog.LevelWarn, "record answered NaN: the mesh refused it", err, "uri", logURI(req.URI), "body_bytes", len(req.Body))
 			return rejected
 		case errors.Is(err, mesh.ErrQueueFull):
-			d.warnEvery("work queue full; entries stay pending and are retried", "uri", req.URI)
+			d.lim.Log(ctx, slog.LevelWarn, "work queue full; entries stay pending and are retried", nil)
 		default:
-			d.warnEvery("enqueue; retrying", "uri", req.URI, "err", err)
+			d.lim.Log(ctx, slog.LevelWarn, "enqueue; entries stay pending and are retried", err)
 		}
-		if ctx.Err() != nil {
-			return left
-		}
-		d.sleep(ctx, d.cfg.RetryInterval)
-		if ctx.Err() != nil {
+		d.sleep(ectx, d.cfg.RetryInterval)
+		if ctx.Err() != nil || ectx.Err() != nil {
 			return left
 		}
 	}

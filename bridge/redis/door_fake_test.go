@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,4 +237,162 @@ func TestTLSConfig(t *testing.T) {
 			t.Errorf("%s: got nil error, want one", p)
 		}
 	}
+}
+
+// flakyMesh fails the Enqueue of every request that fails() picks with a
+// transient error (503), until heal is called; it stores the others.
+type flakyMesh struct {
+	*fakeMesh
+	mu     sync.Mutex
+	fails  func(mesh.Request) bool
+	tries  map[string]int
+	healed bool
+}
+
+func newFlakyMesh(fails func(mesh.Request) bool) *flakyMesh {
+	return &flakyMesh{fakeMesh: newFakeMesh(0), fails: fails, tries: map[string]int{}}
+}
+
+func (f *flakyMesh) Enqueue(ctx context.Context, job string, req mesh.Request, subject string) error {
+	f.mu.Lock()
+	f.tries[req.URI]++
+	failing := !f.healed && f.fails(req)
+	f.mu.Unlock()
+	if failing {
+		return fmt.Errorf("mesh: enqueue to %s: no response from stream: %w", job, wire.ErrBusy)
+	}
+	return f.fakeMesh.Enqueue(ctx, job, req, subject)
+}
+
+func (f *flakyMesh) heal() {
+	f.mu.Lock()
+	f.healed = true
+	f.mu.Unlock()
+}
+
+func (f *flakyMesh) triesOf(uri string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tries[uri]
+}
+
+// runFastDoor runs a door with cfg on a new redis-server, retrying every
+// 10ms and rescanning every 50ms, and returns a client and its log.
+func runFastDoor(tb testing.TB, cfg redis.Config, m redis.Mesh) (*goredis.Client, *logBuffer) {
+	tb.Helper()
+	addr, rdb := redistest.Start(tb)
+	cfg.Addr, cfg.RetryInterval, cfg.Rescan = addr, 10*time.Millisecond, 50*time.Millisecond
+	logs := &logBuffer{}
+	d, err := redis.New(cfg, m, newTextLogger(logs))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	meshtest.Run(tb, d.Run)
+	return rdb, logs
+}
+
+// healAndServe checks that job holds pending entries while f fails, heals
+// f, and wants the stream served and stored requests in all.
+func healAndServe(tb testing.TB, f *flakyMesh, rdb *goredis.Client, job string, pending int64, stored int) {
+	tb.Helper()
+	if p := rdb.XPending(context.Background(), job, "serving").Val(); p.Count != pending {
+		tb.Errorf("got %d pending while the mesh fails, want %d", p.Count, pending)
+	}
+	f.heal()
+	waitEmpty(tb, rdb, job)
+	if got := len(f.requests()); got != stored {
+		tb.Errorf("got %d requests stored, want %d", got, stored)
+	}
+}
+
+// One entry that keeps failing for a transient reason holds the rest of
+// its block no longer than its own retry (Timeout): they are acked and
+// deleted while it stays pending and is tried again.
+func TestFailingEntryDoesNotHoldItsBlock(t *testing.T) {
+	f := newFlakyMesh(func(r mesh.Request) bool { return r.URI == "slow" })
+	rdb, _ := runFastDoor(t, redis.Config{Job: "slow", Timeout: 300 * time.Millisecond}, f)
+	ctx := context.Background()
+	for _, uri := range []string{"a", "slow", "b", "c"} {
+		enqueue(t, rdb, "slow", uri, "data", false)
+	}
+	meshtest.WaitFor(t, "the others acked while slow fails", func() bool { return rdb.XLen(ctx, "slow").Val() == 1 })
+	meshtest.WaitFor(t, "slow retried after its block", func() bool { return f.triesOf("slow") > 2*300/10 })
+	// New entries go on while it still fails.
+	enqueue(t, rdb, "slow", "d", "data", false)
+	meshtest.WaitFor(t, "d served while slow fails", func() bool { return len(f.requests()) == 4 && rdb.XLen(ctx, "slow").Val() == 1 })
+	healAndServe(t, f, rdb, "slow", 1, 5)
+}
+
+// While the mesh takes nothing (NATS away), the door retries the entries
+// it holds instead of reading more: two blocks stay pending, not the stream.
+// Once the mesh is back every entry is served.
+func TestMeshAwayHoldsTwoBlocks(t *testing.T) {
+	f := newFlakyMesh(func(mesh.Request) bool { return true })
+	rdb, logs := runFastDoor(t, redis.Config{Job: "away", Batch: 4, Timeout: 100 * time.Millisecond}, f)
+	for i := range 20 {
+		enqueue(t, rdb, "away", fmt.Sprint("u", i), "data", false)
+	}
+	meshtest.WaitFor(t, "several retries of the first block", func() bool { return f.triesOf("u0") > 50 })
+	healAndServe(t, f, rdb, "away", 8, 20) // two blocks of 4 held
+	if n := logs.count("entries stay pending and are retried"); n != 1 {
+		t.Errorf("got %d lines for the retries, want 1:\n%v", n, logs.lines())
+	}
+}
+
+// logBuffer keeps the lines a slog handler writes (one record per Write);
+// several goroutines may log to it.
+type logBuffer struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	b.recs = append(b.recs, strings.TrimSuffix(string(p), "\n"))
+	b.mu.Unlock()
+	return len(p), nil
+}
+
+// lines returns the lines written so far.
+func (b *logBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.recs...)
+}
+
+// count returns how many lines hold sub.
+func (b *logBuffer) count(sub string) int {
+	n := 0
+	for _, l := range b.lines() {
+		if strings.Contains(l, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// runLoggedDoor runs a door whose log goes to the returned buffer; stop
+// ends it (and flushes its counts).
+func runLoggedDoor(tb testing.TB, addr, job string, m redis.Mesh) (*logBuffer, func()) {
+	tb.Helper()
+	logs := &logBuffer{}
+	d, err := redis.New(redis.Config{Addr: addr, Job: job, Rescan: 200 * time.Millisecond}, m, newTextLogger(logs))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return logs, meshtest.Run(tb, d.Run)
+}
+
+// waitEmpty waits until the stream holds no entry and none is pending.
+func waitEmpty(tb testing.TB, rdb *goredis.Client, job string) {
+	tb.Helper()
+	ctx := context.Background()
+	meshtest.WaitFor(tb, "XLEN 0", func() bool { return rdb.XLen(ctx, job).Val() == 0 })
+	if p := rdb.XPending(ctx, job, "serving").Val(); p.Count != 0 {
+		tb.Errorf("got %d pending entries, want 0", p.Count)
+	}
+}
+
+func newTextLogger(b *logBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -267,7 +268,7 @@ func TestRedisFullLosesNothing(t *testing.T) {
 	if err := rdb.HSet(ctx, "probe", "a", "b").Err(); err == nil {
 		t.Fatal("HSET accepted with maxmemory 1; want an OOM error")
 	}
-	runDoor(t, addr, "full", m.client)
+	logs, _ := runLoggedDoor(t, addr, "full", m.client)
 	meshtest.WaitFor(t, "XLEN 0 while Redis is full", func() bool { return rdb.XLen(ctx, "full").Val() == 0 })
 	time.Sleep(500 * time.Millisecond) // results are computed and refused meanwhile
 	if keys := rdb.Keys(ctx, "cluster-serving_full:*").Val(); len(keys) != 0 {
@@ -281,5 +282,9 @@ func TestRedisFullLosesNothing(t *testing.T) {
 		if got := query(t, rdb, "full", fmt.Sprint("f", i)); got != want {
 			t.Errorf("f%d: got %q, want %q", i, got, want)
 		}
+	}
+	// Refused writes are logged once per cause, not once per retry.
+	if n := logs.count("they wait in JetStream"); n < 1 || n > 2 {
+		t.Errorf("got %d lines for the refused writes, want 1 or 2:\n%s", n, strings.Join(logs.lines(), "\n"))
 	}
 }

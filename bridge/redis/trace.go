@@ -22,8 +22,20 @@ func (d *Door) receiveSpan(ctx context.Context, id string, req mesh.Request) (co
 	ctx = telemetry.Extract(ctx, req.Header)
 	return tracer.Start(ctx, telemetry.SpanDoorRedis, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("messaging.system", "redis"), attribute.String("messaging.destination.name", d.cfg.Job),
-			attribute.String("messaging.message.id", id), attribute.String("cluster_serving.uri", req.URI),
+			attribute.String("messaging.message.id", id), attribute.String("cluster_serving.uri", spanURI(req.URI)),
 			telemetry.AttrJob.String(d.cfg.Job)))
+}
+
+// maxSpanURI bounds the uri a span carries: a uri may be any length a
+// client sends, and span attributes are kept in memory and exported.
+const maxSpanURI = 256
+
+// spanURI is uri cut to maxSpanURI bytes.
+func spanURI(uri string) string {
+	if len(uri) > maxSpanURI {
+		return uri[:maxSpanURI]
+	}
+	return uri
 }
 
 // writeSpan starts the span of one pipelined HSET batch, linked to the

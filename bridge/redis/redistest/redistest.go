@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -47,17 +48,85 @@ func FreePort(tb testing.TB) int {
 // bound to 127.0.0.1, without persistence, and kills it at cleanup.
 func RunServer(tb testing.TB, args ...string) {
 	tb.Helper()
+	args = append(args, "--save", "", "--appendonly", "no")
+	if cmd := run(tb, args...); cmd != nil {
+		tb.Cleanup(cmd.kill)
+	}
+}
+
+// proc is a running redis-server.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// kill ends the server with SIGKILL and waits for it.
+func (p *proc) kill() { _ = p.cmd.Process.Kill(); <-p.done }
+
+// run starts redis-server bound to 127.0.0.1 with args; nil when
+// redis-server is missing and the test was skipped.
+func run(tb testing.TB, args ...string) *proc {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		infertest.Missing(tb, "redis-server not found: apt-get install redis-server")
-		return
+		return nil
 	}
-	args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, append(args, "--bind", "127.0.0.1")...)
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	tb.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return p
+}
+
+// Server is a redis-server that keeps its data in an append-only file
+// (fsync always), so a test can kill it (SIGKILL) and start it again on
+// the same port with its data, as a Redis restart does.
+type Server struct {
+	tb   testing.TB
+	port int
+	dir  string
+	// Addr is the server's host:port.
+	Addr string
+
+	mu sync.Mutex
+	p  *proc
+}
+
+// StartPersistent starts a Server for one test and returns it and a
+// client to it; cleanup kills it.
+func StartPersistent(tb testing.TB) (*Server, *goredis.Client) {
+	tb.Helper()
+	s := &Server{tb: tb, port: FreePort(tb), dir: tb.TempDir()}
+	s.Addr = fmt.Sprintf("127.0.0.1:%d", s.port)
+	rdb := goredis.NewClient(&goredis.Options{Addr: s.Addr})
+	tb.Cleanup(func() { _ = rdb.Close(); s.Kill() })
+	s.Start()
+	meshtest.WaitFor(tb, "redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
+	return s, rdb
+}
+
+// Start starts the server again after Kill; it returns before the server
+// answers.
+func (s *Server) Start() {
+	s.tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		s.p = run(s.tb, "--port", fmt.Sprint(s.port), "--dir", s.dir, "--save", "",
+			"--appendonly", "yes", "--appendfsync", "always")
+	}
+}
+
+// Kill ends the server with SIGKILL, as a crash does; it is a no-op when
+// it is not running.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil {
+		s.p.kill()
+		s.p = nil
+	}
 }
