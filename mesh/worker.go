@@ -98,6 +98,9 @@ type Worker struct {
 	route  *router   // result publishes to the results partitions
 	held   *held     // records held, beaten with InProgress
 	causes *causeLog // consume errors, once per cause
+	// limit logs per-record failures (publish, retry, ack) once per cause
+	// with a count, never once per record or retry.
+	limit *telemetry.LogLimit
 	// parts is the number of partitions Run consumes (and publishes
 	// results to); pullBatch each one's pull batch. Set by Run.
 	parts, pullBatch int
@@ -126,7 +129,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 		return nil, fmt.Errorf("mesh: jetstream: %w", err)
 	}
 	log := cfg.Logger.With("job", cfg.Stream.Job)
-	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log)}, nil
+	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log), limit: telemetry.NewLogLimit(log, 0)}, nil
 }
 
 // Stats returns the counters so far.
@@ -192,6 +195,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ctx.Done()
 	unregister() // leave discovery first: this worker takes no more work
 	w.stop(cs, g, cancelWork)
+	w.limit.Flush(context.WithoutCancel(ctx)) // counts of failures left out since their last line
 	return nil
 }
 
@@ -355,7 +359,7 @@ func (w *Worker) settleOK(ctx context.Context, msg jetstream.Msg, out []byte, de
 	w.processed.Add(1)
 	if err := w.publish(ctx, h, wire.StatusOK, out, ""); err != nil {
 		w.processed.Add(^uint64(0))
-		w.log.WarnContext(ctx, "mesh: publish result", "uri", h.Get(HeaderURI), "err", err)
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: publish result; will retry", err, "uri", h.Get(HeaderURI))
 		w.retried.Add(1)
 		w.nak(msg, w.cfg.Stream.backoff(delivered))
 		return wire.StatusInternal
@@ -394,7 +398,7 @@ func (w *Worker) settleError(ctx, pctx context.Context, msg jetstream.Msg, err e
 	if st == wire.StatusBusy {
 		level = slog.LevelDebug // busy: expected under load, retried.
 	}
-	w.log.Log(ctx, level, "mesh: predict, will retry", "uri", h.Get(HeaderURI), "delivery", delivered, "err", err)
+	w.limit.Log(ctx, level, "mesh: predict, will retry", err, "uri", h.Get(HeaderURI), "delivery", delivered)
 	w.retried.Add(1)
 	w.nak(msg, w.cfg.Stream.backoff(delivered))
 	return wire.StatusInternal
@@ -423,14 +427,14 @@ func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, h nats.Header, sta
 	w.failed.Add(1) // before the answer leaves, as processed
 	if err := w.publish(ctx, h, status, nil, message); err != nil {
 		w.failed.Add(^uint64(0))
-		w.log.Warn("mesh: publish error result", "uri", h.Get(HeaderURI), "err", err)
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: publish error result; will retry", err, "uri", h.Get(HeaderURI))
 		w.retried.Add(1)
 		w.nak(msg, w.cfg.Stream.backoff(1))
 		return
 	}
 	w.held.remove(msg)
 	if err := msg.Term(); err != nil {
-		w.log.Warn("mesh: term", "err", err)
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: term", err)
 	}
 }
 
@@ -494,7 +498,7 @@ func (w *Worker) storeResult(ctx context.Context, to string, m *nats.Msg, id str
 func (w *Worker) ack(msg jetstream.Msg) {
 	w.held.remove(msg)
 	if err := msg.Ack(); err != nil {
-		w.log.Warn("mesh: ack", "err", err)
+		w.limit.Log(context.Background(), slog.LevelWarn, "mesh: ack", err)
 	}
 }
 
@@ -507,6 +511,6 @@ func (w *Worker) nak(msg jetstream.Msg, delay time.Duration) {
 		err = msg.Nak()
 	}
 	if err != nil {
-		w.log.Warn("mesh: nak", "err", err)
+		w.limit.Log(context.Background(), slog.LevelWarn, "mesh: nak", err)
 	}
 }
