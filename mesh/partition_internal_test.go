@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -187,5 +189,16 @@ func TestRecentIDs(t *testing.T) {
 	r.add("e", now.Add(2*time.Minute)) // everything else is older than the window
 	if got, want := r.len(), 1; got != want {
 		t.Errorf("got %d ids kept, want %d", got, want)
+	}
+}
+
+func TestOneLineBoundsTheErrorHeader(t *testing.T) {
+	long := strings.Repeat("é", 4000) + "\r\nend"
+	got := oneLine(long)
+	if len(got) > maxErrorBytes || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) || strings.ContainsAny(got, "\r\n") {
+		t.Fatalf("oneLine of %d bytes = %d bytes %q...", len(long), len(got), got[:20])
+	}
+	if got := oneLine("a\r\nb"); got != "a  b" {
+		t.Fatalf("oneLine(a CRLF b) = %q", got)
 	}
 }

@@ -70,8 +70,17 @@ func parseResult(h nats.Header, body []byte) Result {
 	return r
 }
 
-// oneLine keeps header values on one line: NATS headers cannot hold CR/LF.
+// maxErrorBytes bounds the Cs-Error header: an error message that quotes
+// a huge input must not make the result itself too large to publish
+// (headers over 64 KiB are refused for good).
+const maxErrorBytes = 1024
+
+// oneLine keeps header values on one line (NATS headers cannot hold CR/LF)
+// and at most maxErrorBytes long, cut on a UTF-8 boundary.
 func oneLine(s string) string {
+	if len(s) > maxErrorBytes {
+		s = strings.ToValidUTF8(s[:maxErrorBytes-3], "") + "..."
+	}
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
