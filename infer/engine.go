@@ -19,16 +19,19 @@ type Engine struct {
 	post     PostProcess
 	sessions []*Session
 	batcher  *Batcher
+	div      divPlan // integer divisions fed by the request (divguard.go)
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // New validates cfg (errors wrap ErrConfigValidation), resolves the model
-// file (see ModelFile), loads cfg.Parallelism sessions and warms each up
-// once with ones (see warmUp). Init must have been called (else
-// ErrNotInitialized). A panic while loading is logged with its stack and
-// returned as an error.
+// file (see ModelFile), reads its graph to guard integer division (see
+// divguard.go: a constant zero divisor fails the load), loads
+// cfg.Parallelism sessions and warms each up once with ones (see warmUp;
+// skipped when the graph divides integers by a value it computes). Init
+// must have been called (else ErrNotInitialized). A panic while loading is
+// logged with its stack and returned as an error.
 func New(cfg Config) (e *Engine, err error) {
 	// Loading reads an outside file through cgo bindings: a panic in them
 	// fails this load, not the process.
@@ -50,7 +53,13 @@ func New(cfg Config) (e *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{cfg: cfg, post: post}
+	// Read the graph before ONNX Runtime does: a constant zero divisor can
+	// trap while ONNX Runtime folds constants at load.
+	div, err := planDivision(file)
+	if err != nil {
+		return nil, err
+	}
+	e = &Engine{cfg: cfg, post: post, div: div}
 	for range cfg.Parallelism {
 		s, err := newSession(file, cfg.Threads)
 		if err != nil {
@@ -61,8 +70,10 @@ func New(cfg Config) (e *Engine, err error) {
 	}
 	e.info = e.sessions[0].Info()
 	e.info.Image = cfg.imagePre()
-	for _, s := range e.sessions {
-		warmUp(s)
+	if e.div.bind(e.info) {
+		for _, s := range e.sessions {
+			warmUp(s)
+		}
 	}
 	e.batcher = NewBatcher(BatcherConfig{
 		Runners:     cfg.Parallelism,
@@ -145,7 +156,8 @@ func (e *Engine) Info() ModelInfo { return e.info }
 // is already the model input's (a scalar for a scalar input, or a whole
 // request a codec could not split into rows) goes to the model untouched,
 // and a record made only of such tensors gets its outputs untouched too. A
-// record that does not fit the model returns an *InputError naming it;
+// record that does not fit the model, or holds a zero integer divisor
+// (see divguard.go), returns an *InputError naming it;
 // ErrQueueFull, ErrClosed, ctx errors and run errors are returned as they
 // come.
 func (e *Engine) Infer(ctx context.Context, records [][]Tensor) ([][]Tensor, error) {
@@ -213,6 +225,9 @@ func (e *Engine) prepare(i int, rec []Tensor) (out []Tensor, added bool, err err
 			rows = t.Shape[0]
 		}
 		out[j] = t
+	}
+	if err := e.div.check(i, out); err != nil {
+		return nil, false, err
 	}
 	return out, added, nil
 }
