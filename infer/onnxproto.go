@@ -139,7 +139,7 @@ func repeated[T any](dst []T, typ protowire.Type, v []byte, x uint64, conv func(
 	return dst, nil
 }
 
-func varint(b []byte) (uint64, int) { return protowire.ConsumeVarint(b) }
+func varint(b []byte) (uint64, int)  { return protowire.ConsumeVarint(b) }
 func fixed64(b []byte) (uint64, int) { return protowire.ConsumeFixed64(b) }
 func fixed32(b []byte) (uint64, int) {
 	u, n := protowire.ConsumeFixed32(b)
