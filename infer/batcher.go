@@ -109,6 +109,13 @@ func (b *Batcher) Len() int {
 // all of them, ErrClosed after Close, ctx.Err() when ctx ends first, or the
 // first record's error (wrapped with its index).
 func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, error) {
+	return b.submitAt(ctx, records, 0)
+}
+
+// submitAt is Submit for records that start at index base of a larger
+// request (Engine.Infer submits large ones in chunks): errors name the
+// record by its index in that request.
+func (b *Batcher) submitAt(ctx context.Context, records [][]Tensor, base int) ([][]Tensor, error) {
 	if len(records) == 0 {
 		return nil, nil
 	}
@@ -117,7 +124,7 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 	for i, rec := range records {
 		rows, ok := recordRows(rec)
 		if !ok && !b.cfg.Unbatchable {
-			return nil, NewInputError(i, "", "record has no batch dim")
+			return nil, NewInputError(base+i, "", "record has no batch dim")
 		}
 		items[i] = &item{ctx: ctx, inputs: rec, rows: rows, enq: now, done: make(chan itemResult, 1)}
 	}
@@ -142,16 +149,7 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 		select {
 		case res := <-it.done:
 			if res.err != nil && firstErr == nil {
-				var ie *InputError
-				if errors.As(res.err, &ie) && ie.Instance < 0 {
-					cp := *ie
-					cp.Instance = i
-					firstErr = &cp
-				} else if len(items) > 1 {
-					firstErr = fmt.Errorf("record %d: %w", i, res.err)
-				} else {
-					firstErr = res.err
-				}
+				firstErr = recordError(res.err, base+i, len(items) > 1 || base > 0)
 			}
 			out[i] = res.outputs
 		case <-ctx.Done():
@@ -162,6 +160,22 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// recordError names record i of a request in err: an *InputError gets
+// its index, another error is wrapped with it when the request had
+// several records.
+func recordError(err error, i int, several bool) error {
+	var ie *InputError
+	switch {
+	case errors.As(err, &ie) && ie.Instance < 0:
+		cp := *ie
+		cp.Instance = i
+		return &cp
+	case several:
+		return fmt.Errorf("record %d: %w", i, err)
+	}
+	return err
 }
 
 // Close fails every queued record with ErrClosed, stops the runners and
