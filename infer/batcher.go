@@ -333,20 +333,7 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 	if b.cfg.OnBatch != nil {
 		b.cfg.OnBatch(len(batch), int(rows))
 	}
-	// The batch span is a root of its own that links to every request it
-	// serves; each request's span learns its batch size and queue wait.
-	now := time.Now()
-	links := make([]trace.Link, 0, len(batch))
-	for _, it := range batch {
-		sc := trace.SpanContextFromContext(it.ctx)
-		if sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
-		}
-		trace.SpanFromContext(it.ctx).SetAttributes(
-			attrBatchSize.Int(len(batch)), attrBatchWaitMS.Float64(float64(now.Sub(it.enq).Microseconds())/1000))
-	}
-	bctx, span := tracer.Start(context.Background(), spanBatch, trace.WithNewRoot(), trace.WithLinks(links...),
-		trace.WithAttributes(attrBatchSize.Int(len(batch)), attrBatchRows.Int64(rows), attrRunner.Int(r)))
+	bctx, span := batchSpan(r, batch, rows)
 	defer span.End()
 	if len(batch) == 1 {
 		b.runOne(bctx, r, batch[0])
@@ -366,19 +353,48 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		}
 	}
 	if err != nil {
-		// One bad record must not fail the others: run each alone.
-		for _, it := range batch {
-			if it.ctx.Err() != nil {
-				it.done <- itemResult{err: it.ctx.Err()}
-				continue
-			}
-			if b.cfg.OnBatch != nil {
-				b.cfg.OnBatch(1, int(it.rows))
-			}
-			b.runOne(bctx, r, it)
-		}
+		b.runAlone(bctx, r, batch)
 		return
 	}
+	splitOutputs(batch, outs)
+}
+
+// batchSpan starts the batch's span: a root of its own that links to
+// every request it serves; each request's span learns its batch size and
+// queue wait.
+func batchSpan(r int, batch []*item, rows int64) (context.Context, trace.Span) {
+	now := time.Now()
+	links := make([]trace.Link, 0, len(batch))
+	for _, it := range batch {
+		sc := trace.SpanContextFromContext(it.ctx)
+		if sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+		trace.SpanFromContext(it.ctx).SetAttributes(
+			attrBatchSize.Int(len(batch)), attrBatchWaitMS.Float64(float64(now.Sub(it.enq).Microseconds())/1000))
+	}
+	return tracer.Start(context.Background(), spanBatch, trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attrBatchSize.Int(len(batch)), attrBatchRows.Int64(rows), attrRunner.Int(r)))
+}
+
+// runAlone runs each record of a failed batch alone, so that one bad
+// record does not fail the others.
+func (b *Batcher) runAlone(ctx context.Context, r int, batch []*item) {
+	for _, it := range batch {
+		if it.ctx.Err() != nil {
+			it.done <- itemResult{err: it.ctx.Err()}
+			continue
+		}
+		if b.cfg.OnBatch != nil {
+			b.cfg.OnBatch(1, int(it.rows))
+		}
+		b.runOne(ctx, r, it)
+	}
+}
+
+// splitOutputs cuts a batch's outputs back into its records' rows and
+// hands each record its own.
+func splitOutputs(batch []*item, outs []Tensor) {
 	ns := make([]int64, len(batch))
 	for i, it := range batch {
 		ns[i] = it.rows
