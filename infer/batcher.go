@@ -43,7 +43,9 @@ type BatcherConfig struct {
 // to MaxBatch rows (only those whose non-batch shapes equal the first
 // record's; the others keep their place), and when MaxWait > 0 and the batch
 // is not full it waits for more until the oldest record's arrival plus
-// MaxWait. A runner that was idle never waits. A batch is stacked along dim
+// MaxWait. A record that comes while a runner is free (idle, or done with
+// its run, even if it has not yet looked at the queue) never waits, so a
+// caller's next call right after an answer runs at once. A batch is stacked along dim
 // 0, run once and split back by each record's rows. When a batched run fails,
 // or an output's dim 0 is not the batch's rows, each record is re-run alone
 // so that one bad record cannot fail the others. Records whose ctx is done
@@ -59,6 +61,11 @@ type Batcher struct {
 	queue  []*item
 	wake   chan struct{} // closed and replaced on every enqueue and on Close
 	closed bool
+	// enqSeq counts Submit calls; freeSeq[r] is its value when runner r
+	// last finished a run, before it handed out the results. A queued
+	// record of seq <= freeSeq[r] arrived while r was busy.
+	enqSeq  uint64
+	freeSeq []uint64
 
 	wg sync.WaitGroup
 }
@@ -68,6 +75,7 @@ type item struct {
 	inputs []Tensor
 	rows   int64
 	enq    time.Time
+	seq    uint64          // Batcher.enqSeq of its Submit
 	done   chan itemResult // buffered 1: runners never block on it
 }
 
@@ -88,7 +96,7 @@ func NewBatcher(cfg BatcherConfig, run RunFunc) *Batcher {
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = DefaultQueueSize
 	}
-	b := &Batcher{cfg: cfg, run: run, wake: make(chan struct{})}
+	b := &Batcher{cfg: cfg, run: run, wake: make(chan struct{}), freeSeq: make([]uint64, cfg.Runners)}
 	b.wg.Add(cfg.Runners)
 	for r := range cfg.Runners {
 		go b.runner(r)
@@ -137,6 +145,10 @@ func (b *Batcher) submitAt(ctx context.Context, records [][]Tensor, base int) ([
 		n := len(b.queue)
 		b.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d queued, %d more do not fit in %d", ErrQueueFull, n, len(items), b.cfg.QueueSize)
+	}
+	b.enqSeq++
+	for _, it := range items {
+		it.seq = b.enqSeq
 	}
 	b.queue = append(b.queue, items...)
 	close(b.wake)
@@ -201,11 +213,9 @@ func (b *Batcher) Close() error {
 
 func (b *Batcher) runner(r int) {
 	defer b.wg.Done()
-	idle := true // a fresh runner counts as idle: it must never wait
 	for {
 		b.mu.Lock()
 		for len(b.queue) == 0 && !b.closed {
-			idle = true
 			wake := b.wake
 			b.mu.Unlock()
 			<-wake
@@ -215,7 +225,10 @@ func (b *Batcher) runner(r int) {
 			b.mu.Unlock()
 			return
 		}
-		if !idle && b.cfg.MaxWait > 0 && !b.cfg.Unbatchable {
+		// Only records that queued while this runner was busy wait for
+		// more; one that came after it went free (however soon after,
+		// e.g. the next call of a caller it just answered) finds it idle.
+		if b.queue[0].seq <= b.freeSeq[r] && b.cfg.MaxWait > 0 && !b.cfg.Unbatchable {
 			b.waitForMore()
 			if b.closed || len(b.queue) == 0 {
 				b.mu.Unlock()
@@ -224,7 +237,6 @@ func (b *Batcher) runner(r int) {
 		}
 		batch := b.take()
 		b.mu.Unlock()
-		idle = false
 		if len(batch) > 0 {
 			b.runBatch(r, batch)
 		}
@@ -447,6 +459,9 @@ func (b *Batcher) safeRun(ctx context.Context, r int, inputs []Tensor) (outs []T
 	_, span := tracer.Start(ctx, spanRun)
 	start := time.Now()
 	defer func() {
+		b.mu.Lock()
+		b.freeSeq[r] = b.enqSeq
+		b.mu.Unlock()
 		if b.cfg.OnRun != nil {
 			b.cfg.OnRun(ctx, time.Since(start))
 		}
