@@ -43,7 +43,9 @@ type BatcherConfig struct {
 // to MaxBatch rows (only those whose non-batch shapes equal the first
 // record's; the others keep their place), and when MaxWait > 0 and the batch
 // is not full it waits for more until the oldest record's arrival plus
-// MaxWait. A runner that was idle never waits. A batch is stacked along dim
+// MaxWait. A record that comes while a runner is free (idle, or done with
+// its run, even if it has not yet looked at the queue) never waits, so a
+// caller's next call right after an answer runs at once. A batch is stacked along dim
 // 0, run once and split back by each record's rows. When a batched run fails,
 // or an output's dim 0 is not the batch's rows, each record is re-run alone
 // so that one bad record cannot fail the others. Records whose ctx is done
@@ -59,6 +61,11 @@ type Batcher struct {
 	queue  []*item
 	wake   chan struct{} // closed and replaced on every enqueue and on Close
 	closed bool
+	// enqSeq counts Submit calls; freeSeq[r] is its value when runner r
+	// last finished a run, before it handed out the results. A queued
+	// record of seq <= freeSeq[r] arrived while r was busy.
+	enqSeq  uint64
+	freeSeq []uint64
 
 	wg sync.WaitGroup
 }
@@ -68,6 +75,7 @@ type item struct {
 	inputs []Tensor
 	rows   int64
 	enq    time.Time
+	seq    uint64          // Batcher.enqSeq of its Submit
 	done   chan itemResult // buffered 1: runners never block on it
 }
 
@@ -88,7 +96,7 @@ func NewBatcher(cfg BatcherConfig, run RunFunc) *Batcher {
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = DefaultQueueSize
 	}
-	b := &Batcher{cfg: cfg, run: run, wake: make(chan struct{})}
+	b := &Batcher{cfg: cfg, run: run, wake: make(chan struct{}), freeSeq: make([]uint64, cfg.Runners)}
 	b.wg.Add(cfg.Runners)
 	for r := range cfg.Runners {
 		go b.runner(r)
@@ -109,6 +117,13 @@ func (b *Batcher) Len() int {
 // all of them, ErrClosed after Close, ctx.Err() when ctx ends first, or the
 // first record's error (wrapped with its index).
 func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, error) {
+	return b.submitAt(ctx, records, 0)
+}
+
+// submitAt is Submit for records that start at index base of a larger
+// request (Engine.Infer submits large ones in chunks): errors name the
+// record by its index in that request.
+func (b *Batcher) submitAt(ctx context.Context, records [][]Tensor, base int) ([][]Tensor, error) {
 	if len(records) == 0 {
 		return nil, nil
 	}
@@ -117,7 +132,7 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 	for i, rec := range records {
 		rows, ok := recordRows(rec)
 		if !ok && !b.cfg.Unbatchable {
-			return nil, NewInputError(i, "", "record has no batch dim")
+			return nil, NewInputError(base+i, "", "record has no batch dim")
 		}
 		items[i] = &item{ctx: ctx, inputs: rec, rows: rows, enq: now, done: make(chan itemResult, 1)}
 	}
@@ -131,6 +146,10 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 		b.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d queued, %d more do not fit in %d", ErrQueueFull, n, len(items), b.cfg.QueueSize)
 	}
+	b.enqSeq++
+	for _, it := range items {
+		it.seq = b.enqSeq
+	}
 	b.queue = append(b.queue, items...)
 	close(b.wake)
 	b.wake = make(chan struct{})
@@ -142,16 +161,7 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 		select {
 		case res := <-it.done:
 			if res.err != nil && firstErr == nil {
-				var ie *InputError
-				if errors.As(res.err, &ie) && ie.Instance < 0 {
-					cp := *ie
-					cp.Instance = i
-					firstErr = &cp
-				} else if len(items) > 1 {
-					firstErr = fmt.Errorf("record %d: %w", i, res.err)
-				} else {
-					firstErr = res.err
-				}
+				firstErr = recordError(res.err, base+i, len(items) > 1 || base > 0)
 			}
 			out[i] = res.outputs
 		case <-ctx.Done():
@@ -162,6 +172,22 @@ func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, e
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// recordError names record i of a request in err: an *InputError gets
+// its index, another error is wrapped with it when the request had
+// several records.
+func recordError(err error, i int, several bool) error {
+	var ie *InputError
+	switch {
+	case errors.As(err, &ie) && ie.Instance < 0:
+		cp := *ie
+		cp.Instance = i
+		return &cp
+	case several:
+		return fmt.Errorf("record %d: %w", i, err)
+	}
+	return err
 }
 
 // Close fails every queued record with ErrClosed, stops the runners and
@@ -187,11 +213,9 @@ func (b *Batcher) Close() error {
 
 func (b *Batcher) runner(r int) {
 	defer b.wg.Done()
-	idle := true // a fresh runner counts as idle: it must never wait
 	for {
 		b.mu.Lock()
 		for len(b.queue) == 0 && !b.closed {
-			idle = true
 			wake := b.wake
 			b.mu.Unlock()
 			<-wake
@@ -201,7 +225,10 @@ func (b *Batcher) runner(r int) {
 			b.mu.Unlock()
 			return
 		}
-		if !idle && b.cfg.MaxWait > 0 && !b.cfg.Unbatchable {
+		// Only records that queued while this runner was busy wait for
+		// more; one that came after it went free (however soon after,
+		// e.g. the next call of a caller it just answered) finds it idle.
+		if b.queue[0].seq <= b.freeSeq[r] && b.cfg.MaxWait > 0 && !b.cfg.Unbatchable {
 			b.waitForMore()
 			if b.closed || len(b.queue) == 0 {
 				b.mu.Unlock()
@@ -210,7 +237,6 @@ func (b *Batcher) runner(r int) {
 		}
 		batch := b.take()
 		b.mu.Unlock()
-		idle = false
 		if len(batch) > 0 {
 			b.runBatch(r, batch)
 		}
@@ -319,20 +345,7 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 	if b.cfg.OnBatch != nil {
 		b.cfg.OnBatch(len(batch), int(rows))
 	}
-	// The batch span is a root of its own that links to every request it
-	// serves; each request's span learns its batch size and queue wait.
-	now := time.Now()
-	links := make([]trace.Link, 0, len(batch))
-	for _, it := range batch {
-		sc := trace.SpanContextFromContext(it.ctx)
-		if sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
-		}
-		trace.SpanFromContext(it.ctx).SetAttributes(
-			attrBatchSize.Int(len(batch)), attrBatchWaitMS.Float64(float64(now.Sub(it.enq).Microseconds())/1000))
-	}
-	bctx, span := tracer.Start(context.Background(), spanBatch, trace.WithNewRoot(), trace.WithLinks(links...),
-		trace.WithAttributes(attrBatchSize.Int(len(batch)), attrBatchRows.Int64(rows), attrRunner.Int(r)))
+	bctx, span := batchSpan(r, batch, rows)
 	defer span.End()
 	if len(batch) == 1 {
 		b.runOne(bctx, r, batch[0])
@@ -352,19 +365,48 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		}
 	}
 	if err != nil {
-		// One bad record must not fail the others: run each alone.
-		for _, it := range batch {
-			if it.ctx.Err() != nil {
-				it.done <- itemResult{err: it.ctx.Err()}
-				continue
-			}
-			if b.cfg.OnBatch != nil {
-				b.cfg.OnBatch(1, int(it.rows))
-			}
-			b.runOne(bctx, r, it)
-		}
+		b.runAlone(bctx, r, batch)
 		return
 	}
+	splitOutputs(batch, outs)
+}
+
+// batchSpan starts the batch's span: a root of its own that links to
+// every request it serves; each request's span learns its batch size and
+// queue wait.
+func batchSpan(r int, batch []*item, rows int64) (context.Context, trace.Span) {
+	now := time.Now()
+	links := make([]trace.Link, 0, len(batch))
+	for _, it := range batch {
+		sc := trace.SpanContextFromContext(it.ctx)
+		if sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+		trace.SpanFromContext(it.ctx).SetAttributes(
+			attrBatchSize.Int(len(batch)), attrBatchWaitMS.Float64(float64(now.Sub(it.enq).Microseconds())/1000))
+	}
+	return tracer.Start(context.Background(), spanBatch, trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attrBatchSize.Int(len(batch)), attrBatchRows.Int64(rows), attrRunner.Int(r)))
+}
+
+// runAlone runs each record of a failed batch alone, so that one bad
+// record does not fail the others.
+func (b *Batcher) runAlone(ctx context.Context, r int, batch []*item) {
+	for _, it := range batch {
+		if it.ctx.Err() != nil {
+			it.done <- itemResult{err: it.ctx.Err()}
+			continue
+		}
+		if b.cfg.OnBatch != nil {
+			b.cfg.OnBatch(1, int(it.rows))
+		}
+		b.runOne(ctx, r, it)
+	}
+}
+
+// splitOutputs cuts a batch's outputs back into its records' rows and
+// hands each record its own.
+func splitOutputs(batch []*item, outs []Tensor) {
 	ns := make([]int64, len(batch))
 	for i, it := range batch {
 		ns[i] = it.rows
@@ -417,6 +459,9 @@ func (b *Batcher) safeRun(ctx context.Context, r int, inputs []Tensor) (outs []T
 	_, span := tracer.Start(ctx, spanRun)
 	start := time.Now()
 	defer func() {
+		b.mu.Lock()
+		b.freeSeq[r] = b.enqSeq
+		b.mu.Unlock()
 		if b.cfg.OnRun != nil {
 			b.cfg.OnRun(ctx, time.Since(start))
 		}

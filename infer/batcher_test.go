@@ -274,3 +274,17 @@ func TestBatcherDropsExpired(t *testing.T) {
 		t.Errorf("batch sizes: got %s, want %s (the expired record must not run)", got, want)
 	}
 }
+
+// TestBatcherNextCallRunsAtOnce: a caller that submits again as soon as
+// it has its answer finds the runner free, even when the runner has not
+// yet gone back to the queue; with MaxWait an hour, a runner that took the
+// call for one queued while it was busy would hang the test.
+func TestBatcherNextCallRunsAtOnce(t *testing.T) {
+	b := infer.NewBatcher(infer.BatcherConfig{MaxBatch: 4, MaxWait: time.Hour}, double)
+	t.Cleanup(func() { b.Close() })
+	for i := range 2000 {
+		if _, err := b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, float32(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

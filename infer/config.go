@@ -26,7 +26,9 @@ type Config struct {
 	// wait. An idle runner never waits.
 	MaxWait time.Duration
 	// QueueSize bounds the records waiting for a runner; when full, calls
-	// fail with ErrQueueFull instead of blocking. Default 1024.
+	// fail with ErrQueueFull instead of blocking. A request of more records
+	// than MaxBatch goes in chunks, so it need not fit (see Engine.Infer).
+	// Default 1024.
 	QueueSize int
 	// PostProcessing is "", "topN(n)" or "pickTopN(n)". Config key:
 	// postProcessing.

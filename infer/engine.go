@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Engine serves one model: Parallelism sessions behind a Batcher, with the
@@ -19,16 +21,19 @@ type Engine struct {
 	post     PostProcess
 	sessions []*Session
 	batcher  *Batcher
+	div      divPlan // integer divisions fed by the request (divguard.go)
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // New validates cfg (errors wrap ErrConfigValidation), resolves the model
-// file (see ModelFile), loads cfg.Parallelism sessions and warms each up
-// once with ones (see warmUp). Init must have been called (else
-// ErrNotInitialized). A panic while loading is logged with its stack and
-// returned as an error.
+// file (see ModelFile), reads its graph to guard integer division (see
+// divguard.go: a constant zero divisor fails the load), loads
+// cfg.Parallelism sessions and warms each up once with ones (see warmUp;
+// skipped when the graph divides integers by a value it computes). Init
+// must have been called (else ErrNotInitialized). A panic while loading is
+// logged with its stack and returned as an error.
 func New(cfg Config) (e *Engine, err error) {
 	// Loading reads an outside file through cgo bindings: a panic in them
 	// fails this load, not the process.
@@ -50,7 +55,13 @@ func New(cfg Config) (e *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{cfg: cfg, post: post}
+	// Read the graph before ONNX Runtime does: a constant zero divisor can
+	// trap while ONNX Runtime folds constants at load.
+	div, err := planDivision(file)
+	if err != nil {
+		return nil, err
+	}
+	e = &Engine{cfg: cfg, post: post, div: div}
 	for range cfg.Parallelism {
 		s, err := newSession(file, cfg.Threads)
 		if err != nil {
@@ -61,8 +72,10 @@ func New(cfg Config) (e *Engine, err error) {
 	}
 	e.info = e.sessions[0].Info()
 	e.info.Image = cfg.imagePre()
-	for _, s := range e.sessions {
-		warmUp(s)
+	if e.div.bind(e.info) {
+		for _, s := range e.sessions {
+			warmUp(s)
+		}
 	}
 	e.batcher = NewBatcher(BatcherConfig{
 		Runners:     cfg.Parallelism,
@@ -145,7 +158,9 @@ func (e *Engine) Info() ModelInfo { return e.info }
 // is already the model input's (a scalar for a scalar input, or a whole
 // request a codec could not split into rows) goes to the model untouched,
 // and a record made only of such tensors gets its outputs untouched too. A
-// record that does not fit the model returns an *InputError naming it;
+// request of any number of records is served (see submit). A record that
+// does not fit the model, or holds a zero integer divisor (see
+// divguard.go), returns an *InputError naming it;
 // ErrQueueFull, ErrClosed, ctx errors and run errors are returned as they
 // come.
 func (e *Engine) Infer(ctx context.Context, records [][]Tensor) ([][]Tensor, error) {
@@ -158,7 +173,7 @@ func (e *Engine) Infer(ctx context.Context, records [][]Tensor) ([][]Tensor, err
 		}
 		batched[i], added[i] = b, add
 	}
-	outs, err := e.batcher.Submit(ctx, batched)
+	outs, err := e.submit(ctx, batched)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +188,36 @@ func (e *Engine) Infer(ctx context.Context, records [][]Tensor) ([][]Tensor, err
 		}
 	}
 	return outs, nil
+}
+
+// submit hands records to the batcher. A request of more records than
+// one batch holds goes in chunks of at most MaxBatch records (QueueSize
+// if smaller), at most Parallelism chunks at a time, and the outputs are
+// joined in order: so a request larger than the queue is served, in
+// several batches, instead of failing with ErrQueueFull however often it
+// is retried, and it never holds more of the queue than its runners can
+// take, leaving room for other callers' records. The first error (a
+// record's, ErrQueueFull, ctx's) fails the whole request.
+func (e *Engine) submit(ctx context.Context, records [][]Tensor) ([][]Tensor, error) {
+	size := min(e.cfg.MaxBatch, e.cfg.QueueSize)
+	if len(records) <= size {
+		return e.batcher.Submit(ctx, records)
+	}
+	out := make([][]Tensor, len(records))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(e.cfg.Parallelism)
+	for lo := 0; lo < len(records); lo += size {
+		hi := min(lo+size, len(records))
+		g.Go(func() error {
+			res, err := e.batcher.submitAt(gctx, records[lo:hi], lo)
+			copy(out[lo:hi], res)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // prepare checks a record against the model and gives it its batch dim
@@ -213,6 +258,9 @@ func (e *Engine) prepare(i int, rec []Tensor) (out []Tensor, added bool, err err
 			rows = t.Shape[0]
 		}
 		out[j] = t
+	}
+	if err := e.div.check(i, out); err != nil {
+		return nil, false, err
 	}
 	return out, added, nil
 }

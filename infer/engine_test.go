@@ -186,3 +186,36 @@ func TestEngineLifecycle(t *testing.T) {
 		t.Errorf("Infer after Close: got %v, want ErrClosed", err)
 	}
 }
+
+// TestEngineRequestLargerThanQueue: 3,000 records, more than the queue
+// holds, are served in chunks of MaxBatch and come back in order, each
+// equal to the record run alone; a bad record among them is named by its
+// index in the request.
+func TestEngineRequestLargerThanQueue(t *testing.T) {
+	ctx := context.Background()
+	e := newEngine(t, infer.Config{ModelPath: model("add_f32"), MaxBatch: 32, QueueSize: 64})
+	recs := make([][]infer.Tensor, 3000)
+	for i := range recs {
+		v := float32(i)
+		recs[i] = []infer.Tensor{{DType: infer.Float32, Shape: []int64{4}, Data: []float32{v, -v, v / 2, 1}}}
+	}
+	outs, err := e.Infer(ctx, recs)
+	if err != nil {
+		t.Fatalf("Infer: %v", err)
+	}
+	for i, rec := range recs {
+		one, err := e.Infer(ctx, [][]infer.Tensor{rec})
+		if err != nil {
+			t.Fatalf("record %d alone: %v", i, err)
+		}
+		if !reflect.DeepEqual(outs[i], one[0]) {
+			t.Fatalf("record %d: got %+v, want %+v (alone)", i, outs[i], one[0])
+		}
+	}
+	recs[2500] = []infer.Tensor{{DType: infer.Float32, Shape: []int64{3}, Data: []float32{1, 2, 3}}}
+	_, err = e.Infer(ctx, recs)
+	var ie *infer.InputError
+	if !errors.As(err, &ie) || ie.Instance != 2500 {
+		t.Errorf("got %v, want an *InputError of instance 2500", err)
+	}
+}

@@ -209,6 +209,41 @@ def edge_models(out):
         ),
         os.path.join(out, "div_i32.onnx"),
     )
+    # Both operands from the request: q = a / b, r = a mod b. A zero b, fed
+    # straight from the request, is what infer's division guard refuses.
+    save(
+        make(
+            "divmod_i32",
+            [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["r"])],
+            [vi("a", TensorProto.INT32, ["batch", 4]), vi("b", TensorProto.INT32, ["batch", 4])],
+            [vi("q", TensorProto.INT32, ["batch", 4]), vi("r", TensorProto.INT32, ["batch", 4])],
+        ),
+        os.path.join(out, "divmod_i32.onnx"),
+    )
+    # A divisor computed inside the graph: y = x / (x - 1). The guard cannot
+    # see it; infer warns at load and skips the warm-up (ones would divide
+    # by zero).
+    save(
+        make(
+            "div_computed_i32",
+            [helper.make_node("Sub", ["x", "one"], ["d"]), helper.make_node("Div", ["x", "d"], ["y"])],
+            [vi("x", TensorProto.INT32, ["batch", 4])],
+            [vi("y", TensorProto.INT32, ["batch", 4])],
+            [const("one", np.array(1, dtype=np.int32))],
+        ),
+        os.path.join(out, "div_computed_i32.onnx"),
+    )
+    # A constant zero divisor: y = x / 0. Refused at load.
+    save(
+        make(
+            "div_zero_const_i32",
+            [helper.make_node("Div", ["x", "zero"], ["y"])],
+            [vi("x", TensorProto.INT32, ["batch", 4])],
+            [vi("y", TensorProto.INT32, ["batch", 4])],
+            [const("zero", np.array(0, dtype=np.int32))],
+        ),
+        os.path.join(out, "div_zero_const_i32.onnx"),
+    )
 
 
 def resnet50(path):

@@ -50,6 +50,9 @@ type Request struct {
 	ID string
 	// Outputs names the outputs an OIP answer holds; nil means all.
 	Outputs []string
+	// Whole means Records is the request's tensors as they came, one
+	// record: its outputs are the answer's as they are, not rows to stack.
+	Whole bool
 }
 
 var (

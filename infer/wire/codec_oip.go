@@ -72,7 +72,7 @@ func (oipCodec) Decode(body []byte, s *Spec) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Request{Records: records, ID: req.ID}
+	out := &Request{Records: records, ID: req.ID, Whole: oipWhole(rows, s)}
 	for _, o := range req.Outputs {
 		out.Outputs = append(out.Outputs, o.Name)
 	}
@@ -160,14 +160,18 @@ func commonRows(ts []infer.Tensor) int64 {
 	return rows
 }
 
+// oipWhole reports whether a request runs as one record, whole: when it
+// has no common rows (a scalar input, or inputs that disagree on dim 0),
+// or the model has no dynamic batch dim (its dim 0 is fixed, e.g. [3,4,5],
+// so rows cannot be stacked anyway). The engine passes tensors of the
+// model's rank untouched, and the outputs go out as the model made them.
+func oipWhole(rows int64, s *Spec) bool { return rows < 0 || !s.Info.DynamicBatch }
+
 // oipRecords splits the request's tensors along dim 0 into one record per
-// row, so that the Batcher can stack rows of concurrent requests.
+// row, so that the Batcher can stack rows of concurrent requests; a whole
+// request (oipWhole) is one record.
 func oipRecords(full []infer.Tensor, rows int64, s *Spec) ([][]infer.Tensor, error) {
-	// A request without common rows (a scalar input, or inputs that
-	// disagree on dim 0) or a model without a batch dim (a fixed dim 0
-	// other than 1 while inputs come batched) runs as one record, whole:
-	// the engine passes tensors of the model's rank untouched.
-	if rows < 0 || (s.AlreadyBatched && !s.Info.DynamicBatch) {
+	if oipWhole(rows, s) {
 		return [][]infer.Tensor{full}, nil
 	}
 	if rows == 0 {
@@ -215,7 +219,10 @@ func decodeOIPTensor(in oipInput, mi infer.IO) (infer.Tensor, error) {
 	if n > 1<<31 {
 		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s is too large", infer.ShapeString(in.Shape))
 	}
-	leaves, err := flattenJSON(in.Data, int(n))
+	// The shape only hints at the leaves' count: a short body may claim a
+	// huge shape, and a hint of that size would end the process (out of
+	// memory). Each leaf takes at least two bytes of data with its comma.
+	leaves, err := flattenJSON(in.Data, int(min(n, int64(len(in.Data)/2+1))))
 	if err != nil {
 		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data: %v", err)
 	}
@@ -383,9 +390,12 @@ func (oipCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, er
 		if req.Outputs != nil && !slices.Contains(req.Outputs, name) {
 			continue
 		}
-		t, err := stackOutput(outs, j, s.Info)
-		if err != nil {
-			return nil, err
+		t := outs[0][j]
+		if !req.Whole {
+			var err error
+			if t, err = stackOutput(outs, j, s.Info); err != nil {
+				return nil, err
+			}
 		}
 		if !first {
 			b = append(b, ',')

@@ -18,22 +18,44 @@ func FuzzDecodeOIP(f *testing.F) {
 		`{"id":"x","inputs":[{"name":"a","datatype":"FP32","shape":[2,3],"data":[1,2,3,4,5,6]}],"outputs":[{"name":"y"}]}`,
 		`{"inputs":[{"name":"a","datatype":"BOOL","shape":[1,3],"data":[true,false,true]}]}`,
 		`{"inputs":[]}`, `{`, `[]`, `{"inputs":[{"shape":[-1,99999999999]}]}`,
+		// scalars, zero-size dims, lengths that do not match the shape
+		`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},{"name":"lo","datatype":"FP32","shape":[],"data":0},{"name":"hi","datatype":"FP32","shape":[],"data":[1]}]}`,
+		`{"inputs":[{"name":"lo","datatype":"FP32","shape":[],"data":[]},{"name":"hi","datatype":"FP32","shape":[],"data":[1,2]}]}`,
+		`{"inputs":[{"name":"a","datatype":"FP32","shape":[0,3],"data":[]},{"name":"b","datatype":"INT64","shape":[0,2,0],"data":[]}]}`,
+		`{"inputs":[{"name":"a","datatype":"FP32","shape":[2,3],"data":[1,2]},{"name":"b","datatype":"INT64","shape":[2,2,1],"data":[[[1],[2]],[[3],[4],[5]]]}]}`,
+		`{"inputs":[{"name":"a","datatype":"FP32","shape":[1,3],"data":[1,2,3]},{"name":"b","datatype":"INT64","shape":[3,2,1],"data":[1,2,3,4,5,6]}]}`,
+		`{"inputs":[{"name":"a","datatype":"FP32","shape":[500000000,3],"data":[1]}]}`,
 	} {
 		f.Add([]byte(seed))
 	}
-	c, spec := oipCodec{}, &Spec{Info: info}
+	specs := []*Spec{
+		{Info: info},
+		{Info: info, AlreadyBatched: true},
+		{Info: infer.ModelInfo{DynamicBatch: true, Inputs: []infer.IO{
+			{Name: "x", DType: infer.Float32, Shape: []int64{-1, 4}},
+			{Name: "lo", DType: infer.Float32, Shape: []int64{}},
+			{Name: "hi", DType: infer.Float32, Shape: []int64{}},
+		}}},
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := c.Decode(body, spec)
-		if err != nil {
-			var ie *infer.InputError
-			if !errors.As(err, &ie) {
-				t.Fatalf("got %T %v, want an *InputError", err, err)
+		for _, spec := range specs {
+			req, err := oipCodec{}.Decode(body, spec)
+			if err != nil {
+				var ie *infer.InputError
+				if !errors.As(err, &ie) {
+					t.Fatalf("got %T %v, want an *InputError", err, err)
+				}
+				continue
 			}
-			return
-		}
-		for _, r := range req.Records {
-			if len(r) != len(info.Inputs) {
-				t.Fatalf("got a record of %d tensors, want %d", len(r), len(info.Inputs))
+			for _, r := range req.Records {
+				if len(r) != len(spec.Info.Inputs) {
+					t.Fatalf("got a record of %d tensors, want %d", len(r), len(spec.Info.Inputs))
+				}
+				for _, tensor := range r {
+					if err := tensor.Check(); err != nil {
+						t.Fatalf("got an inconsistent tensor: %v", err)
+					}
+				}
 			}
 		}
 	})

@@ -134,6 +134,41 @@ func arrowB64(tb testing.TB, names []string, cols ...arrow.Array) []byte {
 	return []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))
 }
 
+// tensorStructCol is a dense tensor as the original's Python client
+// writes it: a 4-row struct {indiceData, indiceShape, data, shape} whose
+// row i fills only field i (indiceData and indiceShape empty).
+func tensorStructCol(data []float32, shape []int32) arrow.Array {
+	i32 := arrow.ListOf(arrow.PrimitiveTypes.Int32)
+	dt := arrow.StructOf(
+		arrow.Field{Name: "indiceData", Type: i32, Nullable: true},
+		arrow.Field{Name: "indiceShape", Type: i32, Nullable: true},
+		arrow.Field{Name: "data", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32), Nullable: true},
+		arrow.Field{Name: "shape", Type: i32, Nullable: true},
+	)
+	b := array.NewStructBuilder(memory.DefaultAllocator, dt)
+	defer b.Release()
+	for row := range 4 {
+		b.Append(true)
+		for f := range 4 {
+			lb := b.FieldBuilder(f).(*array.ListBuilder)
+			if f != row {
+				lb.AppendNull()
+				continue
+			}
+			lb.Append(true)
+			switch vb := lb.ValueBuilder().(type) {
+			case *array.Float32Builder:
+				vb.AppendValues(data, nil)
+			case *array.Int32Builder:
+				if f == 3 {
+					vb.AppendValues(shape, nil)
+				}
+			}
+		}
+	}
+	return b.NewArray()
+}
+
 func utf8Col(v string) arrow.Array {
 	b := array.NewStringBuilder(memory.DefaultAllocator)
 	defer b.Release()
@@ -386,6 +421,13 @@ func FuzzDecodeRedisArrow(f *testing.F) {
 	}
 	f.Add([]byte(""))
 	f.Add([]byte("/////w=="))
+	// scalars, zero-size dims, data that does not fill the shape
+	for _, tc := range []struct {
+		data  []float32
+		shape []int32
+	}{{[]float32{1}, []int32{}}, {[]float32{}, []int32{}}, {[]float32{}, []int32{0, 3}}, {[]float32{1, 2}, []int32{2, 3}}, {[]float32{1, 2, 3}, []int32{3, 0}}} {
+		f.Add(arrowB64(f, []string{"t"}, tensorStructCol(tc.data, tc.shape)))
+	}
 	infos := []infer.ModelInfo{
 		ioInfo(infer.IO{Name: "t", DType: infer.Float32, Shape: []int64{-1, -1}}),
 		ioInfo(infer.IO{Name: "my-img", DType: infer.Int64, Shape: []int64{-1, -1, -1}}),

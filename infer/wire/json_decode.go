@@ -96,39 +96,9 @@ func decodeInstance(s *scanner, inst int, inputs []infer.IO, batched bool, pre i
 	// as the input at its position when no key names one: that saves a
 	// second pass over a large tensor.
 	err := s.object(func(key []byte) error {
-		j := len(vals)
-		byName := false
-		for k := range inputs {
-			if inputs[k].Name == string(key) {
-				j, byName = k, true
-				break
-			}
-		}
-		v := rawValue{key: string(key)}
-		if j >= len(inputs) {
-			v.err = s.skipFast()
-			if v.err == nil {
-				v.err = infer.NewInputError(-1, "", "not decoded")
-			}
-		} else {
-			s.ws()
-			from := s.i
-			v.t, v.err = decodeValueAt(s, inputs[j], batched, pre)
-			if v.err != nil {
-				if _, ok := v.err.(*syntaxError); ok {
-					return v.err
-				}
-				if ie, ok := v.err.(*infer.InputError); ok && byName {
-					ie.Instance, ie.Input = inst, inputs[j].Name
-					return ie
-				}
-				// The key may be unknown: skip the value and report
-				// the mapping problem first.
-				s.i = from
-				if err := s.skipFast(); err != nil {
-					return err
-				}
-			}
+		v, err := decodeInstanceValue(s, string(key), len(vals), inst, inputs, batched, pre)
+		if err != nil {
+			return err
 		}
 		vals = append(vals, v)
 		return nil
@@ -140,6 +110,54 @@ func decodeInstance(s *scanner, inst int, inputs []infer.IO, batched bool, pre i
 	if ierr != nil {
 		return nil, ierr
 	}
+	return instanceRecord(inst, vals, order, inputs, batched)
+}
+
+// decodeInstanceValue decodes the value of key, the pos-th of its
+// instance, as the input key names (else the input at pos). A value that
+// does not decode keeps its error in rawValue, unless key names its input
+// (the error is returned) or the JSON is malformed.
+func decodeInstanceValue(s *scanner, key string, pos, inst int, inputs []infer.IO, batched bool, pre infer.ImagePre) (rawValue, error) {
+	j := pos
+	byName := false
+	for k := range inputs {
+		if inputs[k].Name == key {
+			j, byName = k, true
+			break
+		}
+	}
+	v := rawValue{key: key}
+	if j >= len(inputs) {
+		v.err = s.skipFast()
+		if v.err == nil {
+			v.err = infer.NewInputError(-1, "", "not decoded")
+		}
+		return v, nil
+	}
+	s.ws()
+	from := s.i
+	v.t, v.err = decodeValueAt(s, inputs[j], batched, pre)
+	if v.err != nil {
+		if _, ok := v.err.(*syntaxError); ok {
+			return v, v.err
+		}
+		if ie, ok := v.err.(*infer.InputError); ok && byName {
+			ie.Instance, ie.Input = inst, inputs[j].Name
+			return v, ie
+		}
+		// The key may be unknown: skip the value and report the mapping
+		// problem first.
+		s.i = from
+		if err := s.skipFast(); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// instanceRecord takes the decoded values in model input order (order,
+// from mapInputs) and checks each against its input.
+func instanceRecord(inst int, vals []rawValue, order []int, inputs []infer.IO, batched bool) ([]infer.Tensor, error) {
 	rec := make([]infer.Tensor, len(inputs))
 	for j, in := range inputs {
 		v := vals[order[j]]

@@ -156,6 +156,11 @@ func FuzzDecodeInstances(f *testing.F) {
 		`{"instances":[{"a":[[1,2],[3]],"b":[1,2]}]}`,
 		`{"k":"\u00e9\"","instances":[]}`,
 		`[`, `{`, `{"instances":[{"a":[1e400,-0,2]}]}`,
+		// scalars, zero-size dims, lengths that do not match
+		`{"instances":[{"a":1,"b":[1,2]}]}`, `{"instances":[{"f":2.5,"i":3,"u":4,"t":true}]}`,
+		`{"instances":[{"a":[],"b":[]}]}`, `{"instances":[{"f":[[]],"i":[[],[]],"u":[],"t":[]}]}`,
+		`{"instances":[{"a":[1,2,3,4,5],"b":[1]}]}`, `{"instances":[{"a":{"shape":[0],"data":[],"indices":[[]]},"b":[1,2]}]}`,
+		`{"instances":[{"a":{"shape":[],"data":[1],"indices":[[0]]},"b":[1,2]}]}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -35,23 +35,20 @@ func scanNumber(b []byte) (d decimal, n int, ok bool) {
 	}
 	digits := 0
 	addDigit := func(c byte, frac bool) {
-		if d.mant == 0 && c == '0' {
-			if frac {
-				d.exp--
-			}
-			return
-		}
-		if digits < 19 {
+		switch {
+		case d.mant == 0 && c == '0': // a leading zero only moves the point
+		case digits < 19:
 			d.mant = d.mant*10 + uint64(c-'0')
 			digits++
-			if frac {
-				d.exp--
+		default: // past 19 digits: dropped, the point moves for integer ones
+			d.trunc = true
+			if !frac {
+				d.exp++
 			}
 			return
 		}
-		d.trunc = true
-		if !frac {
-			d.exp++
+		if frac {
+			d.exp--
 		}
 	}
 	switch {
@@ -80,29 +77,39 @@ func scanNumber(b []byte) (d decimal, n int, ok bool) {
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		d.integral = false
-		i++
-		eneg := false
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			eneg = b[i] == '-'
-			i++
-		}
-		start := i
-		e := 0
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			if e < 100000 {
-				e = e*10 + int(b[i]-'0')
-			}
-			i++
-		}
-		if i == start {
+		e, end, ok := scanExponent(b, i+1)
+		if !ok {
 			return d, 0, false
 		}
-		if eneg {
-			e = -e
-		}
 		d.exp += e
+		i = end
 	}
 	return d, i, true
+}
+
+// scanExponent reads the exponent of a number, its sign and digits from
+// b[i:] (after the 'e'), and returns it and the index after it; ok is
+// false when it has no digits. Its size saturates at 100,000.
+func scanExponent(b []byte, i int) (e, end int, ok bool) {
+	neg := false
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		neg = b[i] == '-'
+		i++
+	}
+	start := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		if e < 100000 {
+			e = e*10 + int(b[i]-'0')
+		}
+		i++
+	}
+	if i == start {
+		return 0, 0, false
+	}
+	if neg {
+		e = -e
+	}
+	return e, i, true
 }
 
 // float32 converts exactly when the fast path applies.

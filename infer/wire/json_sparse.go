@@ -6,6 +6,21 @@ import "github.com/cluster-serving/cluster-serving/infer"
 // indices is one array per dim (indices[d][k] is value k's coordinate in
 // dim d), or one array per value.
 func decodeSparse(s *scanner, dt infer.DType) (infer.Tensor, error) {
+	sp, err := readSparse(s, dt)
+	if err != nil {
+		return infer.Tensor{}, err
+	}
+	return sp.dense(dt)
+}
+
+// sparseJSON is the parsed {"shape","data","indices"} of a sparse tensor.
+type sparseJSON struct {
+	shape, idx, idxShape []int64
+	vals                 infer.Tensor
+}
+
+// readSparse reads the sparse object's three keys; each is required.
+func readSparse(s *scanner, dt infer.DType) (*sparseJSON, error) {
 	var shape, idx []int64
 	var idxShape []int64
 	var vals infer.Tensor
@@ -46,11 +61,18 @@ func decodeSparse(s *scanner, dt infer.DType) (infer.Tensor, error) {
 		return err
 	})
 	if err != nil {
-		return infer.Tensor{}, err
+		return nil, err
 	}
 	if !haveShape || !haveData || !haveIdx {
-		return infer.Tensor{}, infer.NewInputError(-1, "", "sparse tensor needs \"shape\", \"data\" and \"indices\"")
+		return nil, infer.NewInputError(-1, "", "sparse tensor needs \"shape\", \"data\" and \"indices\"")
 	}
+	return &sparseJSON{shape: shape, idx: idx, idxShape: idxShape, vals: vals}, nil
+}
+
+// dense writes the sparse values into a dense tensor of dtype dt, after
+// checking its shape's size and every index.
+func (sp *sparseJSON) dense(dt infer.DType) (infer.Tensor, error) {
+	shape, idx, idxShape, vals := sp.shape, sp.idx, sp.idxShape, sp.vals
 	rank, nnz := len(shape), vals.Len()
 	total := int64(1)
 	for _, d := range shape {
