@@ -90,7 +90,8 @@ func NATSKill(down time.Duration) Scenario {
 
 // WorkLeader names the server that leads the job's work queue stream(s):
 // every stream SERVING_<job>* but the results, and with several (the
-// partitions of a queue), the leader of the first by name.
+// partitions of a queue), the leader of the first by name and the
+// streams it leads.
 func (c *Cluster) WorkLeader(ctx context.Context) (leader string, streams []string) {
 	js, err := jetstream.New(c.nc)
 	if err != nil {
@@ -105,16 +106,22 @@ func (c *Cluster) WorkLeader(ctx context.Context) (leader string, streams []stri
 		}
 	}
 	slices.Sort(streams)
+	var led []string // the streams leader leads
 	for _, name := range streams {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			continue
 		}
 		if info, err := s.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
-			return info.Cluster.Leader, streams
+			if leader == "" {
+				leader = info.Cluster.Leader
+			}
+			if info.Cluster.Leader == leader {
+				led = append(led, name)
+			}
 		}
 	}
-	return "", streams
+	return leader, led
 }
 
 // NATSClusterRestart kills all three nats-servers with kill -9 and starts
