@@ -16,7 +16,7 @@ const (
 	DefaultReplicas      = 1
 	DefaultMaxMsgs       = 100_000
 	DefaultMaxBytes      = 1 << 30 // 1 GiB
-	DefaultAckWait       = 30 * time.Second
+	DefaultAckWait       = 10 * time.Second
 	DefaultMaxDeliver    = 5
 	DefaultMaxAckPending = 1024
 	DefaultResultTTL     = 10 * time.Minute
@@ -52,7 +52,8 @@ type StreamConfig struct {
 	// partitions. Default 1 GiB; -1 unlimited.
 	MaxBytes int64
 	// AckWait is how long a worker may hold a message before JetStream
-	// redelivers it. Default 30s.
+	// redelivers it, and so how long the records a killed worker held wait
+	// for another. Workers beat every record they hold. Default 10s.
 	AckWait time.Duration
 	// MaxDeliver is how many attempts a record gets before the worker gives
 	// up with a 500 result. The consumer allows one more delivery so a

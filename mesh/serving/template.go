@@ -85,8 +85,10 @@ jetstreamPartitions: 0
 # (never silently dropped). 0: the defaults below; -1: no limit.
 queueMaxMsgs: 100000
 queueMaxBytes: 1073741824
-# How long a worker may hold a request before it is redelivered (ms).
-ackWait: 30000
+# How long a worker may hold a request before it is redelivered (ms): also
+# how long the requests a killed worker held wait for another worker.
+# Workers beat every request they hold, so a slow model needs no more.
+ackWait: 10000
 # Deliveries of one request before it is answered with an error.
 maxDeliver: 5
 # How long durable results are kept for doors to collect (seconds).
