@@ -138,14 +138,21 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 	return nil
 }
 
+// jsErrCodeNoPeers is nats-server's JSClusterNoPeersErrF, "no suitable
+// peers for placement": a replicated stream cannot be placed while a
+// server is down or not yet known to the cluster. A 400, but it passes
+// once the server is back, so it is retried as well.
+const jsErrCodeNoPeers jetstream.ErrorCode = 10005
+
 // ensureRetryFor bounds how long EnsureStreams retries a transient error.
 const ensureRetryFor = time.Minute
 
 // retryTransient runs fn until it succeeds, fails for good, ctx ends or
 // ensureRetryFor passes. Several processes starting at once against a
 // cluster make the meta leader answer some creates late (API timeouts) or
-// with 503 "temporarily unavailable" while it applies the others': those
-// are retried with a growing pause. An API error that says the request is
+// with 503 "temporarily unavailable" while it applies the others', and a
+// cluster that is forming or missing a server has no peers to place a
+// replicated stream on: those are retried with a growing pause. An API error that says the request is
 // wrong (a 4xx, such as subjects overlapping another stream's) is not.
 func retryTransient(ctx context.Context, fn func() error) error {
 	giveUp := time.Now().Add(ensureRetryFor)
@@ -154,7 +161,8 @@ func retryTransient(ctx context.Context, fn func() error) error {
 		err := fn()
 		var apiErr *jetstream.APIError
 		if err == nil || ctx.Err() != nil || time.Now().After(giveUp) ||
-			(errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 && apiErr.Code != 408) {
+			(errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 && apiErr.Code != 408 &&
+				apiErr.ErrorCode != jsErrCodeNoPeers) {
 			return err
 		}
 		select {
