@@ -205,38 +205,11 @@ func jsonData(t infer.Tensor) string {
 	return strings.Join(parts, ",")
 }
 
-// asFloat64s returns t's elements as float64 (true as 1). An int64 beyond
-// 2^53 loses precision, which only the comparison sees.
+// asFloat64s is infer.Float64s without its error: a dtype it does not
+// know gives nil, which the callers treat as "cannot compare".
 func asFloat64s(t infer.Tensor) []float64 {
-	switch d := t.Data.(type) {
-	case []float32:
-		return convert(d)
-	case []float64:
-		return d
-	case []int32:
-		return convert(d)
-	case []int64:
-		return convert(d)
-	case []uint8:
-		return convert(d)
-	case []bool:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			if v {
-				out[i] = 1
-			}
-		}
-		return out
-	}
-	return nil
-}
-
-func convert[T float32 | int32 | int64 | uint8](s []T) []float64 {
-	out := make([]float64, len(s))
-	for i, v := range s {
-		out[i] = float64(v)
-	}
-	return out
+	v, _ := infer.Float64s(t)
+	return v
 }
 
 // compareNodeOutputs compares an OIP answer with the case's
