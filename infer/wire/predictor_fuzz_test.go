@@ -15,10 +15,17 @@ import (
 // request inputs (a zero there must be a 400, never SIGFPE), no inputs.
 var fuzzModels = []string{"add_f32", "clip_scalar", "sum_scalar", "two_io", "fixed_f32", "divmod_i32", "div_i32", "no_inputs"}
 
-// FuzzPredictOIP sends any body, as OIP, through a wire.Predictor to a
-// real model on ONNX Runtime: the process must survive, and the answer be
-// 200 with an OIP response, or 400 or 413 with a message.
-func FuzzPredictOIP(f *testing.F) {
+// fuzzPaths are the doors' media types a fuzzed body is sent as: the
+// HTTP door's OIP, the NATS and HTTP doors' JSON instances, the Redis
+// door's Arrow and JSON entries.
+var fuzzPaths = []string{wire.MediaTypeOIP, wire.MediaTypeJSON, wire.MediaTypeRedisArrow, wire.MediaTypeRedisJSON}
+
+// FuzzPredict sends any body, as any door's media type, through a
+// wire.Predictor to a real model on ONNX Runtime: the process must
+// survive, and the answer be 200 with a body, or 400 or 413 with a
+// message. Seeds hold scalars, zero-size dims and lengths that do not
+// match the shape.
+func FuzzPredict(f *testing.F) {
 	infertest.RequireLibrary(f)
 	preds := make([]*wire.Predictor, len(fuzzModels))
 	for i, m := range fuzzModels {
@@ -37,21 +44,36 @@ func FuzzPredictOIP(f *testing.F) {
 		// allocate for the shape and end the process out of memory.
 		`{"inputs":[{"name":"x","datatype":"FP32","shape":[500000000,4],"data":[1]}]}`,
 	} {
-		f.Add(uint8(i), []byte(body))
+		f.Add(uint8(i), uint8(0), []byte(body))
 	}
-	f.Fuzz(func(t *testing.T, m uint8, body []byte) {
-		p := preds[int(m)%len(preds)]
-		out, err := p.Predict(context.Background(), wire.MediaTypeOIP, body)
+	for i, body := range []string{
+		`{"instances":[{"x":[1,2,3,4]}]}`, `{"instances":[{"x":1.5}]}`, `{"instances":[{"x":[]}]}`,
+		`{"instances":[{"x":[1,2,3,4],"lo":0,"hi":[1]}]}`, `{"instances":[{"a":[1,2,3],"b":[1]}]}`,
+		`{"instances":[{"a":[7,7],"b":[0,-1]}]}`, `{"instances":[{"x":{"shape":[0],"data":[],"indices":[[]]}}]}`,
+		`{"instances":[]}`,
+	} {
+		f.Add(uint8(i), uint8(1), []byte(body))
+		f.Add(uint8(i), uint8(3), []byte(body))
+	}
+	for i, name := range []string{"ndarray-128-base64", "arrowBytes"} {
+		f.Add(uint8(i), uint8(2), fixture(f, "payloads/"+name))
+	}
+	f.Fuzz(func(t *testing.T, m, path uint8, body []byte) {
+		p, name, ct := preds[int(m)%len(preds)], fuzzModels[int(m)%len(preds)], fuzzPaths[int(path)%len(fuzzPaths)]
+		out, err := p.Predict(context.Background(), ct, body)
 		switch status := wire.Status(err); {
 		case status == wire.StatusOK:
+			if len(out) == 0 {
+				t.Fatalf("%s as %s: 200 with an empty body", name, ct)
+			}
 			var resp infertest.OIPResponse
-			if err := json.Unmarshal(out, &resp); err != nil || len(resp.Outputs) == 0 {
-				t.Fatalf("%s: 200 with %q (%v), want an OIP response", fuzzModels[int(m)%len(preds)], out, err)
+			if ct == wire.MediaTypeOIP && (json.Unmarshal(out, &resp) != nil || len(resp.Outputs) == 0) {
+				t.Fatalf("%s as %s: 200 with %q, want an OIP response", name, ct, out)
 			}
 		case status != wire.StatusBadInput && status != wire.StatusTooLarge:
-			t.Fatalf("%s: got status %d (%v), want 200, 400 or 413", fuzzModels[int(m)%len(preds)], status, err)
+			t.Fatalf("%s as %s: got status %d (%v), want 200, 400 or 413", name, ct, status, err)
 		case err.Error() == "":
-			t.Fatalf("%s: status %d without a message", fuzzModels[int(m)%len(preds)], status)
+			t.Fatalf("%s as %s: status %d without a message", name, ct, status)
 		}
 	})
 }
