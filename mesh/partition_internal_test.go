@@ -149,6 +149,8 @@ func TestTransient(t *testing.T) {
 		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
 		{fmt.Errorf("nats: %w", &jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}), false},
 		{nats.ErrConnectionClosed, false},
+		// seen in CI after a leader kill: the first attempt is still being stored
+		{fmt.Errorf("nats: %w", &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}), true},
 	}
 	for _, tt := range tests {
 		if got := transient(tt.err); got != tt.want {

@@ -163,14 +163,20 @@ func unavailable(last, cause error) error {
 	return fmt.Errorf("%w: %v", ErrUnavailable, last)
 }
 
+// jsErrCodeDupInProcess is nats-server's JSStreamDuplicateMessageConflict.
+const jsErrCodeDupInProcess jetstream.ErrorCode = 10158
+
 // transient reports whether a publish error may pass on another partition
 // or later: no responders, timeouts, a stream without a leader, a
 // connection between servers. A JetStream API error with a 4xx code other
-// than 408 is a refusal that no retry changes.
+// than 408 is a refusal that no retry changes, but for 409 "duplicate
+// message id is in process": an earlier attempt of this very message is
+// still being stored (its leader was replaced meanwhile); asked again, the
+// stream answers with the stored copy's PubAck.
 func transient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Code >= 500 || apiErr.Code == 408 || apiErr.Code == 0
+		return apiErr.Code >= 500 || apiErr.Code == 408 || apiErr.Code == 0 || apiErr.ErrorCode == jsErrCodeDupInProcess
 	}
 	return !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubject) &&
 		!errors.Is(err, jetstream.ErrInvalidJSAck)
