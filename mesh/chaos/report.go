@@ -97,6 +97,12 @@ func (row *Row) count(r Request, deadline time.Duration) {
 		row.Answered++
 	case r.Status == 200 || (r.Status == 0 && !r.Unsure):
 		row.Lost++
+		if r.Status == 200 {
+			r.Err = fmt.Sprintf("answered after %v", r.Answered.Sub(r.Sent).Round(time.Millisecond))
+		} else {
+			r.Err = fmt.Sprintf("never answered (%d sends)", 1+r.Resent)
+		}
+		row.sample(r)
 	case r.Status == 0:
 		row.Unsure++
 	default:
