@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
 // rec is a one-input record of n rows of width w, every value v.
@@ -58,17 +59,6 @@ func gated(started chan<- struct{}, release <-chan struct{}) infer.RunFunc {
 	}
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestBatcherIdleRunsAtOnce(t *testing.T) {
 	var log batchLog
 	// A huge MaxWait: an idle runner that waited would hang the test.
@@ -109,10 +99,10 @@ func TestBatcherBatchesWhileBusy(t *testing.T) {
 	// Six more records of width 2 and one of width 3 (a different shape).
 	for i := 1; i <= 6; i++ {
 		go submit(i, rec(1, 2, float32(i)))
-		waitFor(t, "queued record", func() bool { return b.Len() == i })
+		infertest.WaitFor(t, "queued record", func() bool { return b.Len() == i })
 	}
 	go submit(7, rec(1, 3, 7))
-	waitFor(t, "queued record", func() bool { return b.Len() == 7 })
+	infertest.WaitFor(t, "queued record", func() bool { return b.Len() == 7 })
 	close(release)
 	for range 8 {
 		r := <-results
@@ -158,7 +148,7 @@ func TestBatcherQueueFull(t *testing.T) {
 	go b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, 0)})
 	<-started
 	go b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, 1), rec(1, 2, 2)})
-	waitFor(t, "full queue", func() bool { return b.Len() == 2 })
+	infertest.WaitFor(t, "full queue", func() bool { return b.Len() == 2 })
 	if _, err := b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, 3)}); !errors.Is(err, infer.ErrQueueFull) {
 		t.Errorf("Submit on a full queue: got %v, want ErrQueueFull", err)
 	}
@@ -178,7 +168,7 @@ func TestBatcherCloseFailsQueued(t *testing.T) {
 		_, err := b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, 1)})
 		queued <- err
 	}()
-	waitFor(t, "queued record", func() bool { return b.Len() == 1 })
+	infertest.WaitFor(t, "queued record", func() bool { return b.Len() == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()
 	if err := <-queued; !errors.Is(err, infer.ErrClosed) {
@@ -234,7 +224,7 @@ func TestBatcherMaxWaitFillsBatch(t *testing.T) {
 	go submit(0)
 	<-started
 	go submit(1)
-	waitFor(t, "queued record", func() bool { return b.Len() == 1 })
+	infertest.WaitFor(t, "queued record", func() bool { return b.Len() == 1 })
 	close(release)
 	// The busy-then-free runner waits (MaxWait is an hour) until the batch
 	// is full: add two more.
@@ -263,13 +253,13 @@ func TestBatcherDropsExpired(t *testing.T) {
 		_, err := b.Submit(ctx, [][]infer.Tensor{rec(1, 2, 1)})
 		errc <- err
 	}()
-	waitFor(t, "queued record", func() bool { return b.Len() == 1 })
+	infertest.WaitFor(t, "queued record", func() bool { return b.Len() == 1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Submit: got %v, want context.Canceled", err)
 	}
 	close(release)
-	waitFor(t, "queue drained", func() bool { return b.Len() == 0 })
+	infertest.WaitFor(t, "queue drained", func() bool { return b.Len() == 0 })
 	if got, want := fmt.Sprint(log.get()), "[1]"; got != want {
 		t.Errorf("batch sizes: got %s, want %s (the expired record must not run)", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 )
@@ -129,4 +130,18 @@ type OIPOutput struct {
 	Datatype string          `json:"datatype"`
 	Shape    []int64         `json:"shape"`
 	Data     json.RawMessage `json:"data"`
+}
+
+// WaitFor polls cond every 10ms until it holds, and fails the test when
+// it still does not after 30s; what names the awaited state in the
+// failure.
+func WaitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

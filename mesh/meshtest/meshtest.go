@@ -8,11 +8,11 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
 // StartServer runs an embedded NATS server with JetStream on a random port
@@ -60,16 +60,9 @@ func Run(tb testing.TB, fn func(context.Context) error) (stop func()) {
 	return stop
 }
 
-// WaitFor polls cond every 10ms until it holds, and fails the test when
-// it still does not after 30s; what names the awaited state in the
-// failure.
+// WaitFor is infertest.WaitFor: it polls cond every 10ms until it holds,
+// and fails the test when it still does not after 30s.
 func WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	infertest.WaitFor(tb, what, cond)
 }
