@@ -184,6 +184,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		batch: w.pullBatch, causes: w.causes, stopping: g.stopping, grace: w.cfg.ShutdownGrace,
 	}
 	cs.start(work, n)
+	if w.cfg.Stream.Replicas > 1 && n > 1 {
+		cfg := w.cfg.Stream
+		cfg.Partitions = n
+		go rebalance(ctx, w.js, cfg)
+	}
 
 	unregister, err := w.registerWorker()
 	if err != nil {
