@@ -107,6 +107,31 @@ func (d *Door) Run(ctx context.Context) error {
 	return err
 }
 
+// writeOnce HSETs a result unless its marker says it was written already,
+// and sets the marker, in one step. A door killed after its HSET but
+// before its ack reached JetStream gets the result again (after
+// mesh.ResultsAckWait, or when it restarts); the client may have read and
+// deleted the key meanwhile, and a second HSET would bring it back as a
+// duplicate. The marker lives writtenTTL. KEYS[1] result hash, KEYS[2]
+// marker; ARGV field, value, ttl seconds. EVAL, not EVALSHA: a restarted
+// Redis has no script cache, and in a pipeline go-redis cannot fall back.
+var writeOnce = goredis.NewScript(`
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  return 1
+end
+return 0`)
+
+// writtenTTL is how long a result's marker lives: JetStream's dedupe
+// window. A result redelivered later than that (a door dead for longer)
+// can be written twice. Each marker costs Redis about 100 bytes.
+const writtenTTL = mesh.DuplicateWindow
+
+// WrittenKey is the marker of a written result, by its record's message
+// id: cluster-serving-written:<msgid>. It does not match the result keys'
+// pattern cluster-serving_<job>:*, which clients list with KEYS.
+func WrittenKey(msgID string) string { return "cluster-serving-written:" + msgID }
+
 // writeResults HSETs a batch of results in one pipeline.
 func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
@@ -123,7 +148,13 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 		} else {
 			d.lim.Log(ctx, slog.LevelWarn, "record answered NaN", r.Err(), "uri", logURI(r.URI))
 		}
-		pipe.HSet(ctx, ResultKey(d.cfg.Job, r.URI), ResultField, v)
+		if id := r.Header.Get(mesh.HeaderMsgID); id != "" {
+			// Once per record, even when a door killed before its ack
+			// gets the result again: see writeOnce.
+			writeOnce.Eval(ctx, pipe, []string{ResultKey(d.cfg.Job, r.URI), WrittenKey(id)}, ResultField, v, int(writtenTTL.Seconds()))
+		} else {
+			pipe.HSet(ctx, ResultKey(d.cfg.Job, r.URI), ResultField, v)
+		}
 		n++
 	}
 	if n == 0 {

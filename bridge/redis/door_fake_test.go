@@ -396,3 +396,45 @@ func waitEmpty(tb testing.TB, rdb *goredis.Client, job string) {
 func newTextLogger(b *logBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// TestRedeliveredResultWrittenOnce: a door killed after its HSET but before
+// its ack gets the result again; the client has read and deleted the key
+// by then, and must not see it come back.
+func TestRedeliveredResultWrittenOnce(t *testing.T) {
+	addr, rdb := redistest.Start(t)
+	f := newFakeMesh(0)
+	d, err := redis.New(redis.Config{Addr: addr, Job: "once"}, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Run(t, d.Run)
+	ctx := context.Background()
+	result := func(uri, id, body string) mesh.Result {
+		return mesh.Result{URI: uri, Status: wire.StatusOK, Body: []byte(body), Header: map[string][]string{mesh.HeaderMsgID: {id}}}
+	}
+	deliver := func(rs ...mesh.Result) {
+		f.results <- rs
+		if err := <-f.written; err != nil {
+			t.Fatalf("handle: %v", err)
+		}
+	}
+	deliver(result("a", "once:1-0", "v1"), result("b", "once:2-0", "v2"))
+	if got := query(t, rdb, "once", "a"); got != "v1" {
+		t.Fatalf("a: got %q, want v1", got)
+	}
+	rdb.Del(ctx, redis.ResultKey("once", "a")) // the client took it
+	deliver(result("a", "once:1-0", "v1"), result("c", "once:3-0", "v3"))
+	if n := rdb.Exists(ctx, redis.ResultKey("once", "a")).Val(); n != 0 {
+		t.Errorf("a came back after the client deleted it: the redelivered result was written again")
+	}
+	if got := query(t, rdb, "once", "c"); got != "v3" {
+		t.Errorf("c: got %q, want v3", got)
+	}
+	if ttl := rdb.TTL(ctx, redis.WrittenKey("once:1-0")).Val(); ttl <= 0 || ttl > mesh.DuplicateWindow {
+		t.Errorf("marker TTL %v, want within (0, %v]", ttl, mesh.DuplicateWindow)
+	}
+	// query read and deleted a and c; b was never read.
+	if keys := rdb.Keys(ctx, redis.ResultKeyPrefix+"once:*").Val(); len(keys) != 1 || keys[0] != redis.ResultKey("once", "b") {
+		t.Errorf("KEYS %s*: got %v, want the result b only (markers must not match)", redis.ResultKeyPrefix+"once:", keys)
+	}
+}
