@@ -136,16 +136,26 @@ func (c *pipelineCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) 
 	}
 }
 
-func TestResultsWrittenInOnePipeline(t *testing.T) {
+// startFakeDoor runs a door of job on a real redis-server and a fakeMesh,
+// with hooks on the door's Redis client.
+func startFakeDoor(t *testing.T, job string, hooks ...goredis.Hook) (*fakeMesh, *goredis.Client) {
+	t.Helper()
 	addr, rdb := redistest.Start(t)
 	f := newFakeMesh(0)
-	d, err := redis.New(redis.Config{Addr: addr, Job: "pipe"}, f, nil)
+	d, err := redis.New(redis.Config{Addr: addr, Job: job}, f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hook := &pipelineCounter{}
-	d.Client().AddHook(hook)
+	for _, h := range hooks {
+		d.Client().AddHook(h)
+	}
 	meshtest.Run(t, d.Run)
+	return f, rdb
+}
+
+func TestResultsWrittenInOnePipeline(t *testing.T) {
+	hook := &pipelineCounter{}
+	f, rdb := startFakeDoor(t, "pipe", hook)
 
 	var batch []mesh.Result
 	for i := range 10 {
@@ -401,13 +411,7 @@ func newTextLogger(b *logBuffer) *slog.Logger {
 // its ack gets the result again; the client has read and deleted the key
 // by then, and must not see it come back.
 func TestRedeliveredResultWrittenOnce(t *testing.T) {
-	addr, rdb := redistest.Start(t)
-	f := newFakeMesh(0)
-	d, err := redis.New(redis.Config{Addr: addr, Job: "once"}, f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meshtest.Run(t, d.Run)
+	f, rdb := startFakeDoor(t, "once")
 	ctx := context.Background()
 	result := func(uri, id, body string) mesh.Result {
 		return mesh.Result{URI: uri, Status: wire.StatusOK, Body: []byte(body), Header: map[string][]string{mesh.HeaderMsgID: {id}}}
