@@ -152,7 +152,8 @@ const ensureRetryFor = time.Minute
 // cluster make the meta leader answer some creates late (API timeouts) or
 // with 503 "temporarily unavailable" while it applies the others', and a
 // cluster that is forming or missing a server has no peers to place a
-// replicated stream on: those are retried with a growing pause. An API error that says the request is
+// replicated stream on: those are retried with a growing pause. Transient
+// is what a publish retries (transient), plus "no peers". An API error that says the request is
 // wrong (a 4xx, such as subjects overlapping another stream's) is not.
 func retryTransient(ctx context.Context, fn func() error) error {
 	giveUp := time.Now().Add(ensureRetryFor)
@@ -160,9 +161,8 @@ func retryTransient(ctx context.Context, fn func() error) error {
 	for {
 		err := fn()
 		var apiErr *jetstream.APIError
-		if err == nil || ctx.Err() != nil || time.Now().After(giveUp) ||
-			(errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 && apiErr.Code != 408 &&
-				apiErr.ErrorCode != jsErrCodeNoPeers) {
+		noPeers := errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeNoPeers
+		if err == nil || ctx.Err() != nil || time.Now().After(giveUp) || (!transient(err) && !noPeers) {
 			return err
 		}
 		select {
