@@ -93,9 +93,26 @@ type File struct {
 	OtlpInsecure     bool    `yaml:"otlpInsecure"`
 	TraceSampleRatio float64 `yaml:"traceSampleRatio"`
 	MetricsListen    string  `yaml:"metricsListen"`
+
+	// Security (README "Security"). Each names a file; no secret itself
+	// is ever a key (passwords in natsUrl and redisUrl aside, which the
+	// logs, banners and errors redact).
+	HTTPTLSCert        string `yaml:"httpTlsCert"`
+	HTTPTLSKey         string `yaml:"httpTlsKey"`
+	HTTPTLSClientCA    string `yaml:"httpTlsClientCa"`
+	HTTPAuthTokenFile  string `yaml:"httpAuthTokenFile"`
+	NatsServerConfig   string `yaml:"natsServerConfig"`
+	NatsAllowAnonymous bool   `yaml:"natsAllowAnonymous"`
+	NatsTLSCA          string `yaml:"natsTlsCa"`
+	NatsTLSCert        string `yaml:"natsTlsCert"`
+	NatsTLSKey         string `yaml:"natsTlsKey"`
+	RedisTLSCert       string `yaml:"redisTlsCert"`
+	RedisTLSKey        string `yaml:"redisTlsKey"`
 }
 
-// LogValue redacts secrets when the effective config is logged.
+// LogValue redacts secrets when the effective config is logged: password
+// keys show as REDACTED, and the passwords inside natsUrl and redisUrl as
+// xxxxx (RedactURL).
 func (f File) LogValue() slog.Value {
 	v := reflect.ValueOf(f)
 	t := v.Type()
@@ -103,9 +120,12 @@ func (f File) LogValue() slog.Value {
 	for i := range t.NumField() {
 		key := t.Field(i).Tag.Get("yaml")
 		val := v.Field(i).Interface()
-		if strings.Contains(strings.ToLower(key), "password") || strings.Contains(strings.ToLower(key), "credentials") {
-			if s, _ := val.(string); s != "" {
+		if s, ok := val.(string); ok && s != "" {
+			switch {
+			case strings.Contains(strings.ToLower(key), "password"):
 				val = "REDACTED"
+			case strings.HasSuffix(key, "Url"):
+				val = RedactURL(s)
 			}
 		}
 		attrs = append(attrs, slog.Any(key, val))

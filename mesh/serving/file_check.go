@@ -64,6 +64,7 @@ func (f *File) validate() error {
 	f.validateMesh(&p)
 	f.validateDoors(&p)
 	f.validateTelemetry(&p)
+	f.validateSecurity(&p)
 	for key, v := range map[string]int{"coreNumberPerMachine": f.CoreNumberPerMachine, "modelParallelism": f.ModelParallelism,
 		"threadPerModel": f.ThreadPerModel, "maxBatch": f.MaxBatch, "maxWait": f.MaxWait, "redisTimeout": f.RedisTimeout,
 		"ackWait": f.AckWait, "maxDeliver": f.MaxDeliver, "resultTTL": f.ResultTTL, "workerInflight": f.WorkerInflight,
@@ -137,6 +138,30 @@ func (f *File) validateDoors(p *problems) {
 	}
 	if f.RedisSecureEnabled && f.RedisSecureTrustStorePath == "" {
 		p.bad("redisSecureTrustStorePath", "required when redisSecureEnabled is true (a PEM CA file)")
+	}
+}
+
+// validateSecurity checks the TLS and authentication keys: a certificate
+// goes with its key, and a client CA needs the door to serve TLS.
+func (f *File) validateSecurity(p *problems) {
+	pairs := []struct{ cert, key, certVal, keyVal string }{
+		{"httpTlsCert", "httpTlsKey", f.HTTPTLSCert, f.HTTPTLSKey},
+		{"natsTlsCert", "natsTlsKey", f.NatsTLSCert, f.NatsTLSKey},
+		{"redisTlsCert", "redisTlsKey", f.RedisTLSCert, f.RedisTLSKey},
+	}
+	for _, pr := range pairs {
+		switch {
+		case pr.certVal != "" && pr.keyVal == "":
+			p.bad(pr.key, "required when %s is set (the certificate's PEM private key)", pr.cert)
+		case pr.certVal == "" && pr.keyVal != "":
+			p.bad(pr.cert, "required when %s is set (the PEM certificate of that key)", pr.key)
+		}
+	}
+	if f.HTTPTLSClientCA != "" && f.HTTPTLSCert == "" {
+		p.bad("httpTlsClientCa", "needs httpTlsCert and httpTlsKey: client certificates are asked for only over HTTPS")
+	}
+	if f.NatsServerConfig != "" && f.NatsURL != "" {
+		p.bad("natsServerConfig", "configures the embedded NATS server, which runs only when natsUrl is empty")
 	}
 }
 

@@ -42,6 +42,10 @@ func TestParseFileErrors(t *testing.T) {
 		{"encrypted", "modelPath: m\nmodelEncrypted: true\n", `config key "modelEncrypted"`},
 		{"listen", "modelPath: m\nnatsListen: localhost\n", `config key "natsListen"`},
 		{"log level", "modelPath: m\nlogLevel: loud\n", `config key "logLevel"`},
+		{"tls cert alone", "modelPath: m\nhttpTlsCert: c.pem\n", `config key "httpTlsKey": required when httpTlsCert is set`},
+		{"tls key alone", "modelPath: m\nredisTlsKey: k.pem\n", `config key "redisTlsCert": required when redisTlsKey is set`},
+		{"client ca without tls", "modelPath: m\nhttpTlsClientCa: ca.pem\n", `config key "httpTlsClientCa": needs httpTlsCert`},
+		{"server config with url", "modelPath: m\nnatsUrl: nats://h:4222\nnatsServerConfig: n.conf\n", `config key "natsServerConfig"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,9 +58,17 @@ func TestParseFileErrors(t *testing.T) {
 }
 
 func TestLogValueRedacts(t *testing.T) {
-	f := File{RedisSecureTrustStorePassword: "hunter2", NatsCredentials: "/secret.creds"}
-	if s := f.LogValue().String(); strings.Contains(s, "hunter2") || strings.Contains(s, "secret.creds") {
-		t.Errorf("secret in log value: %s", s)
+	f := File{RedisSecureTrustStorePassword: "hunter2", NatsURL: "nats://u:hunter3@h:4222,nats://tok4@h2:4222",
+		RedisURL: "rediss://u:hunter5@h:6379", NatsCredentials: "/run/nats.creds"}
+	s := f.LogValue().String()
+	for _, secret := range []string{"hunter2", "hunter3", "tok4", "hunter5"} {
+		if strings.Contains(s, secret) {
+			t.Errorf("secret %q in log value: %s", secret, s)
+		}
+	}
+	// A file's path is no secret, and says which file was used.
+	if !strings.Contains(s, "/run/nats.creds") {
+		t.Errorf("natsCredentials path missing from %s", s)
 	}
 }
 

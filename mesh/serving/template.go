@@ -53,7 +53,12 @@ maxWait: 0
 # values is an error.
 timeWindow: 0
 countWindow: 0
-# Encrypted models and records are not supported; keep these false.
+# The original's AES-GCM encryption (README "Security"): the model file is
+# encrypted (modelEncrypted), or the Redis door's records are
+# (recordEncrypted). The secret and the salt come from the environment
+# (CLUSTER_SERVING_SECRET, CLUSTER_SERVING_SALT) or from files named there
+# (CLUSTER_SERVING_SECRET_FILE, CLUSTER_SERVING_SALT_FILE), never from
+# this file.
 modelEncrypted: false
 recordEncrypted: false
 # Path to libonnxruntime.so.1. Empty: $ONNXRUNTIME_LIB, then the cache that
@@ -64,8 +69,21 @@ onnxruntimeLib: ""
 # External NATS server(s), comma-separated. Empty: run an embedded NATS
 # server with JetStream in this process (single-machine mode).
 natsUrl: ""
-# NATS credentials file (.creds) for an external NATS.
+# NATS credentials file (.creds). A user and password can go in natsUrl
+# instead (nats://user:password@host:4222); logs and banners show xxxxx.
 natsCredentials: ""
+# TLS to NATS: the CA that signed the servers' certificates (PEM), and a
+# client certificate and key when the servers verify clients.
+natsTlsCa: ""
+natsTlsCert: ""
+natsTlsKey: ""
+# A nats-server configuration file for the embedded server, read by
+# nats-server's own parser: authorization, users, nkeys, accounts, tls.
+# natsListen still sets where it listens.
+natsServerConfig: ""
+# The embedded server refuses to listen beyond loopback with no
+# authentication configured (in natsServerConfig); true allows it.
+natsAllowAnonymous: false
 # Where the embedded NATS server listens.
 natsListen: 127.0.0.1:4222
 # JetStream store of the embedded server. Empty: ./data/jetstream.
@@ -99,14 +117,21 @@ workerInflight: 64
 shutdownGrace: 30
 
 ## Redis door (Analytics Zoo / BigDL clients) ###########################
-# host:port of the Redis the clients use (the original's default was
-# localhost:6379). Empty: no Redis door.
+# The Redis the clients use: host:port (the original's default was
+# localhost:6379), redis://[user:password@]host:port[/db], or rediss://
+# for TLS. Empty: no Redis door.
 redisUrl: ""
 redisMaxmemory: ""
 redisTimeout: 5000
+# TLS to Redis, trusting redisSecureTrustStorePath: a PEM CA file, or the
+# original's PKCS#12 trust store opened with redisSecureTrustStorePassword.
 redisSecureEnabled: false
 redisSecureTrustStorePath: ""
 redisSecureTrustStorePassword: ""
+# A client certificate and key (PEM) for Redis servers that verify
+# clients (tls-auth-clients yes).
+redisTlsCert: ""
+redisTlsKey: ""
 
 ## HTTP door (REST /predict and Open Inference Protocol /v2) ##########
 # Where the HTTP door listens. httpPort -1: no HTTP door.
@@ -117,6 +142,15 @@ httpPort: 10020
 httpRequestTimeout: 30000
 # Largest request body (bytes); larger ones get 413.
 httpMaxBodyBytes: 16777216
+# HTTPS: certificate and key (PEM). Set, the door serves HTTPS only.
+httpTlsCert: ""
+httpTlsKey: ""
+# A CA (PEM): set, every client must present a certificate it signed.
+httpTlsClientCa: ""
+# A file of bearer tokens, one per line; set, every route but GET /,
+# /v2/health/live and /v2/health/ready needs "Authorization: Bearer
+# <token>", else 401. The file is re-read when it changes.
+httpAuthTokenFile: ""
 # Token bucket in front of inference: at most tokensPerSecond requests a
 # second (bursts of as many); a request that gets no token within
 # tokenAcquireTimeout (ms) is answered 429.
