@@ -3,8 +3,10 @@ package redis
 import (
 	"cmp"
 	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -44,8 +46,10 @@ const (
 // Config configures a Door. The zero value is invalid only for lack of Addr;
 // every other field has a default.
 type Config struct {
-	// Addr is the Redis server: host:port, or a redis:// or rediss:// URL
-	// (redis://:password@host:port/db). Required.
+	// Addr is the Redis server: host:port, or a redis:// or rediss:// URL,
+	// redis://[user:password@]host:port[/db] (user is an ACL user; leave it
+	// out for requirepass). rediss:// means TLS. Required. It holds a
+	// secret: Config's LogValue redacts it.
 	Addr string
 	// Job is the job name: the request stream's name and the middle of the
 	// result keys. Default serving_stream.
@@ -54,7 +58,9 @@ type Config struct {
 	// how long one entry's hand-over to the mesh is retried before it is
 	// left pending for a later try. Default 5s (config redisTimeout).
 	Timeout time.Duration
-	// TLS, when set, makes the connection use TLS with it. See TLSConfig.
+	// TLS, when set, makes the connection use TLS with it (roots, client
+	// certificate); see TLSConfig and LoadTrustStore. Nil: plain TCP, or
+	// TLS with the system roots for a rediss:// Addr.
 	TLS *tls.Config
 	// Consumer is the door's name in the consumer group; keep it stable
 	// across restarts so the door finds its own pending entries. Default
@@ -109,20 +115,21 @@ func (c *Config) defaults() {
 	c.RetryInterval = cmp.Or(c.RetryInterval, DefaultRetryInterval)
 }
 
-// options turns Addr, Timeout and TLS into go-redis options.
+// options turns Addr, Timeout and TLS into go-redis options. A rediss://
+// URL turns TLS on by itself, with the system roots unless TLS is set;
+// TLS set then keeps the URL's server name and skip_verify.
 func (c Config) options() (*goredis.Options, error) {
-	var opt *goredis.Options
-	if strings.Contains(c.Addr, "://") {
-		o, err := goredis.ParseURL(c.Addr)
-		if err != nil {
-			return nil, fmt.Errorf("%w: Addr: %w", ErrInvalidConfig, err)
-		}
-		opt = o
-	} else {
-		opt = &goredis.Options{Addr: c.Addr}
+	opt, err := parseAddr(c.Addr)
+	if err != nil {
+		return nil, err
 	}
 	if c.TLS != nil {
-		opt.TLSConfig = c.TLS
+		tc := c.TLS.Clone()
+		if u := opt.TLSConfig; u != nil {
+			tc.ServerName = cmp.Or(tc.ServerName, u.ServerName)
+			tc.InsecureSkipVerify = tc.InsecureSkipVerify || u.InsecureSkipVerify
+		}
+		opt.TLSConfig = tc
 	}
 	if c.Timeout > 0 {
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = c.Timeout, c.Timeout, c.Timeout
@@ -130,24 +137,53 @@ func (c Config) options() (*goredis.Options, error) {
 	return opt, nil
 }
 
-// TLSConfig returns a TLS config trusting the CA certificates of the PEM
-// file caFile (config redisSecureTrustStorePath), or the system roots when
-// caFile is empty.
-func TLSConfig(caFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile == "" {
-		return cfg, nil
+// parseAddr reads host:port or a redis:// or rediss:// URL
+// ([user:password@]host:port[/db]). Its errors never hold the password:
+// url.Parse's quote the whole URL, so only their cause is kept.
+func parseAddr(addr string) (*goredis.Options, error) {
+	if !strings.Contains(addr, "://") {
+		if strings.Contains(addr, "@") {
+			return nil, fmt.Errorf("%w: Addr: a user or password needs a URL, redis://user:password@host:port", ErrInvalidConfig)
+		}
+		return &goredis.Options{Addr: addr}, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	opt, err := goredis.ParseURL(addr)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err
+	}
 	if err != nil {
-		return nil, fmt.Errorf("redis: trust store: %w", err)
+		return nil, fmt.Errorf("%w: Addr: %w", ErrInvalidConfig, err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("redis: trust store %s: no PEM certificate found", caFile)
+	return opt, nil
+}
+
+// redactAddr hides the password of a redis:// Addr as xxxxx, as
+// net/url's Redacted does; a URL that does not parse keeps only its
+// scheme, and a host:port holding an '@' (refused by Validate) nothing.
+func redactAddr(s string) string {
+	scheme, _, isURL := strings.Cut(s, "://")
+	u, err := url.Parse(s)
+	switch {
+	case !isURL && strings.Contains(s, "@"):
+		return "xxxxx"
+	case !isURL:
+		return s
+	case err != nil:
+		return scheme + "://xxxxx"
+	case u.User == nil:
+		return s
 	}
-	cfg.RootCAs = pool
-	return cfg, nil
+	return u.Redacted()
+}
+
+// LogValue shows the config with Addr's password redacted and TLS as on
+// or off, so that logging a Config never prints a secret.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("addr", redactAddr(c.Addr)), slog.String("job", c.Job), slog.Bool("tls", c.TLS != nil),
+		slog.Duration("timeout", c.Timeout), slog.String("consumer", c.Consumer), slog.String("durable", c.Durable),
+		slog.Int("batch", c.Batch), slog.Duration("block", c.Block), slog.Duration("rescan", c.Rescan),
+		slog.Duration("retry_interval", c.RetryInterval))
 }
 
 // ResultKey is the key the result of uri is written to: cluster-serving_<job>:<uri>.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -230,23 +228,6 @@ func TestTooLargeRecordAnswersNaN(t *testing.T) {
 		t.Errorf("got %q, want NaN", got)
 	}
 	meshtest.WaitFor(t, "XLEN 0", func() bool { return rdb.XLen(context.Background(), "big").Val() == 0 })
-}
-
-func TestTLSConfig(t *testing.T) {
-	dir := t.TempDir()
-	writeCerts(t, dir)
-	notPEM := filepath.Join(dir, "x.txt")
-	if err := os.WriteFile(notPEM, []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if c, err := redis.TLSConfig(filepath.Join(dir, "ca.pem")); err != nil || c.RootCAs == nil {
-		t.Errorf("PEM CA: got %v, %v; want RootCAs", c, err)
-	}
-	for _, p := range []string{notPEM, filepath.Join(dir, "missing.pem")} {
-		if _, err := redis.TLSConfig(p); err == nil {
-			t.Errorf("%s: got nil error, want one", p)
-		}
-	}
 }
 
 // flakyMesh fails the Enqueue of every request that fails() picks with a

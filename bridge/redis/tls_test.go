@@ -2,111 +2,317 @@ package redis_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
-	"math/big"
-	"net"
+	"errors"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	pkcs12 "software.sslmate.com/src/go-pkcs12"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
+	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
-// writeCerts writes a CA (ca.pem) and a server certificate for 127.0.0.1
-// signed by it (server.pem, server.key) into dir.
-func writeCerts(tb testing.TB, dir string) {
+// storePassword opens the PKCS#12 trust stores the tests write.
+const storePassword = "st0re-pw"
+
+// caCert reads the CA certificate of p.
+func caCert(tb testing.TB, p *tlstest.PKI) *x509.Certificate {
 	tb.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	data, err := os.ReadFile(p.CA)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	b, _ := pem.Decode(data)
+	c, err := x509.ParseCertificate(b.Bytes)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	return c
+}
+
+// writeTrustStore writes p's CA as a PKCS#12 trust store made by enc
+// (Java's trusted certificate entries), opened with password, into p.Dir.
+func writeTrustStore(tb testing.TB, p *tlstest.PKI, enc *pkcs12.Encoder, name, password string) string {
+	tb.Helper()
+	der, err := enc.WithRand(rand.Reader).EncodeTrustStore([]*x509.Certificate{caCert(tb, p)}, password)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "redis"},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
+	path := filepath.Join(p.Dir, name)
+	if err := os.WriteFile(path, der, 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	return path
+}
+
+// keytoolTrustStore has a JDK's keytool write p's CA as a PKCS#12 trust
+// store, the way the original's users made theirs; "" when no JDK is
+// installed.
+func keytoolTrustStore(tb testing.TB, p *tlstest.PKI) string {
+	tb.Helper()
+	keytool, err := exec.LookPath("keytool")
 	if err != nil {
-		tb.Fatal(err)
+		return ""
 	}
-	for name, b := range map[string]*pem.Block{
-		"ca.pem":     {Type: "CERTIFICATE", Bytes: caDER},
-		"server.pem": {Type: "CERTIFICATE", Bytes: der},
-		"server.key": {Type: "EC PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(b), 0o600); err != nil {
-			tb.Fatal(err)
+	path := filepath.Join(p.Dir, "keytool.p12")
+	out, err := exec.Command(keytool, "-importcert", "-noprompt", "-storetype", "PKCS12", "-keystore", path,
+		"-storepass", storePassword, "-alias", "ca", "-file", p.CA).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("keytool: %v\n%s", err, out)
+	}
+	return path
+}
+
+// LoadTrustStore reads PEM, DER and PKCS#12 trust stores by their
+// content, and a wrong password fails with ErrTrustStorePassword without
+// printing it.
+func TestLoadTrustStore(t *testing.T) {
+	p := tlstest.New(t, "store")
+	der := filepath.Join(p.Dir, "ca.der")
+	notCert := filepath.Join(p.Dir, "hello.txt")
+	for path, data := range map[string][]byte{der: caCert(t, p).Raw, notCert: []byte("hello")} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
 		}
+	}
+	modern := writeTrustStore(t, p, pkcs12.Modern2023, "modern.p12", storePassword)
+	legacy := writeTrustStore(t, p, pkcs12.LegacyDES, "legacy.p12", storePassword)
+	open := writeTrustStore(t, p, pkcs12.Passwordless, "open.p12", "")
+	tests := []struct {
+		name, path, password string
+		want                 error // nil: the CA is trusted; errAny: some error
+	}{
+		{"PEM", p.CA, "", nil},
+		{"PEM, password ignored", p.CA, "unused", nil},
+		{"DER certificate", der, "", nil},
+		{"PKCS#12 AES", modern, storePassword, nil},
+		{"PKCS#12 legacy 3DES", legacy, storePassword, nil},
+		{"PKCS#12 without password", open, "", nil},
+		{"PKCS#12 wrong password", modern, "wr0ng-store-pw", redis.ErrTrustStorePassword},
+		{"PKCS#12 no password given", legacy, "", redis.ErrTrustStorePassword},
+		{"neither PEM nor DER", notCert, "", errAny},
+		{"key file", p.ClientKey, "", errAny},
+		{"missing", filepath.Join(p.Dir, "missing.pem"), "", errAny},
+	}
+	if kt := keytoolTrustStore(t, p); kt != "" {
+		tests = append(tests,
+			struct {
+				name, path, password string
+				want                 error
+			}{"keytool PKCS12", kt, storePassword, nil},
+			struct {
+				name, path, password string
+				want                 error
+			}{"keytool wrong password", kt, "wr0ng-store-pw", redis.ErrTrustStorePassword})
+	} else {
+		t.Log("keytool not installed: the keytool-made trust store is not tried")
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pool, err := redis.LoadTrustStore(tt.path, tt.password)
+			checkErr(t, err, tt.want)
+			if tt.password != "" && err != nil && strings.Contains(err.Error(), tt.password) {
+				t.Errorf("error %q holds the password", err)
+			}
+			if tt.want == nil && err == nil {
+				if _, err := caCert(t, p).Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+					t.Errorf("the CA is not trusted: %v", err)
+				}
+			}
+		})
 	}
 }
 
-// The door reaches a TLS-only Redis trusting the CA of a PEM file
-// (redisSecureEnabled + redisSecureTrustStorePath).
-func TestTLSRedis(t *testing.T) {
-	dir := t.TempDir()
-	writeCerts(t, dir)
-	port := redistest.FreePort(t)
-	redistest.RunServer(t, "--port", "0", "--tls-port", fmt.Sprint(port),
-		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
-		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no")
-	tc, err := redis.TLSConfig(filepath.Join(dir, "ca.pem"))
+// errAny stands for any error in a table.
+var errAny = errors.New("any error")
+
+// checkErr reports err unless it is what want says: nil, any error
+// (errAny), or one wrapping want.
+func checkErr(tb testing.TB, err, want error) {
+	tb.Helper()
+	switch {
+	case want == nil && err != nil:
+		tb.Errorf("got %v, want no error", err)
+	case want != nil && err == nil:
+		tb.Errorf("got no error, want %v", want)
+	case want != nil && want != errAny && !errors.Is(err, want):
+		tb.Errorf("got %v, want an error wrapping %v", err, want)
+	}
+}
+
+func TestTLSConfig(t *testing.T) {
+	p := tlstest.New(t, "config")
+	tests := []struct {
+		name, cert, key string
+		certs           int
+		want            error
+	}{
+		{"roots only", "", "", 0, nil},
+		{"client certificate", p.ClientCert, p.ClientKey, 1, nil},
+		{"certificate without key", p.ClientCert, "", 0, redis.ErrInvalidConfig},
+		{"key without certificate", "", p.ClientKey, 0, redis.ErrInvalidConfig},
+		{"key of another certificate", p.ClientCert, p.ServerKey, 0, errAny},
+		{"missing file", filepath.Join(p.Dir, "none.pem"), p.ClientKey, 0, errAny},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := redis.TLSConfig(p.Pool(), tt.cert, tt.key)
+			checkErr(t, err, tt.want)
+			if err == nil && (len(c.Certificates) != tt.certs || c.RootCAs == nil || c.MinVersion != tls.VersionTLS12) {
+				t.Errorf("got %d certificates, roots %v, min version %x; want %d, the pool, TLS 1.2",
+					len(c.Certificates), c.RootCAs != nil, c.MinVersion, tt.certs)
+			}
+		})
+	}
+}
+
+// doorTLS is the door's TLS as cmd builds it from config.yaml: p's CA as
+// a PKCS#12 trust store, and the client certificate when cert is true.
+func doorTLS(tb testing.TB, p *tlstest.PKI, cert bool) *tls.Config {
+	tb.Helper()
+	roots, err := redis.LoadTrustStore(writeTrustStore(tb, p, pkcs12.Modern2023, "door.p12", storePassword), storePassword)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	rdb := goredis.NewClient(&goredis.Options{Addr: addr, TLSConfig: tc})
-	t.Cleanup(func() { _ = rdb.Close() })
-	meshtest.WaitFor(t, "TLS redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
-
-	// Without the CA the server's certificate is refused.
-	plain := goredis.NewClient(&goredis.Options{Addr: addr, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}, MaxRetries: -1})
-	t.Cleanup(func() { _ = plain.Close() })
-	if err := plain.Ping(context.Background()).Err(); err == nil {
-		t.Error("PING over TLS without the CA succeeded; want a certificate error")
+	certFile, keyFile := "", ""
+	if cert {
+		certFile, keyFile = p.ClientCert, p.ClientKey
 	}
+	tc, err := redis.TLSConfig(roots, certFile, keyFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tc
+}
 
+// serveOne runs a door with cfg and checks that a record rdb writes to
+// the job's stream is handed to the mesh and its result written back; it
+// returns what the door logged at debug level, go-redis's lines included.
+func serveOne(tb testing.TB, cfg redis.Config, rdb *goredis.Client) (logged []string) {
+	tb.Helper()
 	f := newFakeMesh(0)
-	d, err := redis.New(redis.Config{Addr: addr, Job: "tls", TLS: tc}, f, nil)
+	logs := &logBuffer{}
+	redis.ResetGoredisLog()
+	d, err := redis.New(cfg, f, debugLogger(logs))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	meshtest.Run(t, d.Run)
-	enqueue(t, rdb, "tls", "over-tls", "QVJST1c=", false)
-	meshtest.WaitFor(t, "request over TLS", func() bool { return len(f.requests()) == 1 })
-	f.results <- []mesh.Result{{URI: "over-tls", Status: wire.StatusOK, Body: []byte("v")}}
+	stop := meshtest.Run(tb, d.Run)
+	defer stop()
+	enqueue(tb, rdb, cfg.Job, "rec", "QVJST1c=", false)
+	meshtest.WaitFor(tb, "the record at the mesh", func() bool { return len(f.requests()) == 1 })
+	f.results <- []mesh.Result{{URI: "rec", Status: wire.StatusOK, Body: []byte("v")}}
 	if err := <-f.written; err != nil {
+		tb.Fatal(err)
+	}
+	if got := query(tb, rdb, cfg.Job, "rec"); got != "v" {
+		tb.Errorf("got %q, want v", got)
+	}
+	stop()
+	return logs.lines()
+}
+
+func debugLogger(logs *logBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// refused runs a door with cfg that Redis refuses and returns the first
+// line it logs about it (at debug level, go-redis's own lines included),
+// and every line it logged.
+func refused(tb testing.TB, cfg redis.Config, what string) (line string, all []string) {
+	tb.Helper()
+	logs := &logBuffer{}
+	redis.ResetGoredisLog()
+	d, err := redis.New(cfg, newFakeMesh(0), debugLogger(logs))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stop := meshtest.Run(tb, d.Run)
+	meshtest.WaitFor(tb, what, func() bool { return logs.count("create group; retrying") > 0 })
+	stop()
+	for _, l := range logs.lines() {
+		if line == "" && strings.Contains(l, "create group; retrying") {
+			line = l
+		}
+	}
+	return line, logs.lines()
+}
+
+// A door with the CA (a PKCS#12 trust store) and a client certificate
+// serves a Redis that requires client certificates, by host:port with
+// redisSecureEnabled and by rediss://; without the certificate Redis
+// refuses it and the door says why.
+func TestMutualTLSRedis(t *testing.T) {
+	p := tlstest.New(t, "mtls")
+	addr, rdb := redistest.StartTLS(t, redistest.TLS{Cert: p.ServerCert, Key: p.ServerKey, CA: p.CA, AuthClients: true},
+		&goredis.Options{TLSConfig: p.ClientTLS(t, true)})
+	port := addr[strings.LastIndexByte(addr, ':')+1:]
+
+	t.Run("host:port", func(t *testing.T) {
+		serveOne(t, redis.Config{Addr: addr, Job: "mtls", TLS: doorTLS(t, p, true)}, rdb)
+	})
+	t.Run("rediss", func(t *testing.T) {
+		// The server name comes from the URL: the certificate names localhost.
+		serveOne(t, redis.Config{Addr: "rediss://localhost:" + port, Job: "mtls2", TLS: doorTLS(t, p, true)}, rdb)
+	})
+	t.Run("without client certificate", func(t *testing.T) {
+		line, _ := refused(t, redis.Config{Addr: addr, Job: "nocert", TLS: doorTLS(t, p, false),
+			RetryInterval: 10 * time.Millisecond}, "the refusal logged")
+		if !strings.Contains(line, "certificate") {
+			t.Errorf("got %q, want an error about the missing client certificate", line)
+		}
+		t.Log(line)
+	})
+	t.Run("without the CA", func(t *testing.T) {
+		tc, err := redis.TLSConfig(nil, p.ClientCert, p.ClientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, _ := refused(t, redis.Config{Addr: addr, Job: "noca", TLS: tc, RetryInterval: 10 * time.Millisecond}, "the refusal logged")
+		if !strings.Contains(line, "certificate signed by unknown authority") {
+			t.Errorf("got %q, want an error about the unknown CA", line)
+		}
+	})
+}
+
+// planted is the password the secret tests hide in redisUrl; every line
+// and error is searched for it.
+const planted = "pl4nted-redis-pw"
+
+// An ACL user (redis://user:password@) works; with a wrong password the
+// door says WRONGPASS and prints no password.
+func TestRedisACLUser(t *testing.T) {
+	addr, rdb := redistest.Start(t)
+	ctx := context.Background()
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "door", "on", ">"+planted, "~*", "&*", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := query(t, rdb, "tls", "over-tls"); got != "v" {
-		t.Errorf("got %q, want v", got)
+	// Only the ACL user is left: the door must log in as it.
+	as := goredis.NewClient(&goredis.Options{Addr: addr, Username: "door", Password: planted})
+	t.Cleanup(func() { _ = as.Close() })
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "default", "off").Err(); err != nil {
+		t.Fatal(err)
 	}
+	all := serveOne(t, redis.Config{Addr: "redis://door:" + planted + "@" + addr, Job: "acl"}, as)
+
+	line, refusedLog := refused(t, redis.Config{Addr: "redis://door:wr0ng-" + planted + "@" + addr, Job: "acl",
+		RetryInterval: 10 * time.Millisecond}, "WRONGPASS logged")
+	if !strings.Contains(line, "WRONGPASS") {
+		t.Errorf("got %q, want WRONGPASS", line)
+	}
+	noSecret(t, planted, append(all, refusedLog...)...)
 }

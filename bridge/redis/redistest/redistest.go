@@ -24,13 +24,54 @@ import (
 // server answers PING.
 func Start(tb testing.TB) (addr string, rdb *goredis.Client) {
 	tb.Helper()
+	return StartWith(tb, &goredis.Options{})
+}
+
+// StartWith is Start with more redis-server args (such as "--requirepass",
+// pw) and the options of the returned client (such as its Password); it
+// sets opt.Addr.
+func StartWith(tb testing.TB, opt *goredis.Options, args ...string) (addr string, rdb *goredis.Client) {
+	tb.Helper()
 	port := FreePort(tb)
-	RunServer(tb, "--port", fmt.Sprint(port))
-	addr = fmt.Sprintf("127.0.0.1:%d", port)
-	rdb = goredis.NewClient(&goredis.Options{Addr: addr})
+	RunServer(tb, append([]string{"--port", fmt.Sprint(port)}, args...)...)
+	return connect(tb, port, opt)
+}
+
+// TLS names the PEM files of a TLS redis-server: its certificate and key,
+// and the CA that verifies client certificates. With AuthClients the
+// server requires one (--tls-auth-clients yes), else it asks for none.
+type TLS struct {
+	Cert, Key, CA string
+	AuthClients   bool
+}
+
+// StartTLS runs a TLS-only redis-server (no plain port) with s's files and
+// args, and returns its address and a client made from opt, whose
+// TLSConfig must trust s.CA (and present a client certificate when
+// s.AuthClients); it sets opt.Addr and returns once the client's PING
+// succeeds.
+func StartTLS(tb testing.TB, s TLS, opt *goredis.Options, args ...string) (addr string, rdb *goredis.Client) {
+	tb.Helper()
+	port := FreePort(tb)
+	auth := "no"
+	if s.AuthClients {
+		auth = "yes"
+	}
+	RunServer(tb, append([]string{"--port", "0", "--tls-port", fmt.Sprint(port),
+		"--tls-cert-file", s.Cert, "--tls-key-file", s.Key, "--tls-ca-cert-file", s.CA,
+		"--tls-auth-clients", auth}, args...)...)
+	return connect(tb, port, opt)
+}
+
+// connect makes a client from opt to the server on port, closed at
+// cleanup, and waits until it answers PING.
+func connect(tb testing.TB, port int, opt *goredis.Options) (string, *goredis.Client) {
+	tb.Helper()
+	opt.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+	rdb := goredis.NewClient(opt)
 	tb.Cleanup(func() { _ = rdb.Close() })
 	meshtest.WaitFor(tb, "redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
-	return addr, rdb
+	return opt.Addr, rdb
 }
 
 // FreePort asks the kernel for a free loopback port.
