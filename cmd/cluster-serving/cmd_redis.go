@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
+	"strings"
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
@@ -13,24 +15,54 @@ import (
 )
 
 // redisConfig maps config.yaml's redis keys to the door's Config; a zero
-// timeout is the door's default.
+// timeout is the door's default. Its errors name the config key and never
+// hold a password.
 func redisConfig(file *serving.File) (redis.Config, error) {
 	rc := redis.Config{
 		Addr:    file.RedisURL,
 		Job:     file.JobName,
 		Timeout: time.Duration(file.RedisTimeout) * time.Millisecond,
 	}
-	if file.RedisSecureEnabled {
-		tc, err := redis.TLSConfig(file.RedisSecureTrustStorePath)
-		if err != nil {
-			return rc, fmt.Errorf("config key \"redisSecureTrustStorePath\": %w", err)
-		}
-		rc.TLS = tc
+	tc, err := redisTLS(file)
+	if err != nil {
+		return rc, err
 	}
+	rc.TLS = tc
 	if err := rc.Validate(); err != nil {
 		return rc, fmt.Errorf("config key \"redisUrl\": %w", err)
 	}
 	return rc, nil
+}
+
+// redisTLS builds the Redis door's TLS from redisSecureTrustStorePath (a
+// PEM CA or a PKCS#12 trust store opened with
+// redisSecureTrustStorePassword) and redisTlsCert/redisTlsKey (a client
+// certificate for mutual TLS). TLS is on with redisSecureEnabled or a
+// rediss:// redisUrl; nil when it is off.
+func redisTLS(file *serving.File) (*tls.Config, error) {
+	rediss := strings.HasPrefix(strings.ToLower(file.RedisURL), "rediss://")
+	if !file.RedisSecureEnabled && !rediss {
+		if file.RedisTLSCert != "" {
+			return nil, errors.New("config key \"redisTlsCert\": a client certificate needs TLS: set redisSecureEnabled: true or use a rediss:// redisUrl")
+		}
+		return nil, nil
+	}
+	var roots *x509.CertPool
+	if path := file.RedisSecureTrustStorePath; path != "" {
+		var err error
+		roots, err = redis.LoadTrustStore(path, file.RedisSecureTrustStorePassword)
+		switch {
+		case errors.Is(err, redis.ErrTrustStorePassword):
+			return nil, fmt.Errorf("config key \"redisSecureTrustStorePassword\": %w", err)
+		case err != nil:
+			return nil, fmt.Errorf("config key \"redisSecureTrustStorePath\": %w", err)
+		}
+	}
+	tc, err := redis.TLSConfig(roots, file.RedisTLSCert, file.RedisTLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("config keys \"redisTlsCert\", \"redisTlsKey\": %w", err)
+	}
+	return tc, nil
 }
 
 // redisRunner builds the Redis door on the node, nil when redisUrl is empty.
@@ -43,9 +75,6 @@ func redisRunner(d doorDeps) (func(context.Context) error, error) {
 		return nil, err
 	}
 	rc.Metrics = d.metrics
-	if d.p.file.RedisSecureTrustStorePassword != "" {
-		d.log.Warn("redisSecureTrustStorePassword is not used: the trust store is a PEM file; put a Redis password in redisUrl (redis://:password@host:port)")
-	}
 	door, err := redis.New(rc, d.node.Client(), d.log)
 	if err != nil {
 		return nil, err
@@ -62,7 +91,7 @@ func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if file.RedisURL == "" {
-		return errors.New("bridge needs a Redis: set redisUrl in the config (host:port or redis://:password@host:port)")
+		return errors.New("bridge needs a Redis: set redisUrl in the config (host:port, redis://[user:password@]host:port[/db] or rediss://host:port)")
 	}
 	if err := requireNATS("bridge", file); err != nil {
 		return err
@@ -82,10 +111,6 @@ func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return p.run(ctx)
 }
 
-// redactURL hides the password of a redis:// URL.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return s
-}
+// redactURL shows redisUrl with its password as xxxxx: serving.RedactURL,
+// the redaction every banner and log uses.
+func redactURL(s string) string { return serving.RedactURL(s) }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,12 +18,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
+	pkcs12 "software.sslmate.com/src/go-pkcs12"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
+	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
 // These tests run the real binary against a real redis-server: `start`
@@ -197,6 +203,171 @@ func TestPythonQuickStart(t *testing.T) {
 		}
 		if !topN.MatchString(value) {
 			t.Errorf("%s: got %q, want a topN(2) string such as [[4,0.2][3,0.19]]", img, value)
+		}
+	}
+}
+
+// redisTestPassword is planted in redisUrl by the security tests; no
+// output may hold it.
+const redisTestPassword = "pl4nted-redis-pw"
+
+// writeP12 writes p's CA as a PKCS#12 trust store (Java's trusted
+// certificate entries) opened with password.
+func writeP12(t *testing.T, p *tlstest.PKI, password string) string {
+	t.Helper()
+	data, err := os.ReadFile(p.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := pkcs12.Modern2023.WithRand(rand.Reader).EncodeTrustStore([]*x509.Certificate{ca}, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(p.Dir, "truststore.p12")
+	if err := os.WriteFile(path, der, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// redisConfig maps the Redis keys: TLS from redisSecureEnabled or
+// rediss://, a PEM or PKCS#12 trust store, a client certificate; each
+// error names its key and none holds a password.
+func TestRedisConfigKeys(t *testing.T) {
+	p := tlstest.New(t, "keys")
+	p12 := writeP12(t, p, "st0re-pw")
+	tests := []struct {
+		name     string
+		file     serving.File
+		tls      bool
+		certs    int
+		errorKey string
+	}{
+		{"host:port", serving.File{RedisURL: "127.0.0.1:6379"}, false, 0, ""},
+		{"ACL user", serving.File{RedisURL: "redis://door:" + redisTestPassword + "@127.0.0.1:6379/2"}, false, 0, ""},
+		{"PEM CA", serving.File{RedisURL: "127.0.0.1:6379", RedisSecureEnabled: true, RedisSecureTrustStorePath: p.CA}, true, 0, ""},
+		{"PKCS#12 and client certificate", serving.File{RedisURL: "127.0.0.1:6379", RedisSecureEnabled: true,
+			RedisSecureTrustStorePath: p12, RedisSecureTrustStorePassword: "st0re-pw", RedisTLSCert: p.ClientCert, RedisTLSKey: p.ClientKey}, true, 1, ""},
+		{"rediss with CA and client certificate", serving.File{RedisURL: "rediss://localhost:6380",
+			RedisSecureTrustStorePath: p.CA, RedisTLSCert: p.ClientCert, RedisTLSKey: p.ClientKey}, true, 1, ""},
+		{"rediss alone: system roots", serving.File{RedisURL: "rediss://:" + redisTestPassword + "@localhost:6380"}, true, 0, ""},
+		{"PKCS#12 wrong password", serving.File{RedisURL: "127.0.0.1:6379", RedisSecureEnabled: true,
+			RedisSecureTrustStorePath: p12, RedisSecureTrustStorePassword: redisTestPassword}, false, 0, "redisSecureTrustStorePassword"},
+		{"PKCS#12 no password", serving.File{RedisURL: "127.0.0.1:6379", RedisSecureEnabled: true,
+			RedisSecureTrustStorePath: p12}, false, 0, "redisSecureTrustStorePassword"},
+		{"trust store missing", serving.File{RedisURL: "127.0.0.1:6379", RedisSecureEnabled: true,
+			RedisSecureTrustStorePath: filepath.Join(p.Dir, "none.pem")}, false, 0, "redisSecureTrustStorePath"},
+		{"client certificate without TLS", serving.File{RedisURL: "redis://127.0.0.1:6379",
+			RedisTLSCert: p.ClientCert, RedisTLSKey: p.ClientKey}, false, 0, "redisTlsCert"},
+		{"client certificate with the wrong key", serving.File{RedisURL: "rediss://127.0.0.1:6379",
+			RedisTLSCert: p.ClientCert, RedisTLSKey: p.ServerKey}, false, 0, "redisTlsCert"},
+		{"bad redisUrl", serving.File{RedisURL: "redis://:" + redisTestPassword + "@127.0.0.1:port"}, false, 0, "redisUrl"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc, err := redisConfig(&tt.file)
+			switch {
+			case tt.errorKey != "":
+				if err == nil || !strings.Contains(err.Error(), `"`+tt.errorKey+`"`) {
+					t.Fatalf("got %v, want an error naming %q", err, tt.errorKey)
+				}
+				if strings.Contains(err.Error(), redisTestPassword) {
+					t.Errorf("error %q holds the password", err)
+				}
+			case err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case (rc.TLS != nil) != tt.tls || (rc.TLS != nil && len(rc.TLS.Certificates) != tt.certs):
+				t.Errorf("got TLS %v, want TLS %v with %d client certificates", rc.TLS != nil, tt.tls, tt.certs)
+			}
+		})
+	}
+}
+
+// bridgeYAML writes a bridge config: base plus lines.
+func bridgeYAML(t *testing.T, base string, lines ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(base), "bridge-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(string(data) + strings.Join(lines, "\n") + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// A bridge configured with a PKCS#12 trust store, a client certificate
+// and a password in a rediss:// redisUrl answers a record written over
+// mutual-TLS Redis (redis-server --tls-auth-clients yes, --requirepass);
+// a wrong trust store password stops it with an error naming the key.
+// Nothing any process prints, at debug level, holds a password.
+func TestBridgeOverMutualTLSRedis(t *testing.T) {
+	skipIfShort(t)
+	p := tlstest.New(t, "bridge")
+	addr, rdb := redistest.StartTLS(t, redistest.TLS{Cert: p.ServerCert, Key: p.ServerKey, CA: p.CA, AuthClients: true},
+		&goredis.Options{TLSConfig: p.ClientTLS(t, true), Password: redisTestPassword}, "--requirepass", redisTestPassword)
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	p12 := writeP12(t, p, "st0re-pw")
+	cfg, url, job, env := testJob(t, "logLevel: debug\n")
+	start := spawn(t, env, "start", "-c", cfg)
+	waitReady(t, url, start)
+	secure := []string{"redisSecureEnabled: true", "redisSecureTrustStorePath: " + p12,
+		"redisTlsCert: " + p.ClientCert, "redisTlsKey: " + p.ClientKey}
+	good := bridgeYAML(t, cfg, append(secure, "redisUrl: rediss://:"+redisTestPassword+"@localhost:"+port,
+		"redisSecureTrustStorePassword: st0re-pw")...)
+	bridge := spawn(t, env, "bridge", "-c", good, "-nats", url)
+	waitLog(t, bridge, "serving redis stream")
+
+	ctx := context.Background()
+	body := `{"instances":[{"x":[1,2,3,4]}]}`
+	if err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: job, Values: []any{"uri", "mtls", "data", body, "serde", "stream"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	pollUntil(t, 60*time.Second, "the result over mutual TLS", func() bool {
+		got, _ = rdb.HGet(ctx, redis.ResultKey(job, "mtls"), "value").Result()
+		return got != ""
+	})
+	if got == redis.NaN {
+		t.Errorf("got %q, want a result", got)
+	}
+
+	// A wrong password for the trust store: the bridge stops at once.
+	wrong := bridgeYAML(t, cfg, append(secure, "redisUrl: rediss://:"+redisTestPassword+"@localhost:"+port,
+		"redisSecureTrustStorePassword: wr0ng-"+redisTestPassword)...)
+	failed := spawn(t, env, "bridge", "-c", wrong, "-nats", url)
+	select {
+	case <-failed.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("bridge with a wrong trust store password still runs")
+	}
+	if !strings.Contains(failed.logs(), `"redisSecureTrustStorePassword"`) {
+		t.Errorf("got %q, want an error naming redisSecureTrustStorePassword", failed.logs())
+	}
+	t.Logf("bridge with a wrong trust store password:\n%s", failed.logs())
+
+	// A wrong Redis password: Redis refuses it, the bridge says so and retries.
+	wrongRedis := bridgeYAML(t, cfg, append(secure, "redisUrl: rediss://:wr0ng-"+redisTestPassword+"@localhost:"+port,
+		"redisSecureTrustStorePassword: st0re-pw")...)
+	refused := spawn(t, env, "bridge", "-c", wrongRedis, "-nats", url)
+	waitLog(t, refused, "WRONGPASS")
+	refused.signalAndWait(t, syscall.SIGTERM)
+	bridge.signalAndWait(t, syscall.SIGTERM)
+	start.signalAndWait(t, syscall.SIGTERM)
+	t.Logf("bridge:\n%s", bridge.logs())
+	for _, pr := range []*proc{start, bridge, failed, refused} {
+		if strings.Contains(pr.logs(), redisTestPassword) {
+			t.Errorf("%v printed a password:\n%s", pr.cmd.Args[1:], pr.logs())
 		}
 	}
 }
