@@ -20,5 +20,12 @@
 // after which the entry stays pending and is tried again later. Repeated
 // failures are logged once per cause with a count (telemetry.LogLimit).
 //
+// Security: Config.Addr may carry an ACL user and password
+// (redis://user:password@host:port) and turns TLS on with rediss://;
+// Config.TLS, built with LoadTrustStore (a PEM CA or a Java PKCS#12 trust
+// store) and TLSConfig (a client certificate for mutual TLS), sets the
+// roots and the client certificate. No log line or error of the package
+// holds the password.
+//
 // The package does not import NATS; cmd passes a *mesh.Client as the Mesh.
 package redis

@@ -77,6 +77,13 @@ func keytoolTrustStore(tb testing.TB, p *tlstest.PKI) string {
 	return path
 }
 
+// storeCase is a trust store file, the password it is opened with, and
+// the error wanted: nil when the CA is trusted, errAny for some error.
+type storeCase struct {
+	name, path, password string
+	want                 error
+}
+
 // LoadTrustStore reads PEM, DER and PKCS#12 trust stores by their
 // content, and a wrong password fails with ErrTrustStorePassword without
 // printing it.
@@ -92,10 +99,7 @@ func TestLoadTrustStore(t *testing.T) {
 	modern := writeTrustStore(t, p, pkcs12.Modern2023, "modern.p12", storePassword)
 	legacy := writeTrustStore(t, p, pkcs12.LegacyDES, "legacy.p12", storePassword)
 	open := writeTrustStore(t, p, pkcs12.Passwordless, "open.p12", "")
-	tests := []struct {
-		name, path, password string
-		want                 error // nil: the CA is trusted; errAny: some error
-	}{
+	tests := []storeCase{
 		{"PEM", p.CA, "", nil},
 		{"PEM, password ignored", p.CA, "unused", nil},
 		{"DER certificate", der, "", nil},
@@ -110,14 +114,8 @@ func TestLoadTrustStore(t *testing.T) {
 	}
 	if kt := keytoolTrustStore(t, p); kt != "" {
 		tests = append(tests,
-			struct {
-				name, path, password string
-				want                 error
-			}{"keytool PKCS12", kt, storePassword, nil},
-			struct {
-				name, path, password string
-				want                 error
-			}{"keytool wrong password", kt, "wr0ng-store-pw", redis.ErrTrustStorePassword})
+			storeCase{"keytool PKCS12", kt, storePassword, nil},
+			storeCase{"keytool wrong password", kt, "wr0ng-store-pw", redis.ErrTrustStorePassword})
 	} else {
 		t.Log("keytool not installed: the keytool-made trust store is not tried")
 	}
