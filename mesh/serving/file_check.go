@@ -137,7 +137,7 @@ func (f *File) validateDoors(p *problems) {
 		p.bad("tokensPerSecond", "%v is negative", f.TokensPerSecond)
 	}
 	if f.RedisSecureEnabled && f.RedisSecureTrustStorePath == "" {
-		p.bad("redisSecureTrustStorePath", "required when redisSecureEnabled is true (a PEM CA file)")
+		p.bad("redisSecureTrustStorePath", "required when redisSecureEnabled is true (a PEM CA file or a PKCS#12 trust store)")
 	}
 }
 

@@ -129,7 +129,9 @@ redisSecureEnabled: false
 redisSecureTrustStorePath: ""
 redisSecureTrustStorePassword: ""
 # A client certificate and key (PEM) for Redis servers that verify
-# clients (tls-auth-clients yes).
+# clients (tls-auth-clients yes). The trust store and the client
+# certificate also apply to a rediss:// redisUrl; a client certificate
+# needs TLS (redisSecureEnabled or rediss://).
 redisTlsCert: ""
 redisTlsKey: ""
 
