@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -175,7 +176,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") || !s.tokens.valid(strings.TrimSpace(token)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cluster-serving"`)
-			s.writeError(w, wire.Errorf(http.StatusUnauthorized, "missing or invalid bearer token: send Authorization: Bearer <token> (httpAuthTokenFile)"), "")
+			s.writeError(w, wire.Errorf(http.StatusUnauthorized, "missing or invalid bearer token: send the header 'Authorization: Bearer TOKEN' with a token of httpAuthTokenFile"), "")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -188,8 +189,14 @@ func (s *Server) warnIfOpen(addr net.Addr) {
 	if s.tokens != nil || s.cfg.TLSClientCAFile != "" {
 		return
 	}
-	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
-		return
+	where := addr.String()
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		if ta.IP.IsLoopback() {
+			return
+		}
+		if ta.IP.IsUnspecified() { // Go reports 0.0.0.0 as [::] (dual stack)
+			where = net.JoinHostPort("0.0.0.0", strconv.Itoa(ta.Port))
+		}
 	}
-	s.log.Warn(fmt.Sprintf("HTTP door on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", addr))
+	s.log.Warn(fmt.Sprintf("HTTP door on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", where))
 }
