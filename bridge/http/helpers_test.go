@@ -115,6 +115,14 @@ func startDoorOn(tb testing.TB, addr string, cfg httpdoor.Config, models ...serv
 	if err != nil {
 		tb.Fatal(err)
 	}
+	e := serveDoor(tb, door, addr, cfg.TLSCertFile != "")
+	e.nc, e.client = nc, client
+	return e
+}
+
+// serveDoor serves door on addr until the test ends or env.stop.
+func serveDoor(tb testing.TB, door *httpdoor.Server, addr string, https bool) *env {
+	tb.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		tb.Fatal(err)
@@ -135,10 +143,10 @@ func startDoorOn(tb testing.TB, addr string, cfg httpdoor.Config, models ...serv
 	}
 	tb.Cleanup(stop)
 	scheme := "http://"
-	if cfg.TLSCertFile != "" {
+	if https {
 		scheme = "https://"
 	}
-	return &env{url: scheme + ln.Addr().String(), addr: ln.Addr().String(), nc: nc, client: client, stop: stop}
+	return &env{url: scheme + ln.Addr().String(), addr: ln.Addr().String(), stop: stop}
 }
 
 var httpClient = &http.Client{
