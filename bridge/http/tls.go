@@ -42,7 +42,7 @@ func (c Config) serverTLS() (*tls.Config, error) {
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// The error names no PEM bytes, only what is wrong with them.
-		return nil, &FileError{"TLSCertFile", c.TLSCertFile, fmt.Errorf("with TLSKeyFile %s: %w", c.TLSKeyFile, err)}
+		return nil, &FileError{"TLSCertFile", c.TLSCertFile, fmt.Errorf("with the key %s: %w", c.TLSKeyFile, err)}
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if c.TLSClientCAFile == "" {
