@@ -10,4 +10,11 @@
 // encode, and the door writes their answer as it is. The door maps errors
 // to HTTP statuses with wire.Status, its own included (404, 413, 429 are
 // *wire.Error), and answers every error as {"error": "<message>"}.
+//
+// The door defends itself before any of that: with Config.TLSCertFile it
+// speaks HTTPS only, with TLSClientCAFile it refuses clients without a
+// certificate at the handshake, and with TokenFile it answers 401 to a
+// request without a valid bearer token (all routes but the welcome page
+// and the health probes) before reading its body; a Content-Length over
+// MaxBodyBytes gets 413 on every route.
 package httpdoor

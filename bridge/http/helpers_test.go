@@ -43,7 +43,8 @@ type served struct {
 }
 
 type env struct {
-	url    string
+	url    string // http:// or, with TLSCertFile, https:// and the address
+	addr   string // host:port the door listens on
 	nc     *nats.Conn
 	client *mesh.Client
 	stop   func() // stops the door (graceful), idempotent
@@ -52,6 +53,12 @@ type env struct {
 // startDoor runs the mesh for models and the door (cfg.Models is filled
 // in) on 127.0.0.1:0.
 func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
+	tb.Helper()
+	return startDoorOn(tb, "127.0.0.1:0", cfg, models...)
+}
+
+// startDoorOn is startDoor on the listen address addr.
+func startDoorOn(tb testing.TB, addr string, cfg httpdoor.Config, models ...served) *env {
 	tb.Helper()
 	s := meshtest.StartServer(tb)
 	nc := meshtest.Connect(tb, s)
@@ -108,7 +115,15 @@ func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	e := serveDoor(tb, door, addr, cfg.TLSCertFile != "")
+	e.nc, e.client = nc, client
+	return e
+}
+
+// serveDoor serves door on addr until the test ends or env.stop.
+func serveDoor(tb testing.TB, door *httpdoor.Server, addr string, https bool) *env {
+	tb.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -127,7 +142,11 @@ func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 		}
 	}
 	tb.Cleanup(stop)
-	return &env{url: "http://" + ln.Addr().String(), nc: nc, client: client, stop: stop}
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
+	return &env{url: scheme + ln.Addr().String(), addr: ln.Addr().String(), stop: stop}
 }
 
 var httpClient = &http.Client{

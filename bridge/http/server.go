@@ -3,6 +3,7 @@ package httpdoor
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +85,20 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics counts inference requests at this door; nil records none.
 	Metrics *telemetry.Metrics
+
+	// TLSCertFile and TLSKeyFile, PEM files, make the door serve HTTPS
+	// only (TLS 1.2 at least); set both or neither. Default: plain HTTP.
+	TLSCertFile, TLSKeyFile string
+	// TLSClientCAFile, a PEM file of CA certificates, makes the door
+	// require a client certificate chaining to one of them, refusing a
+	// client without one at the handshake. Needs TLSCertFile.
+	TLSClientCAFile string
+	// TokenFile holds the bearer tokens, one a line (blank lines and #
+	// comments skipped). When set, every route but GET /,
+	// /v2/health/live and /v2/health/ready answers 401 to a request
+	// without "Authorization: Bearer <one of them>". The file is re-read
+	// when it changes (see tokens). Default: no authentication.
+	TokenFile string
 }
 
 // ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
@@ -113,6 +128,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: Models: %s: %w", ErrInvalidConfig, m.Name, err)
 		}
 	}
+	switch {
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", ErrInvalidConfig)
+	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
+		return fmt.Errorf("%w: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for only over HTTPS", ErrInvalidConfig)
+	}
 	return mesh.CheckLimits(ErrInvalidConfig, mesh.Limit{Name: "RequestTimeout", Value: c.RequestTimeout},
 		mesh.Limit{Name: "MaxBodyBytes", Value: c.MaxBodyBytes}, mesh.Limit{Name: "TokensPerSecond", Value: c.TokensPerSecond},
 		mesh.Limit{Name: "TokenAcquireTimeout", Value: c.TokenAcquireTimeout}, mesh.Limit{Name: "ShutdownGrace", Value: c.ShutdownGrace})
@@ -127,9 +148,13 @@ type Server struct {
 	metrics *registry
 	log     *slog.Logger
 	mux     *http.ServeMux
+	tls     *tls.Config // nil: plain HTTP
+	tokens  *tokens     // nil: no authentication
 }
 
-// New validates cfg and builds the routes. The caller keeps ownership of s.
+// New validates cfg, loads its TLS and token files and builds the routes.
+// The caller keeps ownership of s. A file that cannot be used is a
+// *FileError naming its Config field.
 func New(s Submitter, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -150,6 +175,15 @@ func New(s Submitter, cfg Config) (*Server, error) {
 		cfg.Models[i].Version = cmp.Or(cfg.Models[i].Version, "1")
 	}
 	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger}
+	var err error
+	if srv.tls, err = cfg.serverTLS(); err != nil {
+		return nil, err
+	}
+	if cfg.TokenFile != "" {
+		if srv.tokens, err = newTokens(cfg.TokenFile, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.TokensPerSecond > 0 {
 		srv.limiter = rate.NewLimiter(rate.Limit(cfg.TokensPerSecond), max(1, int(cfg.TokensPerSecond)))
 	}
@@ -157,8 +191,29 @@ func New(s Submitter, cfg Config) (*Server, error) {
 	return srv, nil
 }
 
-// Handler returns the door's routes, each request in a server span.
-func (s *Server) Handler() http.Handler { return traced(s.recovering(s.mux)) }
+// Handler returns the door's routes, each request in a server span, its
+// token checked (TokenFile) and then its body bounded (MaxBodyBytes).
+func (s *Server) Handler() http.Handler {
+	return traced(s.recovering(s.authenticated(s.bounded(s.mux))))
+}
+
+// bounded answers 413 at once to a request whose Content-Length is over
+// MaxBodyBytes, whatever its route, and caps the body of every other
+// request, so that no route can read more than MaxBodyBytes.
+func (s *Server) bounded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			s.writeError(w, tooLarge(s.cfg.MaxBodyBytes), "")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(limit int64) error {
+	return wire.Errorf(wire.StatusTooLarge, "request body larger than %d bytes (httpMaxBodyBytes)", limit)
+}
 
 // recovering answers a request whose handling panicked with 500
 // {"error":...}, logging the panic once with its stack, so that one bad
@@ -192,9 +247,13 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
 // accepting, lets requests in flight finish within ShutdownGrace and then
-// closes what is left. It closes ln and returns an error only when serving
-// fails.
+// closes what is left. With TLSCertFile it speaks TLS on ln and nothing
+// else. It closes ln and returns an error only when serving fails.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.warnIfOpen(ln.Addr())
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -202,7 +261,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("HTTP door listening", "addr", ln.Addr().String(), "models", len(s.cfg.Models))
+	s.log.Info("HTTP door listening", "addr", ln.Addr().String(), "models", len(s.cfg.Models),
+		"tls", s.tls != nil, "clientCerts", s.cfg.TLSClientCAFile != "", "tokens", s.tokens != nil)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("httpdoor: serve: %w", err)
@@ -249,7 +309,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, content
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, wire.Errorf(wire.StatusTooLarge, "request body larger than %d bytes (httpMaxBodyBytes)", mbe.Limit)
+			return nil, tooLarge(mbe.Limit)
 		}
 		return nil, wire.Errorf(wire.StatusBadInput, "read body: %v", err)
 	}

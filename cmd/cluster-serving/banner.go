@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -40,13 +41,59 @@ Call it from another terminal:
 		fmt.Fprintf(w, "  %s predict %s -d %s\n", self, cfg, quoted)
 		fmt.Fprintf(w, "  nats req %s %s   # with the nats CLI\n", subject, quoted)
 		if httpOn(file) {
-			fmt.Fprintf(w, "  curl -s http://%s/predict -H 'Content-Type: application/json' -d %s\n", dialable(httpAddr(file)), quoted)
+			fmt.Fprint(w, curlNotes(file))
+			fmt.Fprintf(w, "  curl -s %s://%s/predict%s -H 'Content-Type: application/json' -d %s\n",
+				httpScheme(file), dialable(httpAddr(file)), curlAuth(file), quoted)
 		}
 	}
 	fmt.Fprintf(w, `  %s status %s   # throughput, queue depth, latency, workers
 Stop with Ctrl-C (in-flight work goes back to the queue) or: %s shutdown %s
 
 `, self, cfg, self, cfg)
+}
+
+// curlAuth is what the banner's curl line needs past the door's TLS and
+// tokens: the certificate to trust, the client's certificate and a bearer
+// token. The client's files and the token are shell variables that
+// curlNotes explains: the banner never prints a token.
+func curlAuth(file *serving.File) string {
+	var b strings.Builder
+	if file.HTTPTLSCert != "" {
+		b.WriteString(" --cacert " + shellJoin(absPath(file.HTTPTLSCert)))
+	}
+	if file.HTTPTLSClientCA != "" {
+		b.WriteString(` --cert "$CLIENT_CERT" --key "$CLIENT_KEY"`)
+	}
+	if file.HTTPAuthTokenFile != "" {
+		b.WriteString(` -H "Authorization: Bearer $TOKEN"`)
+	}
+	return b.String()
+}
+
+// curlNotes are the comment lines that say where curlAuth's files and
+// variables come from.
+func curlNotes(file *serving.File) string {
+	var b strings.Builder
+	if file.HTTPTLSCert != "" {
+		b.WriteString("  # --cacert: the door's certificate (httpTlsCert), or the CA that signed it\n")
+	}
+	if file.HTTPTLSClientCA != "" {
+		fmt.Fprintf(&b, "  # CLIENT_CERT, CLIENT_KEY: PEM files of a client certificate signed by a CA of %s (httpTlsClientCa), and its key\n",
+			absPath(file.HTTPTLSClientCA))
+	}
+	if file.HTTPAuthTokenFile != "" {
+		fmt.Fprintf(&b, "  # TOKEN: one of the tokens of %s (httpAuthTokenFile), one a line\n", absPath(file.HTTPAuthTokenFile))
+	}
+	return b.String()
+}
+
+// absPath is path made absolute, so that a printed command runs from any
+// directory; path itself when that fails.
+func absPath(path string) string {
+	if p, err := filepath.Abs(path); err == nil {
+		return p
+	}
+	return path
 }
 
 // maxBannerBody is the longest request body the banner prints inline.
@@ -145,8 +192,8 @@ func dialable(addr string) string {
 // several models, each model's NATS subject and HTTP route.
 func printOtherModels(w io.Writer, file *serving.File, models []serving.Model) {
 	if httpOn(file) {
-		fmt.Fprintf(w, "  HTTP:    http://%s   POST /predict, /v2/models/%s/infer; GET /models, /metrics, /v2/health/ready\n",
-			httpAddr(file), models[0].Name)
+		fmt.Fprintf(w, "  HTTP:    %s://%s   POST /predict, /v2/models/%s/infer; GET /models, /metrics, /v2/health/ready\n",
+			httpScheme(file), httpAddr(file), models[0].Name)
 	}
 	if len(models) > 1 {
 		for _, m := range models {

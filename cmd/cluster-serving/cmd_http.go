@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
@@ -39,6 +40,11 @@ func httpConfig(file *serving.File, models []serving.Model) httpdoor.Config {
 		MaxBodyBytes:   file.HTTPMaxBodyBytes,
 		Version:        semver(version),
 		ShutdownGrace:  file.Grace(),
+
+		TLSCertFile:     file.HTTPTLSCert,
+		TLSKeyFile:      file.HTTPTLSKey,
+		TLSClientCAFile: file.HTTPTLSClientCA,
+		TokenFile:       file.HTTPAuthTokenFile,
 	}
 	hc.TokensPerSecond, hc.TokenAcquireTimeout = file.TokenBucket()
 	for _, m := range models {
@@ -57,13 +63,41 @@ func httpRunner(d doorDeps) (func(context.Context) error, error) {
 	hc.Ready, hc.Logger, hc.Metrics = d.node.Ready, d.log, d.metrics
 	door, err := httpdoor.New(d.node.Client(), hc)
 	if err != nil {
-		return nil, err
+		return nil, httpFileError(err)
 	}
 	ln, err := net.Listen("tcp", hc.Addr)
 	if err != nil {
 		return nil, httpListen(d.p.file).error(err)
 	}
 	return func(ctx context.Context) error { return door.Serve(ctx, ln) }, nil
+}
+
+// httpFileKeys names the config key of each file field of httpdoor.Config.
+var httpFileKeys = map[string]string{
+	"TLSCertFile":     "httpTlsCert",
+	"TLSKeyFile":      "httpTlsKey",
+	"TLSClientCAFile": "httpTlsClientCa",
+	"TokenFile":       "httpAuthTokenFile",
+}
+
+// httpFileError names the config key of a file the door cannot use.
+func httpFileError(err error) error {
+	var fe *httpdoor.FileError
+	if !errors.As(err, &fe) || httpFileKeys[fe.Field] == "" {
+		return err
+	}
+	if strings.Contains(fe.Err.Error(), fe.Path) { // an *fs.PathError
+		return fmt.Errorf("config key %q: %w", httpFileKeys[fe.Field], fe.Err)
+	}
+	return fmt.Errorf("config key %q: %s: %w", httpFileKeys[fe.Field], fe.Path, fe.Err)
+}
+
+// httpScheme is https when the door serves TLS.
+func httpScheme(file *serving.File) string {
+	if file.HTTPTLSCert != "" {
+		return "https"
+	}
+	return "http"
 }
 
 // cmdHTTP runs the HTTP door alone against an external NATS. Its node
@@ -88,7 +122,8 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(stdout, "HTTP door on http://%s for %d model(s), queues on NATS %s\n", httpAddr(file), len(d.node.Models()), file.NatsURL)
+			fmt.Fprintf(stdout, "HTTP door on %s://%s for %d model(s), queues on NATS %s\n",
+				httpScheme(file), httpAddr(file), len(d.node.Models()), serving.RedactURL(file.NatsURL))
 			printOtherModels(stdout, file, d.node.Models())
 			return nonNil(door), nil
 		}}

@@ -42,6 +42,14 @@ func TestHTTPConfigKeys(t *testing.T) {
 		hc.TokensPerSecond != 7 || hc.TokenAcquireTimeout != serving.DefaultTokenAcquireTimeout || hc.ShutdownGrace != 3*time.Second {
 		t.Errorf("keys: got %+v", hc)
 	}
+	file, err = serving.ParseFile([]byte("modelPath: m\nhttpTlsCert: c.pem\nhttpTlsKey: k.pem\nhttpTlsClientCa: ca.pem\nhttpAuthTokenFile: t\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc = httpConfig(file, file.ServedModels())
+	if hc.TLSCertFile != "c.pem" || hc.TLSKeyFile != "k.pem" || hc.TLSClientCAFile != "ca.pem" || hc.TokenFile != "t" {
+		t.Errorf("security keys: got %+v", hc)
+	}
 	if file, _ = serving.ParseFile([]byte("modelPath: m\nhttpPort: -1\n")); httpOn(file) {
 		t.Error("httpPort -1: got the door on, want it off")
 	}
@@ -138,7 +146,10 @@ func TestHTTPCommand(t *testing.T) {
 	if err := os.WriteFile(httpCfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	door := spawn(t, env, "http", "-c", httpCfg, "-nats", url)
+	// nats-server without authorization ignores a password: the one in the
+	// URL is there to be hidden by the banner.
+	const password = "planted-nats-password-31337"
+	door := spawn(t, env, "http", "-c", httpCfg, "-nats", strings.Replace(url, "nats://", "nats://u:"+password+"@", 1))
 	base := fmt.Sprintf("http://127.0.0.1:%d", hp)
 	waitProc(t, door, 30*time.Second, "the http door to answer", func() bool {
 		resp, err := http.Post(base+"/predict", "application/json", strings.NewReader(`{"instances":[{"x":[1,2,3,4]}]}`))
@@ -153,6 +164,15 @@ func TestHTTPCommand(t *testing.T) {
 		}
 		return true
 	})
+	want := fmt.Sprintf("HTTP door on http://127.0.0.1:%d for 1 model(s), queues on NATS nats://u:xxxxx@", hp)
+	if !strings.Contains(door.logs(), want) {
+		t.Errorf("got\n%s\nwant a banner with %q", door.logs(), want)
+	}
+	for _, line := range strings.Split(door.logs(), "\n") {
+		if strings.Contains(line, "HTTP door on") && strings.Contains(line, password) {
+			t.Errorf("the banner shows the NATS password: %s", line)
+		}
+	}
 	door.signalAndWait(t, syscall.SIGTERM)
 	start.signalAndWait(t, syscall.SIGTERM)
 }
