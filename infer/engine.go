@@ -29,7 +29,8 @@ type Engine struct {
 }
 
 // New validates cfg (errors wrap ErrConfigValidation), resolves the model
-// file (see ModelFile), reads its graph to guard integer division (see
+// file (see ModelFile), decrypts it in memory when cfg.ModelKey is set (a
+// file that does not decrypt wraps ErrDecrypt), reads its graph to guard integer division (see
 // divguard.go: a constant zero divisor fails the load), loads
 // cfg.Parallelism sessions and warms each up once with ones (see warmUp;
 // skipped when the graph divides integers by a value it computes). Init
@@ -56,18 +57,9 @@ func New(cfg Config) (e *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := ReadModel(file, cfg.ModelKey)
+	data, div, err := readGraph(file, cfg.ModelKey)
 	if err != nil {
 		return nil, err
-	}
-	// Read the graph before ONNX Runtime does: a constant zero divisor can
-	// trap while ONNX Runtime folds constants at load.
-	div, err := planDivision(file, data)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.ModelKey == nil {
-		data = nil // load from the path, where external weights resolve
 	}
 	e = &Engine{cfg: cfg, post: post, div: div}
 	for range cfg.Parallelism {
@@ -105,6 +97,25 @@ func New(cfg Config) (e *Engine, err error) {
 
 // newSession is openSession; tests replace it to make a load panic.
 var newSession = openSession
+
+// readGraph reads file (decrypted with key when set) and plans its
+// division guards before ONNX Runtime reads it: a constant zero divisor can
+// trap while ONNX Runtime folds constants at load. data is the decrypted
+// model the sessions load from memory, or nil for a plain model, which
+// loads from its path (where external weights resolve).
+func readGraph(file string, key *Key) (data []byte, div divPlan, err error) {
+	data, err = ReadModel(file, key)
+	if err != nil {
+		return nil, divPlan{}, err
+	}
+	if div, err = planDivision(file, data); err != nil {
+		return nil, divPlan{}, err
+	}
+	if key == nil {
+		data = nil
+	}
+	return data, div, nil
+}
 
 // ReadModel reads modelFile and, when key is set, decrypts it in memory
 // (Key.OpenModel: the original's encrypted model files). A file that does
