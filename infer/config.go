@@ -54,6 +54,15 @@ type Config struct {
 	// (taken as 1) leave values as they are. Config keys: imageMean,
 	// imageStd.
 	ImageMean, ImageStd [3]float32
+	// ModelKey, when set, means the model file is encrypted the original's
+	// way (OpenModel) and is decrypted into memory with it; the plain model
+	// never touches the disk. Nil: the file is plain. Config key:
+	// modelEncrypted (the key itself comes from the environment).
+	ModelKey *Key
+	// RecordKey, when set, means the images of Redis records are encrypted
+	// (Key.Open after base64); the Redis codecs decrypt them. Nil: plain.
+	// Config key: recordEncrypted.
+	RecordKey *Key
 	// Hooks observe the engine (metrics); nil fields are skipped.
 	Hooks Hooks
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"slices"
 	"strings"
 )
@@ -47,13 +46,10 @@ type divPlan struct {
 	unread error
 }
 
-// planDivision reads modelFile's graph and plans its division guards. A
-// constant divisor holding a zero is an error: the model cannot run.
-func planDivision(modelFile string) (divPlan, error) {
-	b, err := os.ReadFile(modelFile)
-	if err != nil {
-		return divPlan{}, fmt.Errorf("load model %q: %w", modelFile, err)
-	}
+// planDivision reads the graph of b, the bytes of modelFile, and plans its
+// division guards. A constant divisor holding a zero is an error: the model
+// cannot run.
+func planDivision(modelFile string, b []byte) (divPlan, error) {
 	g, err := parseModelGraph(b)
 	if err != nil {
 		return divPlan{unread: err}, nil

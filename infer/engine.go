@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -28,7 +29,8 @@ type Engine struct {
 }
 
 // New validates cfg (errors wrap ErrConfigValidation), resolves the model
-// file (see ModelFile), reads its graph to guard integer division (see
+// file (see ModelFile), decrypts it in memory when cfg.ModelKey is set (a
+// file that does not decrypt wraps ErrDecrypt), reads its graph to guard integer division (see
 // divguard.go: a constant zero divisor fails the load), loads
 // cfg.Parallelism sessions and warms each up once with ones (see warmUp;
 // skipped when the graph divides integers by a value it computes). Init
@@ -55,15 +57,13 @@ func New(cfg Config) (e *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// Read the graph before ONNX Runtime does: a constant zero divisor can
-	// trap while ONNX Runtime folds constants at load.
-	div, err := planDivision(file)
+	data, div, err := readGraph(file, cfg.ModelKey)
 	if err != nil {
 		return nil, err
 	}
 	e = &Engine{cfg: cfg, post: post, div: div}
 	for range cfg.Parallelism {
-		s, err := newSession(file, cfg.Threads)
+		s, err := newSession(file, data, cfg.Threads)
 		if err != nil {
 			e.closeSessions()
 			return nil, err
@@ -95,8 +95,45 @@ func New(cfg Config) (e *Engine, err error) {
 	return e, nil
 }
 
-// newSession is NewSession; tests replace it to make a load panic.
-var newSession = NewSession
+// newSession is openSession; tests replace it to make a load panic.
+var newSession = openSession
+
+// readGraph reads file (decrypted with key when set) and plans its
+// division guards before ONNX Runtime reads it: a constant zero divisor can
+// trap while ONNX Runtime folds constants at load. data is the decrypted
+// model the sessions load from memory, or nil for a plain model, which
+// loads from its path (where external weights resolve).
+func readGraph(file string, key *Key) (data []byte, div divPlan, err error) {
+	data, err = ReadModel(file, key)
+	if err != nil {
+		return nil, divPlan{}, err
+	}
+	if div, err = planDivision(file, data); err != nil {
+		return nil, divPlan{}, err
+	}
+	if key == nil {
+		data = nil
+	}
+	return data, div, nil
+}
+
+// ReadModel reads modelFile and, when key is set, decrypts it in memory
+// (Key.OpenModel: the original's encrypted model files). A file that does
+// not decrypt returns an error wrapping ErrDecrypt that names the file.
+func ReadModel(modelFile string, key *Key) ([]byte, error) {
+	b, err := os.ReadFile(modelFile)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
+	}
+	if key == nil {
+		return b, nil
+	}
+	plain, err := key.OpenModel(b)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q (modelEncrypted): %w", modelFile, err)
+	}
+	return plain, nil
+}
 
 // warmUp runs s once on ones (dynamic dims = 1) so that the first request
 // does not pay for ONNX Runtime's lazy initialisation. Ones, not zeros: a
@@ -264,6 +301,10 @@ func (e *Engine) prepare(i int, rec []Tensor) (out []Tensor, added bool, err err
 	}
 	return out, added, nil
 }
+
+// RecordKey is Config.RecordKey: the key the Redis codecs decrypt record
+// images with, or nil.
+func (e *Engine) RecordKey() *Key { return e.cfg.RecordKey }
 
 // PostProcess returns the configured post-processing (Config.PostProcessing,
 // parsed); its zero value means none. Codecs apply it to answers.

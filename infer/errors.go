@@ -38,6 +38,12 @@ var (
 	// ErrNoInputs means a model without inputs was asked to run: ONNX
 	// Runtime's Go binding cannot run a graph with none.
 	ErrNoInputs = errors.New("infer: model has no inputs")
+	// ErrNoSecret means DeriveKey got an empty secret or salt.
+	ErrNoSecret = errors.New("infer: encryption needs a secret and a salt")
+	// ErrDecrypt means encrypted data (a record's image, a model file) did
+	// not decrypt: wrong secret or salt, tampered, or not encrypted the
+	// original's way. The wrapping message never holds the secret.
+	ErrDecrypt = errors.New("infer: decrypt")
 )
 
 // InputError is a bad request: the payload does not fit the model.

@@ -34,6 +34,10 @@ type ImagePre struct {
 	// Mean and Std normalise each channel, in Channels order:
 	// (v*Scale - Mean[c]) / Std[c]. A zero Std means 1.
 	Mean, Std [3]float32
+	// Key, when set, decrypts the image bytes after base64 (Key.Open: the
+	// original's recordEncrypted records); nil means plain images. The
+	// Redis codecs set it from Engine.RecordKey.
+	Key *Key
 }
 
 // validate reports the config key of the first bad setting.
@@ -64,13 +68,18 @@ func (p ImagePre) validate() (string, error) {
 func isBad(f float32) bool { return math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) }
 
 // DecodeImage decodes b64, base64 (standard alphabet, padded or not) of a
-// JPEG or PNG image, into a float32 tensor [3,h,w] (or [h,w,3] with Layout
+// JPEG or PNG image (encrypted when p.Key is set), into a float32 tensor [3,h,w] (or [h,w,3] with Layout
 // HWC) pre-processed as p says. A bad encoding or image is an *InputError.
 // Safe for concurrent use; it does not retain b64.
 func DecodeImage(b64 []byte, p ImagePre) (Tensor, error) {
 	raw, err := DecodeBase64(b64)
 	if err != nil {
 		return Tensor{}, NewInputError(-1, "", "image is not base64: %v", err)
+	}
+	if p.Key != nil {
+		if raw, err = p.Key.Open(raw); err != nil {
+			return Tensor{}, NewInputError(-1, "", "encrypted image (recordEncrypted): %v", err)
+		}
 	}
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(raw))
 	if err != nil {

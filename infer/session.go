@@ -28,6 +28,22 @@ type Session struct {
 // model with an input or output of a dtype infer does not handle returns
 // ErrUnsupportedDType.
 func NewSession(modelFile string, threads int) (*Session, error) {
+	return openSession(modelFile, nil, threads)
+}
+
+// NewSessionFromData is NewSession for a model held in memory (a decrypted
+// one): data is the .onnx bytes, name the file they came from, which names
+// the model and its errors. A model whose weights sit in external files
+// cannot load from memory.
+func NewSessionFromData(name string, data []byte, threads int) (*Session, error) {
+	if data == nil {
+		data = []byte{}
+	}
+	return openSession(name, data, threads)
+}
+
+// openSession loads data, or modelFile when data is nil.
+func openSession(modelFile string, data []byte, threads int) (*Session, error) {
 	if !initialized() {
 		return nil, ErrNotInitialized
 	}
@@ -45,19 +61,43 @@ func NewSession(modelFile string, threads int) (*Session, error) {
 	if err := opts.SetInterOpNumThreads(1); err != nil {
 		return nil, fmt.Errorf("set inter-op threads: %w", err)
 	}
-	ins, outs, err := ort.GetInputOutputInfoWithOptions(modelFile, opts)
+	var ins, outs []ort.InputOutputInfo
+	if data != nil {
+		ins, outs, err = ort.GetInputOutputInfoWithONNXData(data)
+	} else {
+		ins, outs, err = ort.GetInputOutputInfoWithOptions(modelFile, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
 	}
+	info, err := modelInfo(modelFile, ins, outs)
+	if err != nil {
+		return nil, err
+	}
+	var sess *ort.DynamicAdvancedSession
+	if data != nil {
+		sess, err = ort.NewDynamicAdvancedSessionWithONNXData(data, info.InputNames(), info.OutputNames(), opts)
+	} else {
+		sess, err = ort.NewDynamicAdvancedSession(modelFile, info.InputNames(), info.OutputNames(), opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
+	}
+	return &Session{info: info, sess: sess}, nil
+}
+
+// modelInfo describes the model of modelFile from its inputs and outputs.
+func modelInfo(modelFile string, ins, outs []ort.InputOutputInfo) (ModelInfo, error) {
 	info := ModelInfo{
 		Name: strings.TrimSuffix(filepath.Base(modelFile), filepath.Ext(modelFile)),
 		Path: modelFile,
 	}
+	var err error
 	if info.Inputs, err = convertIO(ins, "input"); err != nil {
-		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
+		return ModelInfo{}, fmt.Errorf("load model %q: %w", modelFile, err)
 	}
 	if info.Outputs, err = convertIO(outs, "output"); err != nil {
-		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
+		return ModelInfo{}, fmt.Errorf("load model %q: %w", modelFile, err)
 	}
 	info.DynamicBatch = len(info.Inputs) > 0
 	for _, in := range info.Inputs {
@@ -65,11 +105,7 @@ func NewSession(modelFile string, threads int) (*Session, error) {
 			info.DynamicBatch = false
 		}
 	}
-	sess, err := ort.NewDynamicAdvancedSession(modelFile, info.InputNames(), info.OutputNames(), opts)
-	if err != nil {
-		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
-	}
-	return &Session{info: info, sess: sess}, nil
+	return info, nil
 }
 
 func convertIO(infos []ort.InputOutputInfo, kind string) ([]IO, error) {

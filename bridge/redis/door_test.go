@@ -49,6 +49,12 @@ func startParts(tb testing.TB) (addr string, rdb *goredis.Client, s *embedded.Se
 // startJob creates job's streams on s and runs one worker on model.
 func startJob(tb testing.TB, s *embedded.Server, job, model string) mesh1 {
 	tb.Helper()
+	return startJobWith(tb, s, job, infer.Config{ModelPath: model, Threads: 1, MaxBatch: 8})
+}
+
+// startJobWith is startJob with the worker's engine configured by ecfg.
+func startJobWith(tb testing.TB, s *embedded.Server, job string, ecfg infer.Config) mesh1 {
+	tb.Helper()
 	infertest.RequireLibrary(tb)
 	nc := meshtest.Connect(tb, s)
 	js, err := jetstream.New(nc)
@@ -64,7 +70,7 @@ func startJob(tb testing.TB, s *embedded.Server, job, model string) mesh1 {
 	if err := mesh.EnsureStreams(ctx, js, cfg); err != nil {
 		tb.Fatal(err)
 	}
-	e := infertest.NewEngine(tb, infer.Config{ModelPath: model, Threads: 1, MaxBatch: 8})
+	e := infertest.NewEngine(tb, ecfg)
 	w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: cfg}, wire.NewPredictor(e, wire.Model{}))
 	if err != nil {
 		tb.Fatal(err)

@@ -99,7 +99,11 @@ func fillRequest(cfg *serving.File, value, shapeFlag string) ([]byte, error) {
 	if err := serving.InitRuntime(cfg.OnnxruntimeLib, os.Getenv("ONNXRUNTIME_LIB")); err != nil {
 		return nil, err
 	}
-	info, err := serving.ReadInfo(cfg.ModelPath)
+	key, err := cfg.ModelKey(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	info, err := serving.ReadInfo(cfg.ModelPath, key)
 	if err != nil {
 		return nil, err
 	}

@@ -108,6 +108,9 @@ func (p *process) run(ctx context.Context) error {
 	cfg.Name = "cluster-serving " + p.role + " " + p.file.JobName
 	cfg.Version, cfg.Logger, cfg.Metrics = semver(version), log, metrics
 	p.node(&cfg)
+	if err := p.file.SetKeys(&cfg, os.Getenv); err != nil {
+		return err
+	}
 	node, err := serving.NewNode(ctx, cfg)
 	if err != nil {
 		if ctx.Err() != nil {

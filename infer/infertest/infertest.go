@@ -3,9 +3,11 @@
 package infertest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -85,6 +87,35 @@ func repoRoot() string {
 			return "."
 		}
 	}
+}
+
+// EncryptLikeOriginal encrypts plain as the original's Python side did,
+// by running infer/testdata/gen_encrypted.py (hashlib and
+// python3-cryptography, independent of infer's Go decryption): mode
+// "record" is base64 of IV||AES-GCM||tag (an image of a recordEncrypted
+// record), "model" base64 of IV||AES-CBC (a modelEncrypted file). When
+// python3 or python3-cryptography is missing the test fails or skips (see
+// Missing).
+func EncryptLikeOriginal(tb testing.TB, mode, secret, salt string, plain []byte) string {
+	tb.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		Missing(tb, "python3 not found; install python3 and python3-cryptography (make deps)")
+		return ""
+	}
+	if err := exec.Command("python3", "-c", "import cryptography").Run(); err != nil {
+		Missing(tb, "python3-cryptography not installed (make deps)")
+		return ""
+	}
+	script := filepath.Join(repoRoot(), "infer", "testdata", "gen_encrypted.py")
+	cmd := exec.Command("python3", script, mode, secret, salt)
+	cmd.Stdin = bytes.NewReader(plain)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("gen_encrypted.py %s: %v: %s", mode, err, stderr.String())
+	}
+	return string(out)
 }
 
 // NewEngine initialises ONNX Runtime (see RequireLibrary) and loads cfg's

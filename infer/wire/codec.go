@@ -39,6 +39,11 @@ type Spec struct {
 	// Post is the post-processing of JSON and Redis answers; its zero value
 	// means none.
 	Post infer.PostProcess
+	// RecordKey decrypts the images of Redis records
+	// (infer.Engine.RecordKey, recordEncrypted); nil means plain. Only the
+	// Redis codecs use it, as only the Redis door carried the original's
+	// encrypted records.
+	RecordKey *infer.Key
 }
 
 // Request is one decoded body: the records to run and what the body asked

@@ -15,18 +15,22 @@ func init() {
 // that record's outputs as the result value: the topN/pickTopN string when
 // post-processing is configured, else EncodeRedisArrow's base64 Arrow. A
 // Redis entry is one record even with alreadyBatched (its tensors then
-// carry their own batch dim), so Encode takes exactly one record.
+// carry their own batch dim), so Encode takes exactly one record. With
+// Spec.RecordKey its images are decrypted, as the original's
+// recordEncrypted did; tensors never are.
 type redisCodec struct{ json bool }
 
 func (c redisCodec) Decode(body []byte, s *Spec) (*Request, error) {
+	info := s.Info
+	info.Image.Key = s.RecordKey // recordEncrypted: images decrypt after base64
 	if !c.json {
-		rec, err := DecodeRedisArrow(body, s.Info, s.AlreadyBatched)
+		rec, err := DecodeRedisArrow(body, info, s.AlreadyBatched)
 		if err != nil {
 			return nil, err
 		}
 		return &Request{Records: [][]infer.Tensor{rec}}, nil
 	}
-	recs, err := decodeInstances(body, s.Info.Inputs, s.AlreadyBatched, s.Info.Image)
+	recs, err := decodeInstances(body, info.Inputs, s.AlreadyBatched, info.Image)
 	if err != nil {
 		return nil, err
 	}

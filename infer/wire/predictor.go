@@ -44,7 +44,7 @@ func NewPredictor(e *infer.Engine, m Model) *Predictor {
 	}
 	return &Predictor{
 		engine: e,
-		spec:   Spec{Model: m, Info: info, AlreadyBatched: e.AlreadyBatched(), Post: e.PostProcess()},
+		spec:   Spec{Model: m, Info: info, AlreadyBatched: e.AlreadyBatched(), Post: e.PostProcess(), RecordKey: e.RecordKey()},
 		hooks:  e.Hooks(),
 	}
 }

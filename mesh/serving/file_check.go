@@ -99,12 +99,6 @@ func (f *File) validateModel(p *problems) {
 			p.bad("imageResize", "%v", err)
 		}
 	}
-	if f.ModelEncrypted {
-		p.bad("modelEncrypted", "encrypted models are not supported: decrypt the model before serving it")
-	}
-	if f.RecordEncrypted {
-		p.bad("recordEncrypted", "encrypted records are not supported yet")
-	}
 }
 
 // validateMesh checks the keys of NATS, the embedded server and the queues.

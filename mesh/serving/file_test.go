@@ -39,7 +39,6 @@ func TestParseFileErrors(t *testing.T) {
 		{"storage", "modelPath: m\nqueueStorage: disk\n", `config key "queueStorage"`},
 		{"partitions", "modelPath: m\njetstreamPartitions: 17\n", `config key "jetstreamPartitions": 17: at most 16`},
 		{"negative partitions", "modelPath: m\njetstreamPartitions: -1\n", `config key "jetstreamPartitions": -1 is negative`},
-		{"encrypted", "modelPath: m\nmodelEncrypted: true\n", `config key "modelEncrypted"`},
 		{"listen", "modelPath: m\nnatsListen: localhost\n", `config key "natsListen"`},
 		{"log level", "modelPath: m\nlogLevel: loud\n", `config key "logLevel"`},
 		{"tls cert alone", "modelPath: m\nhttpTlsCert: c.pem\n", `config key "httpTlsKey": required when httpTlsCert is set`},

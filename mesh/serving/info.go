@@ -16,13 +16,23 @@ func InitRuntime(explicit, env string) error {
 
 // ReadInfo describes the model at path (a directory holding one .onnx, or
 // the file) without serving it: it opens one session and closes it again.
-// ONNX Runtime must be initialised (InitRuntime).
-func ReadInfo(path string) (infer.ModelInfo, error) {
+// key decrypts an encrypted model (modelEncrypted; nil: plain). ONNX
+// Runtime must be initialised (InitRuntime).
+func ReadInfo(path string, key *infer.Key) (infer.ModelInfo, error) {
 	file, err := infer.ModelFile(path)
 	if err != nil {
 		return infer.ModelInfo{}, err
 	}
-	s, err := infer.NewSession(file, 1)
+	var s *infer.Session
+	if key == nil {
+		s, err = infer.NewSession(file, 1)
+	} else {
+		var data []byte
+		if data, err = infer.ReadModel(file, key); err != nil {
+			return infer.ModelInfo{}, err
+		}
+		s, err = infer.NewSessionFromData(file, data, 1)
+	}
 	if err != nil {
 		return infer.ModelInfo{}, err
 	}

@@ -195,7 +195,7 @@ func (n *Node) loadModels() error {
 	}
 	for i, m := range n.models {
 		if !n.cfg.Serve {
-			info, err := ReadInfo(m.Path)
+			info, err := ReadInfo(m.Path, n.cfg.Unit.Engine.ModelKey)
 			if err != nil {
 				return fmt.Errorf("model %s version %s: %w", m.Name, m.Version, err)
 			}

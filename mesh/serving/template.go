@@ -53,9 +53,10 @@ maxWait: 0
 # values is an error.
 timeWindow: 0
 countWindow: 0
-# The original's AES-GCM encryption (README "Security"): the model file is
-# encrypted (modelEncrypted), or the Redis door's records are
-# (recordEncrypted). The secret and the salt come from the environment
+# The original's encryption (README "Security"): the model file is
+# encrypted (modelEncrypted: base64 text of AES-CBC, as the original wrote
+# it, or of AES-GCM), or the images of the Redis door's records are
+# (recordEncrypted: AES-GCM). The secret and the salt come from the environment
 # (CLUSTER_SERVING_SECRET, CLUSTER_SERVING_SALT) or from files named there
 # (CLUSTER_SERVING_SECRET_FILE, CLUSTER_SERVING_SALT_FILE), never from
 # this file.
