@@ -1,0 +1,85 @@
+package serving
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Environment variables a NATS client of the service reads its user,
+// password or token from: the nats CLI's own, so that one export serves
+// both `nats req` and cluster-serving. A secret is never a config key.
+const (
+	EnvNATSUser     = "NATS_USER"
+	EnvNATSPassword = "NATS_PASSWORD"
+	EnvNATSToken    = "NATS_TOKEN"
+)
+
+// NATSAuth is how one of the service's NATS clients proves who it is and
+// checks the server's certificate. Every process and command builds its
+// connection from it (NATSAuth.Options). A user and password in the URL
+// (nats://user:password@host) are read by nats.go from the URL itself
+// and win over User and Password. The zero value means none: a plain
+// connection, TLS only when the server asks for it.
+type NATSAuth struct {
+	// Credentials is a .creds file (JWT and nkey seed): natsCredentials.
+	Credentials string
+	// User and Password: $NATS_USER and $NATS_PASSWORD.
+	User, Password string
+	// Token: $NATS_TOKEN, or $NATS_USER without $NATS_PASSWORD, as the
+	// nats CLI reads it.
+	Token string
+	// TLSCA is the PEM CA that signed the servers' certificates
+	// (natsTlsCa); TLSCert and TLSKey a client certificate and its key
+	// (natsTlsCert, natsTlsKey) for servers that verify clients.
+	TLSCA, TLSCert, TLSKey string
+}
+
+// ErrNATSAuth is wrapped when NATS refuses the service's credentials, or
+// when the embedded server needs some the config does not give; the
+// message names the keys to set.
+var ErrNATSAuth = errors.New("serving: NATS authentication")
+
+// authKeys names what a deployer sets to authenticate to NATS.
+const authKeys = "natsCredentials, natsTlsCert and natsTlsKey, or " + EnvNATSUser + " and " + EnvNATSPassword + " in the environment"
+
+// Options are the nats.Options that present a's credentials and trust
+// its CA.
+func (a NATSAuth) Options() []nats.Option {
+	var opts []nats.Option
+	if a.Credentials != "" {
+		opts = append(opts, nats.UserCredentials(a.Credentials))
+	}
+	switch {
+	case a.User != "" && a.Password != "":
+		opts = append(opts, nats.UserInfo(a.User, a.Password))
+	case a.Token != "":
+		opts = append(opts, nats.Token(a.Token))
+	case a.User != "":
+		opts = append(opts, nats.Token(a.User))
+	}
+	if a.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(a.TLSCA))
+	}
+	if a.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(a.TLSCert, a.TLSKey))
+	}
+	return opts
+}
+
+// Identity reports whether a names someone: credentials, a user or
+// token, or a client certificate.
+func (a NATSAuth) Identity() bool {
+	return a.Credentials != "" || a.User != "" || a.Token != "" || a.TLSCert != ""
+}
+
+// ConnectError is the error of a failed connection to the NATS at url:
+// the URL with its password redacted, and for a refusal of credentials
+// (nats.ErrAuthorization), ErrNATSAuth with the keys that give them.
+func ConnectError(url string, err error) error {
+	if errors.Is(err, nats.ErrAuthorization) {
+		return fmt.Errorf("connect to NATS at %s: %w: %w (set %s, or a user:password in natsUrl)", RedactURL(url), ErrNATSAuth, err, authKeys)
+	}
+	return fmt.Errorf("connect to NATS at %s: %w", RedactURL(url), err)
+}
