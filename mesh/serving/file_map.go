@@ -43,7 +43,7 @@ func (f *File) Node(getenv func(string) string) Config {
 		URL:      f.NatsURL,
 		Auth:     f.NATSAuth(getenv),
 		Embedded: f.Embedded(),
-		Models:      f.ServedModels(),
+		Models:   f.ServedModels(),
 		Unit: UnitConfig{
 			Engine:        f.Engine(),
 			Stream:        f.Stream(),
