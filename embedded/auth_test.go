@@ -59,8 +59,8 @@ func useJetStream(t testing.TB, nc *nats.Conn, name string) {
 // JetStream included; the process's own in-process connection needs none.
 func TestConfigFileUsers(t *testing.T) {
 	s := startConf(t, `authorization { users = [{user: a, password: s3cret}] }`)
-	if !s.AuthRequired() || !s.InProcessAuth() {
-		t.Errorf("got AuthRequired %v, InProcessAuth %v; want both", s.AuthRequired(), s.InProcessAuth())
+	if !s.AuthRequired() || !s.InProcessAuth() || !s.PasswordAuth() {
+		t.Errorf("got AuthRequired %v, InProcessAuth %v, PasswordAuth %v; want all", s.AuthRequired(), s.InProcessAuth(), s.PasswordAuth())
 	}
 	if nc, err := nats.Connect(s.ClientURL()); !errors.Is(err, nats.ErrAuthorization) {
 		if nc != nil {
@@ -149,8 +149,8 @@ func TestInProcessIdentityNone(t *testing.T) {
 func TestConfigFileTLSVerify(t *testing.T) {
 	pki := tlstest.New(t, "nats")
 	s := startConf(t, fmt.Sprintf(`tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true }`, pki.ServerCert, pki.ServerKey, pki.CA))
-	if !strings.HasPrefix(s.ClientURL(), "tls://") || !s.AuthRequired() {
-		t.Errorf("got URL %s, AuthRequired %v; want tls:// and true", s.ClientURL(), s.AuthRequired())
+	if !strings.HasPrefix(s.ClientURL(), "tls://") || !s.AuthRequired() || s.PasswordAuth() {
+		t.Errorf("got URL %s, AuthRequired %v, PasswordAuth %v; want tls://, true, false", s.ClientURL(), s.AuthRequired(), s.PasswordAuth())
 	}
 	if nc, err := nats.Connect(s.ClientURL(), nats.RootCAs(pki.CA)); err == nil {
 		nc.Close()

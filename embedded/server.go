@@ -76,6 +76,7 @@ type Server struct {
 	ns      *server.Server
 	self    nats.Option // the in-process identity; nil when none
 	auth    bool        // clients must authenticate
+	users   bool        // with a user and password, or a token
 	tempDir string      // removed at Shutdown; empty when the caller chose StoreDir
 	once    sync.Once
 }
@@ -101,7 +102,7 @@ func Start(cfg Config) (*Server, error) {
 	if err := checkListen(cfg); err != nil {
 		return nil, err
 	}
-	s := &Server{auth: authConfigured(opts)}
+	s := &Server{auth: authConfigured(opts), users: len(opts.Users) > 0 || opts.Username != "" || opts.Authorization != ""}
 	if s.self, err = inProcessIdentity(opts); err != nil {
 		return nil, err
 	}
@@ -173,6 +174,11 @@ func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 // AuthRequired reports whether clients must authenticate (see
 // AnonymousError for what counts).
 func (s *Server) AuthRequired() bool { return s.auth }
+
+// PasswordAuth reports whether clients authenticate with a user and
+// password or a token (users, a single user, a token in the config
+// file), as opposed to only certificates, nkeys or JWTs.
+func (s *Server) PasswordAuth() bool { return s.users }
 
 // InProcessAuth reports whether ConnectOption authenticates by itself on
 // a server that requires it. When AuthRequired holds and this does not

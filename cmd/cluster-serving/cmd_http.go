@@ -88,7 +88,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(stdout, "HTTP door on http://%s for %d model(s), queues on NATS %s\n", httpAddr(file), len(d.node.Models()), file.NatsURL)
+			fmt.Fprintf(stdout, "HTTP door on http://%s for %d model(s), queues on NATS %s\n", httpAddr(file), len(d.node.Models()), serving.RedactURL(file.NatsURL))
 			printOtherModels(stdout, file, d.node.Models())
 			return nonNil(door), nil
 		}}

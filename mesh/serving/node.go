@@ -315,6 +315,17 @@ func (n *Node) AuthRequired() bool {
 	return n.nc != nil && n.nc.AuthRequired()
 }
 
+// PasswordAuth reports whether the node's clients authenticate with a
+// user and password (or a token): the embedded server's users or token;
+// for an external NATS, its demand for authentication when Auth offers
+// neither credentials nor a client certificate.
+func (n *Node) PasswordAuth() bool {
+	if n.srv != nil {
+		return n.srv.PasswordAuth()
+	}
+	return n.AuthRequired() && n.cfg.Auth.Credentials == "" && n.cfg.Auth.TLSCert == ""
+}
+
 // observeQueues reports the work queues' depth at each scrape: messages
 // waiting (pending) and delivered but not yet acknowledged (ack pending),
 // per job, from the shared consumer's info. These are the gauges to
