@@ -3,6 +3,8 @@ package serving
 import (
 	"errors"
 	"fmt"
+	neturl "net/url"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 )
@@ -77,9 +79,59 @@ func (a NATSAuth) Identity() bool {
 // ConnectError is the error of a failed connection to the NATS at url:
 // the URL with its password redacted, and for a refusal of credentials
 // (nats.ErrAuthorization), ErrNATSAuth with the keys that give them.
+// nats.go's own error can quote the URL whole (a URL it cannot parse),
+// so the URL's secrets are scrubbed from its text too; errors.Is and
+// errors.As still see the original.
 func ConnectError(url string, err error) error {
+	var out error
 	if errors.Is(err, nats.ErrAuthorization) {
-		return fmt.Errorf("connect to NATS at %s: %w: %w (set %s, or a user:password in natsUrl)", RedactURL(url), ErrNATSAuth, err, authKeys)
+		out = fmt.Errorf("connect to NATS at %s: %w: %w (set %s, or a user:password in natsUrl)", RedactURL(url), ErrNATSAuth, err, authKeys)
+	} else {
+		out = fmt.Errorf("connect to NATS at %s: %w", RedactURL(url), err)
 	}
-	return fmt.Errorf("connect to NATS at %s: %w", RedactURL(url), err)
+	msg := out.Error()
+	for _, secret := range urlSecrets(url) {
+		msg = strings.ReplaceAll(msg, secret, "xxxxx")
+	}
+	return &scrubbed{msg: msg, err: out}
+}
+
+// scrubbed is an error whose text lost its secrets and whose chain kept
+// them.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+// urlSecrets are the passwords and tokens of a comma-separated URL list,
+// parsed or not: whatever stands between "://" and the last '@' of a
+// part, after the user's ':' when there is one, as written and
+// unescaped.
+func urlSecrets(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		at := strings.LastIndexByte(p, '@')
+		if at < 0 {
+			continue
+		}
+		start := strings.Index(p, "://")
+		if start < 0 || start > at {
+			start = -3
+		}
+		info := p[start+3 : at]
+		if _, pw, ok := strings.Cut(info, ":"); ok {
+			info = pw
+		}
+		if info == "" {
+			continue
+		}
+		out = append(out, info)
+		if plain, err := neturl.PathUnescape(info); err == nil && plain != info {
+			out = append(out, plain) // as nats.go would send it
+		}
+	}
+	return out
 }

@@ -164,3 +164,28 @@ func TestFileNATSAuth(t *testing.T) {
 		t.Errorf("Node: got Auth %+v, want %+v", c.Auth, want)
 	}
 }
+
+// TestConnectErrorScrubs: nats.go quotes a URL it cannot parse whole;
+// ConnectError's text must not show its password or token, and errors.Is
+// still finds what nats.go returned.
+func TestConnectErrorScrubs(t *testing.T) {
+	for _, url := range []string{
+		"nats://a:" + plantedPW + "@h:x",
+		"nats://a:" + plantedPW + "@[::1",
+		"nats://" + plantedPW + "@h:x",
+		"nats://127.0.0.1:1,nats://a:" + plantedPW + "@h:x",
+		"nats://a:pl4nted%40pw@h:x",
+	} {
+		_, nerr := nats.Connect(url, nats.Timeout(time.Second))
+		if nerr == nil {
+			t.Fatalf("%s: connected", url)
+		}
+		err := serving.ConnectError(url, nerr)
+		if msg := err.Error(); strings.Contains(msg, plantedPW) || strings.Contains(msg, "pl4nted%40pw") || !strings.Contains(msg, "xxxxx") {
+			t.Errorf("got %q, want the secret shown as xxxxx", msg)
+		}
+		if !errors.Is(err, nerr) {
+			t.Errorf("errors.Is(%v, %v): got false", err, nerr)
+		}
+	}
+}
