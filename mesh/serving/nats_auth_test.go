@@ -189,3 +189,20 @@ func TestConnectErrorScrubs(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeAccountWithoutJetStream: nats-server enables JetStream per
+// account once the file has accounts; NewNode says what to add.
+func TestNodeAccountWithoutJetStream(t *testing.T) {
+	cfg := addConfig(t, "nojs", "")
+	cfg.Embedded.ConfigFile = natsConf(t, `accounts { A { users = [{user: a, password: pw}] } }`)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, err := serving.NewNode(ctx, cfg)
+	if err == nil {
+		_ = n.Close()
+		t.Fatal("NewNode: got no error")
+	}
+	if !strings.Contains(err.Error(), "jetstream: enabled") {
+		t.Errorf("got %v, want it to say `jetstream: enabled`", err)
+	}
+}

@@ -163,6 +163,13 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if n.srv != nil && n.cfg.Embedded.ConfigFile != "" {
+		// An account without JetStream is a config to fix, not an
+		// outage to wait out as EnsureStreams would.
+		if _, err := js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return n.refused(err)
+		}
+	}
 	// Streams exist before a door opens, so its first publish lands.
 	for _, m := range n.models {
 		if err := mesh.EnsureStreams(ctx, js, n.cfg.stream(m.Job)); err != nil {
@@ -298,9 +305,14 @@ func (n *Node) startEmbedded() ([]nats.Option, error) {
 // refused explains err when it comes from NATS refusing the node's
 // credentials: the connection retries a failed connect in the
 // background, so the refusal surfaces as the first request failing.
+// An account of a nats-server config without JetStream is named too:
+// with accounts, nats-server enables JetStream per account only.
 func (n *Node) refused(err error) error {
 	if last := n.nc.LastError(); errors.Is(last, nats.ErrAuthorization) {
 		return ConnectError(n.URL(), last)
+	}
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) && n.cfg.URL == "" && n.cfg.Embedded.ConfigFile != "" {
+		return fmt.Errorf("%w: the service's account in natsServerConfig needs `jetstream: enabled`", err)
 	}
 	return err
 }
