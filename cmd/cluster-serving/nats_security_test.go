@@ -106,7 +106,8 @@ func runToEnd(t *testing.T, env []string, args ...string) *proc {
 // for the password. The planted password appears in no output.
 func TestSecuredStart(t *testing.T) {
 	skipIfShort(t)
-	conf := writeNATSConf(t, `authorization { users = [{user: a, password: "`+plantedPW+`"}] }`)
+	// The file asks for nats-server's debug and trace logs too: they stay off.
+	conf := writeNATSConf(t, "debug: true\ntrace: true\nauthorization { users = [{user: a, password: \""+plantedPW+"\"}] }\n")
 	cfg, url, job, env := testJob(t, "logLevel: debug\nnatsServerConfig: "+conf+"\n")
 	start := spawn(t, env, "start", "-c", cfg)
 	var nc *nats.Conn
