@@ -50,10 +50,10 @@ func metricsListen(file *serving.File) listenAddr {
 // checkListeners binds each of the process's addresses and lets it go
 // again, before the models load, so that a port in use fails the command
 // at once with the key to change (a model can take a minute to load).
-// For the embedded server it first reads natsServerConfig and refuses an
-// anonymous listener beyond loopback (see nodeError). The
-// door or server binds for real later; a port taken in between fails there,
-// with the same message (see listenError).
+// The door or server binds for real later; a port taken in between fails
+// there, with the same message (see listenError). For the embedded server
+// it first reads natsServerConfig and refuses an anonymous listener
+// beyond loopback, also before any model loads (see nodeError).
 func (p *process) checkListeners() error {
 	if p.role == "start" && p.file.NatsURL == "" {
 		if err := embedded.Check(p.file.Embedded()); err != nil {

@@ -36,8 +36,9 @@ func millis(v int) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // Node maps the file onto a Node's Config: NATS, the served models, the
 // engine, stream and worker keys, and ONNX Runtime (getenv looks up
-// $ONNXRUNTIME_LIB and the NATS_* variables of NATSAuth). The caller sets what depends on the command: Serve,
-// Describe, Service, Name, Version, Logger and Metrics.
+// $ONNXRUNTIME_LIB and the NATS_* variables of NATSAuth). The caller
+// sets what depends on the command: Serve, Describe, Service, Name,
+// Version, Logger and Metrics.
 func (f *File) Node(getenv func(string) string) Config {
 	return Config{
 		URL:      f.NatsURL,

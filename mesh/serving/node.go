@@ -34,7 +34,7 @@ type Config struct {
 	URL string
 	// Auth is how the connection authenticates to URL and checks its
 	// certificate. On the embedded server, the process gets in with an
-	// identity of the server's own (see connect); Auth is used only when
+	// identity of the server's own (see startEmbedded); Auth is used only when
 	// the server cannot make one. Default: none.
 	Auth NATSAuth
 	// Embedded configures the embedded server when URL is empty
