@@ -1,9 +1,11 @@
 package serving
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"os"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -25,7 +27,8 @@ const (
 // and win over User and Password. The zero value means none: a plain
 // connection, TLS only when the server asks for it.
 type NATSAuth struct {
-	// Credentials is a .creds file (JWT and nkey seed): natsCredentials.
+	// Credentials is natsCredentials: a .creds file (user JWT and nkey
+	// seed), or an nkey seed file for a user of a nats-server config.
 	Credentials string
 	// User and Password: $NATS_USER and $NATS_PASSWORD.
 	User, Password string
@@ -51,7 +54,7 @@ const authKeys = "natsCredentials, natsTlsCert and natsTlsKey, or " + EnvNATSUse
 func (a NATSAuth) Options() []nats.Option {
 	var opts []nats.Option
 	if a.Credentials != "" {
-		opts = append(opts, nats.UserCredentials(a.Credentials))
+		opts = append(opts, credentials(a.Credentials))
 	}
 	switch {
 	case a.User != "" && a.Password != "":
@@ -68,6 +71,20 @@ func (a NATSAuth) Options() []nats.Option {
 		opts = append(opts, nats.ClientCert(a.TLSCert, a.TLSKey))
 	}
 	return opts
+}
+
+// credentials presents a .creds file (a user JWT and its nkey seed), or
+// a seed file alone, for an nkey user of a nats-server config (users =
+// [{nkey: U...}]). A file that cannot be read is left to
+// nats.UserCredentials, which says so when connecting.
+func credentials(path string) nats.Option {
+	data, err := os.ReadFile(path)
+	if err == nil && !bytes.Contains(data, []byte("BEGIN NATS USER JWT")) {
+		if opt, err := nats.NkeyOptionFromSeed(path); err == nil {
+			return opt
+		}
+	}
+	return nats.UserCredentials(path)
 }
 
 // Identity reports whether a names someone: credentials, a user or

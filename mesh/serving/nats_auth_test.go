@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
@@ -204,5 +205,49 @@ func TestNodeAccountWithoutJetStream(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "jetstream: enabled") {
 		t.Errorf("got %v, want it to say `jetstream: enabled`", err)
+	}
+}
+
+// TestNATSAuthNkeySeed: natsCredentials may be a bare nkey seed file, for
+// an nkey user of a nats-server config; a wrong seed is refused; the
+// server's in-process identity works beside nkey users.
+func TestNATSAuthNkeySeed(t *testing.T) {
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	other, _ := nkeys.CreateUser()
+	otherSeed, _ := other.Seed()
+	srv, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(),
+		ConfigFile: natsConf(t, `authorization { users = [{nkey: `+pub+`}] }`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	self, err := nats.Connect("", srv.ConnectOption()) // the in-process identity beside nkey users
+	if err != nil {
+		t.Fatalf("in process: %v", err)
+	}
+	self.Close()
+	for _, tc := range []struct {
+		name string
+		seed []byte
+		ok   bool
+	}{{"seed", seed, true}, {"other seed", otherSeed, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "user.nk")
+			if err := os.WriteFile(path, append(tc.seed, '\n'), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			nc, err := nats.Connect(srv.ClientURL(), serving.NATSAuth{Credentials: path}.Options()...)
+			if got := err == nil; got != tc.ok {
+				t.Errorf("got %v, want ok=%v", err, tc.ok)
+			}
+			if nc != nil {
+				nc.Close()
+			}
+		})
 	}
 }
