@@ -191,6 +191,9 @@ func TestConfigFilePrecedence(t *testing.T) {
 		t.Errorf("got max payload %d, want the file's %d", got, want)
 	}
 	useJetStream(t, nc, "P")
+	if got := s.StoreDir(); got != store {
+		t.Errorf("got StoreDir %s, want the file's %s", got, store)
+	}
 	if _, err := os.Stat(filepath.Join(store, "jetstream")); err != nil {
 		t.Errorf("the file's store_dir is unused: %v", err)
 	}

@@ -73,12 +73,13 @@ func (c Config) withDefaults() Config {
 // Server is a running in-process nats-server with JetStream. Its methods
 // are safe for concurrent use.
 type Server struct {
-	ns      *server.Server
-	self    nats.Option // the in-process identity; nil when none
-	auth    bool        // clients must authenticate
-	users   bool        // with a user and password, or a token
-	tempDir string      // removed at Shutdown; empty when the caller chose StoreDir
-	once    sync.Once
+	ns       *server.Server
+	self     nats.Option // the in-process identity; nil when none
+	auth     bool        // clients must authenticate
+	users    bool        // with a user and password, or a token
+	storeDir string
+	tempDir  string // removed at Shutdown; empty when the caller chose StoreDir
+	once     sync.Once
 }
 
 // Start validates cfg, reads its ConfigFile, starts the server and waits
@@ -113,6 +114,7 @@ func Start(cfg Config) (*Server, error) {
 		}
 		s.tempDir, opts.StoreDir = dir, dir
 	}
+	s.storeDir = opts.StoreDir
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		s.removeTemp()
@@ -170,6 +172,11 @@ func waitReady(ns *server.Server, fatal <-chan string) error {
 // nats://host:port, or tls://host:port when the config file has a tls
 // block. It holds no credentials.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// StoreDir is the JetStream store directory the server uses (nats-server
+// keeps its files under StoreDir/jetstream): the config file's store_dir,
+// else Config.StoreDir, else the temporary one.
+func (s *Server) StoreDir() string { return s.storeDir }
 
 // AuthRequired reports whether clients must authenticate (see
 // AnonymousError for what counts).
