@@ -110,19 +110,7 @@ func TestSecuredStart(t *testing.T) {
 	conf := writeNATSConf(t, "debug: true\ntrace: true\nauthorization { users = [{user: a, password: \""+plantedPW+"\"}] }\n")
 	cfg, url, job, env := testJob(t, "logLevel: debug\nnatsServerConfig: "+conf+"\n")
 	start := spawn(t, env, "start", "-c", cfg)
-	var nc *nats.Conn
-	waitProc(t, start, 60*time.Second, "the mesh service", func() bool {
-		c, err := nats.Connect(url, nats.UserInfo("a", plantedPW))
-		if err == nil {
-			if _, err = c.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second); err == nil {
-				nc = c
-				return true
-			}
-			c.Close()
-		}
-		return false
-	})
-	defer nc.Close()
+	nc := waitReadyAs(t, url, start, nats.UserInfo("a", plantedPW))
 	waitLog(t, start, "Stop with Ctrl-C")
 	if c, err := nats.Connect(url); !errors.Is(err, nats.ErrAuthorization) {
 		if c != nil {
@@ -136,26 +124,7 @@ func TestSecuredStart(t *testing.T) {
 	if want := `nats req -s ` + url + ` --user "$NATS_USER" --password "$NATS_PASSWORD" ` + mesh.PredictSubject(job); !strings.Contains(start.logs(), want) {
 		t.Errorf("banner lacks %q:\n%s", want, start.logs())
 	}
-	creds := append(env[:len(env):len(env)], "NATS_USER=a", "NATS_PASSWORD="+plantedPW)
-	outputs := []*proc{start}
-	for _, args := range [][]string{
-		{"predict", "-c", cfg, "-d", `{"instances":[{"x":[1,2,3,4]}]}`},
-		{"status", "-c", cfg, "-once"},
-	} {
-		p := runToEnd(t, creds, args...)
-		outputs = append(outputs, p)
-		if p.cmd.ProcessState.ExitCode() != 0 {
-			t.Errorf("%s with NATS_USER and NATS_PASSWORD: exit %d\n%s", args[0], p.cmd.ProcessState.ExitCode(), p.logs())
-		}
-	}
-	if !strings.Contains(outputs[1].logs(), `{"predictions":["`) || !strings.Contains(outputs[2].logs(), job) {
-		t.Errorf("got predict %q and status %q, want an answer and the job", outputs[1].logs(), outputs[2].logs())
-	}
-	refused := runToEnd(t, env, "predict", "-c", cfg, "-d", `{"instances":[{"x":[1,2,3,4]}]}`)
-	outputs = append(outputs, refused)
-	if refused.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(refused.logs(), "NATS_PASSWORD") {
-		t.Errorf("predict without credentials: got exit %d and %q, want a refusal naming NATS_PASSWORD", refused.cmd.ProcessState.ExitCode(), refused.logs())
-	}
+	outputs := append([]*proc{start}, securedClients(t, env, cfg, job)...)
 	withPW := strings.Replace(url, "nats://", "nats://a:"+plantedPW+"@", 1)
 	worker := spawn(t, env, "worker", "-c", cfg, "-nats", withPW)
 	outputs = append(outputs, worker)
@@ -170,6 +139,49 @@ func TestSecuredStart(t *testing.T) {
 	if !strings.Contains(start.logs(), "level=DEBUG") {
 		t.Errorf("start logged nothing at debug:\n%s", start.logs())
 	}
+}
+
+// waitReadyAs is waitReady for a server that asks who its clients are.
+func waitReadyAs(t *testing.T, url string, p *proc, auth nats.Option) *nats.Conn {
+	t.Helper()
+	var nc *nats.Conn
+	waitProc(t, p, 60*time.Second, "the mesh service", func() bool {
+		c, err := nats.Connect(url, auth)
+		if err != nil {
+			return false
+		}
+		if _, err := c.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second); err != nil {
+			c.Close()
+			return false
+		}
+		nc = c
+		return true
+	})
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// securedClients runs predict and status with NATS_USER and
+// NATS_PASSWORD, which must answer, and predict without, which must be
+// refused naming NATS_PASSWORD, and returns the three.
+func securedClients(t *testing.T, env []string, cfg, job string) []*proc {
+	t.Helper()
+	creds := append(env[:len(env):len(env)], "NATS_USER=a", "NATS_PASSWORD="+plantedPW)
+	predict := runToEnd(t, creds, "predict", "-c", cfg, "-d", `{"instances":[{"x":[1,2,3,4]}]}`)
+	status := runToEnd(t, creds, "status", "-c", cfg, "-once")
+	for _, p := range []*proc{predict, status} {
+		if p.cmd.ProcessState.ExitCode() != 0 {
+			t.Errorf("%s with NATS_USER and NATS_PASSWORD: exit %d\n%s", p.cmd.Args[1], p.cmd.ProcessState.ExitCode(), p.logs())
+		}
+	}
+	if !strings.Contains(predict.logs(), `{"predictions":["`) || !strings.Contains(status.logs(), job) {
+		t.Errorf("got predict %q and status %q, want an answer and the job", predict.logs(), status.logs())
+	}
+	refused := runToEnd(t, env, "predict", "-c", cfg, "-d", `{"instances":[{"x":[1,2,3,4]}]}`)
+	if refused.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(refused.logs(), "NATS_PASSWORD") {
+		t.Errorf("predict without credentials: got exit %d and %q, want a refusal naming NATS_PASSWORD", refused.cmd.ProcessState.ExitCode(), refused.logs())
+	}
+	return []*proc{predict, status, refused}
 }
 
 // TestWorkerAndStatusOverTLS: a worker and status reach an external NATS
