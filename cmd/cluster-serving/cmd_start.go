@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -150,6 +151,11 @@ func cmdStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f, file, err := parseServeFlags("start", args, stderr)
 	if err != nil {
 		return err
+	}
+	if f.nats != "" && file.NatsServerConfig != "" {
+		// As natsUrl with natsServerConfig in the file: the secured
+		// server the deployer configured would silently not run.
+		return errors.New("config key \"natsServerConfig\" configures the embedded NATS server, which -nats replaces: drop one")
 	}
 	p := &process{role: "start", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node:  func(c *serving.Config) { c.Serve, c.Service = true, true },

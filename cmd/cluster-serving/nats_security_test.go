@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -258,5 +259,20 @@ func TestSecuredStartTLS(t *testing.T) {
 		if strings.Contains(out, plantedPW) {
 			t.Errorf("printed the planted password:\n%s", out)
 		}
+	}
+}
+
+// TestStartNatsFlagWithServerConfig: -nats would replace the embedded
+// server that natsServerConfig secures; start refuses the pair, as the
+// config check refuses natsUrl with natsServerConfig.
+func TestStartNatsFlagWithServerConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	conf := writeNATSConf(t, `authorization { users = [{user: a, password: pw}] }`)
+	if err := os.WriteFile(cfg, []byte("modelPath: /m\nnatsServerConfig: "+conf+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run([]string{"start", "-c", cfg, "-nats", "nats://127.0.0.1:1"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "natsServerConfig") {
+		t.Errorf("got %v, want a refusal naming natsServerConfig", err)
 	}
 }
