@@ -11,7 +11,27 @@ var (
 	// ErrNotReady is returned by Start when the server did not accept
 	// connections within the start timeout.
 	ErrNotReady = errors.New("embedded: server not ready for connections")
+	// ErrAnonymous is wrapped by the *AnonymousError of Start and Check.
+	ErrAnonymous = errors.New("embedded: reachable beyond this machine without authentication")
 )
+
+// AnonymousError is returned by Start and Check when the client listener
+// binds an address other machines can reach (anything but 127.0.0.0/8,
+// ::1 and localhost; 0.0.0.0 and "" included) while the server has no
+// authentication: no users, nkeys, token, operator, auth callout or
+// verified client certificates in ConfigFile, and AllowAnonymous is
+// false. Addr is host:port as configured, so that the caller can name its
+// own config keys. errors.Is(err, ErrAnonymous) holds.
+type AnonymousError struct {
+	Addr string
+}
+
+func (e *AnonymousError) Error() string {
+	return "embedded: listen " + e.Addr + " is reachable beyond this machine and the server has no authentication: " +
+		"give it a nats-server config with an authorization block (ConfigFile), or set AllowAnonymous"
+}
+
+func (e *AnonymousError) Unwrap() error { return ErrAnonymous }
 
 // ListenError is returned by Start when the client address cannot be
 // bound: most often another process (a nats-server, another

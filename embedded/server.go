@@ -41,6 +41,15 @@ type Config struct {
 	Name string
 	// Logger receives the server's log lines. Default: none (silent).
 	Logger *slog.Logger
+	// ConfigFile is a nats-server configuration file, parsed by
+	// nats-server's own parser: authorization, users, nkeys, accounts,
+	// tls and the rest work as the NATS documentation describes. Host,
+	// Port, the JetStream store and MaxPayload combine with it as
+	// options documents. Default: none.
+	ConfigFile string
+	// AllowAnonymous lets the server listen beyond loopback with no
+	// authentication; Start refuses that otherwise (*AnonymousError).
+	AllowAnonymous bool
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -64,43 +73,48 @@ func (c Config) withDefaults() Config {
 // Server is a running in-process nats-server with JetStream. Its methods
 // are safe for concurrent use.
 type Server struct {
-	ns      *server.Server
-	tempDir string // removed at Shutdown; empty when the caller chose StoreDir
-	once    sync.Once
+	ns       *server.Server
+	self     nats.Option // the in-process identity; nil when none
+	auth     bool        // clients must authenticate
+	users    bool        // with a user and password, or a token
+	storeDir string
+	tempDir  string // removed at Shutdown; empty when the caller chose StoreDir
+	once     sync.Once
 }
 
-// Start validates cfg, starts the server and waits until it accepts
-// connections. It returns ErrInvalidConfig, a *ListenError when the client
-// address cannot be bound (a port in use), ErrNotReady wrapped with the
-// server's own fatal error (a store directory JetStream cannot use), or a
-// server error.
+// Start validates cfg, reads its ConfigFile, starts the server and waits
+// until it accepts connections. It returns ErrInvalidConfig (a bad field,
+// or a config file nats-server refuses), an *AnonymousError, a
+// *ListenError when the client address cannot be bound (a port in use),
+// ErrNotReady wrapped with the server's own fatal error (a store
+// directory JetStream cannot use), or a server error.
 func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	opts, err := options(cfg, cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAnonymous(cfg, opts); err != nil {
+		return nil, err
+	}
 	if err := checkListen(cfg); err != nil {
 		return nil, err
 	}
-	s := &Server{}
-	storeDir := cfg.StoreDir
-	if storeDir == "" {
+	s := &Server{auth: authConfigured(opts), users: len(opts.Users) > 0 || opts.Username != "" || opts.Authorization != ""}
+	if s.self, err = inProcessIdentity(opts); err != nil {
+		return nil, err
+	}
+	if opts.StoreDir == "" {
 		dir, err := os.MkdirTemp("", "cluster-serving-nats-*")
 		if err != nil {
 			return nil, fmt.Errorf("embedded: store dir: %w", err)
 		}
-		s.tempDir, storeDir = dir, dir
+		s.tempDir, opts.StoreDir = dir, dir
 	}
-	opts := &server.Options{
-		ServerName: cfg.Name,
-		Host:       cfg.Host,
-		Port:       cfg.Port,
-		JetStream:  true,
-		StoreDir:   storeDir,
-		MaxPayload: cfg.MaxPayload,
-		NoSigs:     true,
-		NoLog:      cfg.Logger == nil,
-	}
+	s.storeDir = opts.StoreDir
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		s.removeTemp()
@@ -154,12 +168,47 @@ func waitReady(ns *server.Server, fatal <-chan string) error {
 	return nil
 }
 
-// ClientURL returns the nats:// URL clients in other processes connect to.
+// ClientURL returns the URL clients in other processes connect to:
+// nats://host:port, or tls://host:port when the config file has a tls
+// block. It holds no credentials.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 
+// StoreDir is the JetStream store directory the server uses (nats-server
+// keeps its files under StoreDir/jetstream): the config file's store_dir,
+// else Config.StoreDir, else the temporary one.
+func (s *Server) StoreDir() string { return s.storeDir }
+
+// AuthRequired reports whether clients must authenticate (see
+// AnonymousError for what counts).
+func (s *Server) AuthRequired() bool { return s.auth }
+
+// PasswordAuth reports whether clients authenticate with a user and
+// password or a token (users, a single user, a token in the config
+// file), as opposed to only certificates, nkeys or JWTs.
+func (s *Server) PasswordAuth() bool { return s.users }
+
+// InProcessAuth reports whether ConnectOption authenticates by itself on
+// a server that requires it. When AuthRequired holds and this does not
+// (operator JWTs, an auth callout, a bcrypt token, users in several
+// accounts), the in-process connection needs the caller's credentials.
+func (s *Server) InProcessAuth() bool { return !s.auth || s.self != nil }
+
 // ConnectOption returns a nats.Option that connects in process, without a
-// TCP socket. Pass it to nats.Connect with an empty URL.
-func (s *Server) ConnectOption() nats.Option { return nats.InProcessServer(s.ns) }
+// TCP socket, presenting the in-process identity the server made for its
+// own process when it requires authentication (see InProcessAuth). Pass
+// it to nats.Connect with ClientURL or an empty URL.
+func (s *Server) ConnectOption() nats.Option {
+	inProcess := nats.InProcessServer(s.ns)
+	if s.self == nil {
+		return inProcess
+	}
+	return func(o *nats.Options) error {
+		if err := inProcess(o); err != nil {
+			return err
+		}
+		return s.self(o)
+	}
+}
 
 // Shutdown stops the server, waits until it has stopped and removes the
 // temporary store directory. It is idempotent.

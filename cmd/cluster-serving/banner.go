@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,13 +34,17 @@ cluster-serving is serving job %q
   NATS:    %s   request-reply subject: %s
 
 Call it from another terminal:
-`, file.JobName, info.Path, serving.FormatIO(info.Inputs), serving.FormatIO(info.Outputs), node.URL(), subject)
+`, file.JobName, info.Path, serving.FormatIO(info.Inputs), serving.FormatIO(info.Outputs), serving.RedactURL(node.URL()), subject)
+	if userAuth(file, node) {
+		fmt.Fprintf(w, "  (NATS asks who you are: export %s and %s first, or set natsCredentials; start itself needs neither)\n",
+			serving.EnvNATSUser, serving.EnvNATSPassword)
+	}
 	value, shape := fillValue(info), fillShape(info, file.InputAlreadyBatched)
 	fmt.Fprintf(w, "  %s predict %s -fill %s%s   # one request, every value %s%s\n", self, cfg, value, shapeFlag(shape), value, dynamicNote(info, file.InputAlreadyBatched))
 	if body := fillBody(info, file.InputAlreadyBatched, value, nil); len(body) <= maxBannerBody {
 		quoted := shellJoin(string(body))
 		fmt.Fprintf(w, "  %s predict %s -d %s\n", self, cfg, quoted)
-		fmt.Fprintf(w, "  nats req %s %s   # with the nats CLI\n", subject, quoted)
+		fmt.Fprintf(w, "  nats req %s%s %s   # with the nats CLI\n", natsCLIFlags(file, node), subject, quoted)
 		if httpOn(file) {
 			fmt.Fprint(w, curlNotes(file))
 			fmt.Fprintf(w, "  curl -s %s://%s/predict%s -H 'Content-Type: application/json' -d %s\n",
@@ -94,6 +99,41 @@ func absPath(path string) string {
 		return p
 	}
 	return path
+}
+
+// natsCLIFlags are the flags of the banner's `nats req` line: the server
+// (loopback for an unspecified host) and how to authenticate, with no
+// secret in them. A password or token is read from the environment
+// ("$NATS_PASSWORD", which the nats CLI also reads by itself); the
+// .creds file and the TLS files by path.
+func natsCLIFlags(file *serving.File, node *serving.Node) string {
+	server, _, _ := strings.Cut(serving.RedactURL(file.NATSURL()), ",")
+	if u, err := url.Parse(server); err == nil {
+		u.User, u.Host = nil, dialable(u.Host)
+		server = u.String()
+	}
+	words := []string{"-s", server}
+	if file.NatsCredentials != "" {
+		words = append(words, "--creds", absPath(file.NatsCredentials))
+	}
+	if file.NatsTLSCA != "" {
+		words = append(words, "--tlsca", absPath(file.NatsTLSCA))
+	}
+	if file.NatsTLSCert != "" {
+		words = append(words, "--tlscert", absPath(file.NatsTLSCert), "--tlskey", absPath(file.NatsTLSKey))
+	}
+	out := shellJoin(words...)
+	if userAuth(file, node) {
+		out += ` --user "$` + serving.EnvNATSUser + `" --password "$` + serving.EnvNATSPassword + `"`
+	}
+	return out + " "
+}
+
+// userAuth reports whether a client of the job authenticates with a user
+// and password (or token): natsUrl carries a user, or the server asks
+// for one.
+func userAuth(file *serving.File, node *serving.Node) bool {
+	return strings.Contains(serving.RedactURL(file.NatsURL), "@") || node.PasswordAuth()
 }
 
 // maxBannerBody is the longest request body the banner prints inline.

@@ -74,7 +74,7 @@ func writePID(job, role string, args []string) (remove func(), err error) {
 			if e.Cmd == "start" && e.PID != os.Getpid() {
 				return nil, fmt.Errorf("job %q already runs on this machine: `cluster-serving start` is pid %d (args %v). "+
 					"Stop it with `cluster-serving stop -job %s` (or kill %d); to add a worker for the job beside it, run `cluster-serving worker`",
-					job, e.PID, e.Args, job, e.PID)
+					job, e.PID, redactArgs(e.Args), job, e.PID)
 			}
 		}
 	}
@@ -84,9 +84,10 @@ func writePID(job, role string, args []string) (remove func(), err error) {
 	}
 	data, _ := json.Marshal(pidFile{PID: os.Getpid(), Args: args, Cmd: role, Job: job})
 	// Written aside and renamed: another process cleaning stale files
-	// must never read a half-written one and delete it.
+	// must never read a half-written one and delete it. Owner-only: the
+	// args may hold a -nats URL with a password.
 	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".tmp-%d.pid", os.Getpid()))
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return nil, fmt.Errorf("pid file: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -255,13 +256,25 @@ func cmdRestart(args []string, stdout, stderr io.Writer) error {
 	if again.Cmd != "start" && len(found) > 1 {
 		fmt.Fprintln(stdout, "stopped several processes; start each again in its own terminal:")
 		for _, p := range found {
-			fmt.Fprintf(stdout, "  %s\n", shellJoin(append([]string{selfPath(), p.Cmd}, p.Args...)...))
+			fmt.Fprintf(stdout, "  %s\n", shellJoin(append([]string{selfPath(), p.Cmd}, redactArgs(p.Args)...)...))
 		}
 		return nil
 	}
 	for _, p := range found[1:] {
-		fmt.Fprintf(stdout, "not restarted here (run it again yourself): %s\n", shellJoin(append([]string{selfPath(), p.Cmd}, p.Args...)...))
+		fmt.Fprintf(stdout, "not restarted here (run it again yourself): %s\n", shellJoin(append([]string{selfPath(), p.Cmd}, redactArgs(p.Args)...)...))
 	}
-	fmt.Fprintf(stdout, "starting again: cluster-serving %s %s\n", again.Cmd, shellJoin(again.Args...))
+	fmt.Fprintf(stdout, "starting again: cluster-serving %s %s\n", again.Cmd, shellJoin(redactArgs(again.Args)...))
 	return run(append([]string{again.Cmd}, again.Args...), stdout, stderr)
+}
+
+// redactArgs is args as printed: the password of a URL (-nats) redacted.
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if strings.Contains(a, "://") {
+			out[i] = serving.RedactURL(a)
+		}
+	}
+	return out
 }

@@ -55,7 +55,9 @@ func cmdPredict(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	nc, _, err := dial("cluster-serving predict", *url, cfg)
-	if err != nil {
+	if errors.Is(err, serving.ErrNATSAuth) {
+		return err // it answered: it runs, and says what to set
+	} else if err != nil {
 		return fmt.Errorf("%w (is `cluster-serving start` running?)", err)
 	}
 	defer nc.Close()
@@ -161,21 +163,21 @@ func writeFilled(b *bytes.Buffer, shape []int64, value string) {
 
 // dial connects a client command to the job's NATS: url when given, else
 // the config's natsUrl, else its embedded server's natsListen, with the
-// config's credentials. file is nil when the command read no config. It
-// returns the URL it used.
+// credentials and TLS of the config and the environment (NATSAuth; a
+// user:password in the URL wins). file is nil when the command read no
+// config: then only the environment's. It returns the URL it used, its
+// password redacted, for printing.
 func dial(name, url string, file *serving.File) (*nats.Conn, string, error) {
-	opts := []nats.Option{nats.Name(name)}
-	if file != nil {
-		if url == "" {
-			url = file.NATSURL()
-		}
-		if file.NatsCredentials != "" {
-			opts = append(opts, nats.UserCredentials(file.NatsCredentials))
-		}
+	if file == nil {
+		file = &serving.File{} // the environment's credentials only
 	}
+	if url == "" {
+		url = file.NATSURL()
+	}
+	opts := append([]nats.Option{nats.Name(name)}, file.NATSAuth(os.Getenv).Options()...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, url, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, serving.RedactURL(url), serving.ConnectError(url, err)
 	}
-	return nc, url, nil
+	return nc, serving.RedactURL(url), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -154,6 +155,11 @@ func cmdStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if f.nats != "" && file.NatsServerConfig != "" {
+		// As natsUrl with natsServerConfig in the file: the secured
+		// server the deployer configured would silently not run.
+		return errors.New("config key \"natsServerConfig\" configures the embedded NATS server, which -nats replaces: drop one")
+	}
 	p := &process{role: "start", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node:  func(c *serving.Config) { c.Serve, c.Service = true, true },
 		doors: startDoors}
@@ -204,7 +210,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	p := &process{role: "worker", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node: func(c *serving.Config) { c.Serve = true },
 		doors: func(d doorDeps) ([]func(context.Context) error, error) {
-			fmt.Fprintf(stdout, "worker of job %q joined %s\n", file.JobName, d.node.URL())
+			fmt.Fprintf(stdout, "worker of job %q joined %s\n", file.JobName, serving.RedactURL(d.node.URL()))
 			return nil, nil
 		}}
 	return p.run(ctx)

@@ -49,10 +49,17 @@ func metricsListen(file *serving.File) listenAddr {
 
 // checkListeners binds each of the process's addresses and lets it go
 // again, before the models load, so that a port in use fails the command
-// at once with the key to change (a model can take a minute to load). The
-// door or server binds for real later; a port taken in between fails there,
-// with the same message (see listenError).
+// at once with the key to change (a model can take a minute to load).
+// The door or server binds for real later; a port taken in between fails
+// there, with the same message (see listenError). For the embedded server
+// it first reads natsServerConfig and refuses an anonymous listener
+// beyond loopback, also before any model loads (see nodeError).
 func (p *process) checkListeners() error {
+	if p.role == "start" && p.file.NatsURL == "" {
+		if err := embedded.Check(p.file.Embedded()); err != nil {
+			return nodeError(p.file, err)
+		}
+	}
 	for _, l := range p.listeners() {
 		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
@@ -74,12 +81,22 @@ func (l listenAddr) error(err error) error {
 	return fmt.Errorf("%s %s: %w", l.key, l.addr, err)
 }
 
-// nodeError names natsListen when the embedded server could not bind its
-// port (taken after checkListeners ran); other errors pass unchanged.
+// nodeError names the config keys behind an embedded server's error:
+// natsListen when it could not bind its port (taken after
+// checkListeners ran), natsListen and natsServerConfig when it would
+// listen beyond loopback without authentication, natsServerConfig when
+// nats-server refused that file. Other errors pass unchanged.
 func nodeError(file *serving.File, err error) error {
 	var le *embedded.ListenError
-	if errors.As(err, &le) {
+	var ae *embedded.AnonymousError
+	switch {
+	case errors.As(err, &le):
 		return natsListen(file).error(le.Err)
+	case errors.As(err, &ae):
+		return fmt.Errorf("natsListen %s is reachable beyond this machine and the embedded NATS server has no authentication: "+
+			"set natsServerConfig to a nats-server config with an authorization block (or natsAllowAnonymous: true)", ae.Addr)
+	case errors.Is(err, embedded.ErrInvalidConfig) && file.NatsServerConfig != "":
+		return fmt.Errorf("config key \"natsServerConfig\": %w", err)
 	}
 	return err
 }

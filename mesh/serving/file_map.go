@@ -36,14 +36,15 @@ func millis(v int) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // Node maps the file onto a Node's Config: NATS, the served models, the
 // engine, stream and worker keys, and ONNX Runtime (getenv looks up
-// $ONNXRUNTIME_LIB). The caller sets what depends on the command: Serve,
-// Describe, Service, Name, Version, Logger and Metrics.
+// $ONNXRUNTIME_LIB and the NATS_* variables of NATSAuth). The caller
+// sets what depends on the command: Serve, Describe, Service, Name,
+// Version, Logger and Metrics.
 func (f *File) Node(getenv func(string) string) Config {
 	return Config{
-		URL:         f.NatsURL,
-		Credentials: f.NatsCredentials,
-		Embedded:    f.Embedded(),
-		Models:      f.ServedModels(),
+		URL:      f.NatsURL,
+		Auth:     f.NATSAuth(getenv),
+		Embedded: f.Embedded(),
+		Models:   f.ServedModels(),
 		Unit: UnitConfig{
 			Engine:        f.Engine(),
 			Stream:        f.Stream(),
@@ -98,17 +99,33 @@ func (f *File) Stream() mesh.StreamConfig {
 	}
 }
 
-// Embedded maps natsListen, natsStoreDir and natsMaxPayload onto the
-// embedded server's Config.
+// Embedded maps natsListen, natsStoreDir, natsMaxPayload,
+// natsServerConfig and natsAllowAnonymous onto the embedded server's
+// Config (see embedded's options for how the nats-server file and the
+// keys combine: natsListen wins, the file's store_dir and max_payload win).
 func (f *File) Embedded() embedded.Config {
 	c := embedded.Config{
-		StoreDir:   cmp.Or(f.NatsStoreDir, filepath.FromSlash(DefaultStoreDir)),
-		MaxPayload: int32(f.NatsMaxPayload),
+		StoreDir:       cmp.Or(f.NatsStoreDir, filepath.FromSlash(DefaultStoreDir)),
+		MaxPayload:     int32(f.NatsMaxPayload),
+		ConfigFile:     f.NatsServerConfig,
+		AllowAnonymous: f.NatsAllowAnonymous,
 	}
 	if f.NatsListen != "" {
 		c.Host, c.Port, _ = splitHostPort(f.NatsListen) // validated with the file
 	}
 	return c
+}
+
+// NATSAuth is how every NATS client of the job authenticates:
+// natsCredentials and natsTls*, and the user, password or token getenv
+// finds in $NATS_USER, $NATS_PASSWORD and $NATS_TOKEN (the nats CLI's
+// variables; secrets are never keys). getenv may be nil: no variables.
+func (f *File) NATSAuth(getenv func(string) string) NATSAuth {
+	a := NATSAuth{Credentials: f.NatsCredentials, TLSCA: f.NatsTLSCA, TLSCert: f.NatsTLSCert, TLSKey: f.NatsTLSKey}
+	if getenv != nil {
+		a.User, a.Password, a.Token = getenv(EnvNATSUser), getenv(EnvNATSPassword), getenv(EnvNATSToken)
+	}
+	return a
 }
 
 // NATSURL is where a client of the job connects: natsUrl, else the

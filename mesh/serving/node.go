@@ -27,11 +27,16 @@ const DefaultName = "cluster-serving"
 // defaults: an embedded NATS server and a door-only node that ensures the
 // models' streams and offers a mesh.Client.
 type Config struct {
-	// URL is the external NATS server(s), comma-separated. Empty: NewNode
-	// runs an embedded server configured by Embedded.
+	// URL is the external NATS server(s), comma-separated; it may hold a
+	// user and password (nats://user:password@host), which logs and
+	// errors redact. Empty: NewNode runs an embedded server configured by
+	// Embedded.
 	URL string
-	// Credentials is a NATS .creds file for URL. Default: none.
-	Credentials string
+	// Auth is how the connection authenticates to URL and checks its
+	// certificate. On the embedded server, the process gets in with an
+	// identity of the server's own (see startEmbedded); Auth is used only when
+	// the server cannot make one. Default: none.
+	Auth NATSAuth
 	// Embedded configures the embedded server when URL is empty
 	// (embedded's defaults for zero fields).
 	Embedded embedded.Config
@@ -158,10 +163,17 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if n.srv != nil && n.cfg.Embedded.ConfigFile != "" {
+		// An account without JetStream is a config to fix, not an
+		// outage to wait out as EnsureStreams would.
+		if _, err := js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return n.refused(err)
+		}
+	}
 	// Streams exist before a door opens, so its first publish lands.
 	for _, m := range n.models {
 		if err := mesh.EnsureStreams(ctx, js, n.cfg.stream(m.Job)); err != nil {
-			return err
+			return n.refused(err)
 		}
 	}
 	if n.client, err = mesh.NewClient(n.nc, mesh.ClientConfig{}); err != nil {
@@ -224,7 +236,6 @@ const (
 )
 
 func (n *Node) connect() error {
-	url := n.cfg.URL
 	opts := []nats.Option{
 		nats.Name(cmp.Or(n.cfg.Name, DefaultName)),
 		nats.MaxReconnects(-1),
@@ -242,24 +253,89 @@ func (n *Node) connect() error {
 		nats.MaxPingsOutstanding(2),
 		nats.RetryOnFailedConnect(true),
 	}
+	url := n.cfg.URL
 	if url == "" {
-		srv, err := embedded.Start(n.cfg.Embedded)
+		self, err := n.startEmbedded()
 		if err != nil {
 			return err
 		}
-		n.srv, url = srv, srv.ClientURL()
-		opts = append(opts, srv.ConnectOption())
-		n.log.Info("embedded NATS server started", "url", url, "store", n.cfg.Embedded.StoreDir)
-	}
-	if n.cfg.Credentials != "" {
-		opts = append(opts, nats.UserCredentials(n.cfg.Credentials))
+		url, opts = "", append(opts, self...)
+	} else {
+		opts = append(opts, n.cfg.Auth.Options()...)
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return ConnectError(n.URL(), err)
 	}
 	n.nc = nc
 	return nil
+}
+
+// startEmbedded starts the embedded server and returns the options of
+// the node's in-process connection to it.
+//
+// On a server that requires authentication, the connection presents the
+// identity the server made for its own process (embedded's in-process
+// user: accepted only in process, random, in the account the file's
+// users share), so that start needs no secret of its own and the
+// nats-server file stays the one authority on who may connect. Where the
+// server cannot make one (operator JWTs, an auth callout, a bcrypt
+// token, users in several accounts), the connection uses Auth, the same
+// credentials the other commands use, and NewNode fails at once, naming
+// the keys, when Auth has none.
+func (n *Node) startEmbedded() ([]nats.Option, error) {
+	srv, err := embedded.Start(n.cfg.Embedded)
+	if err != nil {
+		return nil, err
+	}
+	n.srv = srv
+	n.log.Info("embedded NATS server started", "url", RedactURL(srv.ClientURL()), "store", srv.StoreDir(),
+		"auth", srv.AuthRequired())
+	opts := []nats.Option{srv.ConnectOption()}
+	if srv.InProcessAuth() {
+		return opts, nil
+	}
+	if !n.cfg.Auth.Identity() {
+		return nil, fmt.Errorf("%w: the embedded NATS server (natsServerConfig) requires authentication it cannot grant this process "+
+			"(operator JWTs, an auth callout, a bcrypt token, or users in several accounts): set %s", ErrNATSAuth, authKeys)
+	}
+	return append(opts, n.cfg.Auth.Options()...), nil
+}
+
+// refused explains err when it comes from NATS refusing the node's
+// credentials: the connection retries a failed connect in the
+// background, so the refusal surfaces as the first request failing.
+// An account of a nats-server config without JetStream is named too:
+// with accounts, nats-server enables JetStream per account only.
+func (n *Node) refused(err error) error {
+	if last := n.nc.LastError(); errors.Is(last, nats.ErrAuthorization) {
+		return ConnectError(n.URL(), last)
+	}
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) && n.cfg.URL == "" && n.cfg.Embedded.ConfigFile != "" {
+		return fmt.Errorf("%w: the service's account in natsServerConfig needs `jetstream: enabled`", err)
+	}
+	return err
+}
+
+// AuthRequired reports whether the node's NATS server asks clients to
+// authenticate, as its INFO says (the embedded server's own rule when
+// it runs one).
+func (n *Node) AuthRequired() bool {
+	if n.srv != nil {
+		return n.srv.AuthRequired()
+	}
+	return n.nc != nil && n.nc.AuthRequired()
+}
+
+// PasswordAuth reports whether the node's clients authenticate with a
+// user and password (or a token): the embedded server's users or token;
+// for an external NATS, its demand for authentication when Auth offers
+// neither credentials nor a client certificate.
+func (n *Node) PasswordAuth() bool {
+	if n.srv != nil {
+		return n.srv.PasswordAuth()
+	}
+	return n.AuthRequired() && n.cfg.Auth.Credentials == "" && n.cfg.Auth.TLSCert == ""
 }
 
 // observeQueues reports the work queues' depth at each scrape: messages
@@ -282,7 +358,8 @@ func (n *Node) observeQueues(js jetstream.JetStream) error {
 	return err
 }
 
-// URL is the NATS URL the node joined: the embedded server's, or Config.URL.
+// URL is the NATS URL the node joined: the embedded server's, or
+// Config.URL. Config.URL may hold a password: print it through RedactURL.
 func (n *Node) URL() string {
 	if n.srv != nil {
 		return n.srv.ClientURL()

@@ -1,0 +1,154 @@
+package serving
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	neturl "net/url"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Environment variables a NATS client of the service reads its user,
+// password or token from: the nats CLI's own, so that one export serves
+// both `nats req` and cluster-serving. A secret is never a config key.
+const (
+	EnvNATSUser     = "NATS_USER"
+	EnvNATSPassword = "NATS_PASSWORD"
+	EnvNATSToken    = "NATS_TOKEN"
+)
+
+// NATSAuth is how one of the service's NATS clients proves who it is and
+// checks the server's certificate. Every process and command builds its
+// connection from it (NATSAuth.Options). A user and password in the URL
+// (nats://user:password@host) are read by nats.go from the URL itself
+// and win over User and Password. The zero value means none: a plain
+// connection, TLS only when the server asks for it.
+type NATSAuth struct {
+	// Credentials is natsCredentials: a .creds file (user JWT and nkey
+	// seed), or an nkey seed file for a user of a nats-server config.
+	Credentials string
+	// User and Password: $NATS_USER and $NATS_PASSWORD.
+	User, Password string
+	// Token: $NATS_TOKEN, or $NATS_USER without $NATS_PASSWORD, as the
+	// nats CLI reads it.
+	Token string
+	// TLSCA is the PEM CA that signed the servers' certificates
+	// (natsTlsCa); TLSCert and TLSKey a client certificate and its key
+	// (natsTlsCert, natsTlsKey) for servers that verify clients.
+	TLSCA, TLSCert, TLSKey string
+}
+
+// ErrNATSAuth is wrapped when NATS refuses the service's credentials, or
+// when the embedded server needs some the config does not give; the
+// message names the keys to set.
+var ErrNATSAuth = errors.New("serving: NATS authentication")
+
+// authKeys names what a deployer sets to authenticate to NATS.
+const authKeys = "natsCredentials, natsTlsCert and natsTlsKey, or " + EnvNATSUser + " and " + EnvNATSPassword + " in the environment"
+
+// Options are the nats.Options that present a's credentials and trust
+// its CA.
+func (a NATSAuth) Options() []nats.Option {
+	var opts []nats.Option
+	if a.Credentials != "" {
+		opts = append(opts, credentials(a.Credentials))
+	}
+	switch {
+	case a.User != "" && a.Password != "":
+		opts = append(opts, nats.UserInfo(a.User, a.Password))
+	case a.Token != "":
+		opts = append(opts, nats.Token(a.Token))
+	case a.User != "":
+		opts = append(opts, nats.Token(a.User))
+	}
+	if a.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(a.TLSCA))
+	}
+	if a.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(a.TLSCert, a.TLSKey))
+	}
+	return opts
+}
+
+// credentials presents a .creds file (a user JWT and its nkey seed), or
+// a seed file alone, for an nkey user of a nats-server config (users =
+// [{nkey: U...}]). A file that cannot be read is left to
+// nats.UserCredentials, which says so when connecting.
+func credentials(path string) nats.Option {
+	data, err := os.ReadFile(path)
+	if err == nil && !bytes.Contains(data, []byte("BEGIN NATS USER JWT")) {
+		if opt, err := nats.NkeyOptionFromSeed(path); err == nil {
+			return opt
+		}
+	}
+	return nats.UserCredentials(path)
+}
+
+// Identity reports whether a names someone: credentials, a user or
+// token, or a client certificate.
+func (a NATSAuth) Identity() bool {
+	return a.Credentials != "" || a.User != "" || a.Token != "" || a.TLSCert != ""
+}
+
+// ConnectError is the error of a failed connection to the NATS at url:
+// the URL with its password redacted, and for a refusal of credentials
+// (nats.ErrAuthorization), ErrNATSAuth with the keys that give them.
+// nats.go's own error can quote the URL whole (a URL it cannot parse),
+// so the URL's secrets are scrubbed from its text too; errors.Is and
+// errors.As still see the original.
+func ConnectError(url string, err error) error {
+	var out error
+	if errors.Is(err, nats.ErrAuthorization) {
+		out = fmt.Errorf("connect to NATS at %s: %w: %w (set %s, or a user:password in natsUrl)", RedactURL(url), ErrNATSAuth, err, authKeys)
+	} else {
+		out = fmt.Errorf("connect to NATS at %s: %w", RedactURL(url), err)
+	}
+	msg := out.Error()
+	for _, secret := range urlSecrets(url) {
+		msg = strings.ReplaceAll(msg, secret, "xxxxx")
+	}
+	return &scrubbed{msg: msg, err: out}
+}
+
+// scrubbed is an error whose text lost its secrets and whose chain kept
+// them.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+// urlSecrets are the passwords and tokens of a comma-separated URL list,
+// parsed or not: whatever stands between "://" and the last '@' of a
+// part, after the user's ':' when there is one, as written and
+// unescaped.
+func urlSecrets(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		at := strings.LastIndexByte(p, '@')
+		if at < 0 {
+			continue
+		}
+		start := strings.Index(p, "://")
+		if start < 0 || start > at {
+			start = -3
+		}
+		info := p[start+3 : at]
+		if _, pw, ok := strings.Cut(info, ":"); ok {
+			info = pw
+		}
+		if info == "" {
+			continue
+		}
+		out = append(out, info)
+		if plain, err := neturl.PathUnescape(info); err == nil && plain != info {
+			out = append(out, plain) // as nats.go would send it
+		}
+	}
+	return out
+}
