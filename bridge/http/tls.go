@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 )
 
@@ -58,4 +59,20 @@ func (c Config) serverTLS() (*tls.Config, error) {
 	}
 	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	return tc, nil
+}
+
+// CheckFiles loads the TLS and token files c names and lets them go, so
+// that a command can refuse a file it cannot use before its slow start
+// (loading models); New loads them again. Its errors are New's
+// *FileError.
+func (c Config) CheckFiles() error {
+	if _, err := c.serverTLS(); err != nil {
+		return err
+	}
+	if c.TokenFile != "" {
+		if _, err := newTokens(c.TokenFile, slog.New(slog.DiscardHandler)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

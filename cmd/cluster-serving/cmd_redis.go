@@ -105,12 +105,8 @@ func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return nil, err
 			}
 			fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
-				file.JobName, file.JobName, redis.Group, redactURL(file.RedisURL), serving.RedactURL(file.NatsURL), redis.ResultKey(file.JobName, ""))
+				file.JobName, file.JobName, redis.Group, serving.RedactURL(file.RedisURL), serving.RedactURL(file.NatsURL), redis.ResultKey(file.JobName, ""))
 			return nonNil(door), nil
 		}}
 	return p.run(ctx)
 }
-
-// redactURL shows redisUrl with its password as xxxxx: serving.RedactURL,
-// the redaction every banner and log uses.
-func redactURL(s string) string { return serving.RedactURL(s) }

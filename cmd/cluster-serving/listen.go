@@ -60,6 +60,11 @@ func (p *process) checkListeners() error {
 			return nodeError(p.file, err)
 		}
 	}
+	if (p.role == "start" || p.role == "http") && httpOn(p.file) {
+		if err := httpConfig(p.file, nil).CheckFiles(); err != nil {
+			return httpFileError(err)
+		}
+	}
 	for _, l := range p.listeners() {
 		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {

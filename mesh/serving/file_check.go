@@ -157,6 +157,9 @@ func (f *File) validateSecurity(p *problems) {
 	if f.NatsServerConfig != "" && f.NatsURL != "" {
 		p.bad("natsServerConfig", "configures the embedded NATS server, which runs only when natsUrl is empty")
 	}
+	if f.NatsAllowAnonymous && f.NatsURL != "" {
+		p.bad("natsAllowAnonymous", "applies to the embedded NATS server, which runs only when natsUrl is empty")
+	}
 }
 
 // validateTelemetry checks the keys of traces, metrics and logs.

@@ -70,8 +70,11 @@ onnxruntimeLib: ""
 # External NATS server(s), comma-separated. Empty: run an embedded NATS
 # server with JetStream in this process (single-machine mode).
 natsUrl: ""
-# NATS credentials file (.creds). A user and password can go in natsUrl
-# instead (nats://user:password@host:4222); logs and banners show xxxxx.
+# NATS credentials: a .creds file, or an nkey seed file for an nkey user.
+# A user and password can go in natsUrl instead
+# (nats://user:password@host:4222; logs and banners show xxxxx), or in the
+# environment as NATS_USER and NATS_PASSWORD (or NATS_TOKEN), which every
+# command reads, as the nats CLI does.
 natsCredentials: ""
 # TLS to NATS: the CA that signed the servers' certificates (PEM), and a
 # client certificate and key when the servers verify clients.
@@ -80,12 +83,19 @@ natsTlsCert: ""
 natsTlsKey: ""
 # A nats-server configuration file for the embedded server, read by
 # nats-server's own parser: authorization, users, nkeys, accounts, tls.
-# natsListen still sets where it listens.
+# natsListen wins over the file's listen and port; JetStream is always on;
+# the file's store_dir and max_payload win over natsStoreDir and
+# natsMaxPayload. start's own connection needs no credentials, except with
+# operator JWTs, an auth callout, a bcrypt token or users in several
+# accounts: then set natsCredentials, natsTlsCert/natsTlsKey or
+# NATS_USER/NATS_PASSWORD.
 natsServerConfig: ""
 # The embedded server refuses to listen beyond loopback with no
-# authentication configured (in natsServerConfig); true allows it.
+# authentication in natsServerConfig (users, nkeys, token, operator, auth
+# callout, or tls with verify: true); true allows it.
 natsAllowAnonymous: false
-# Where the embedded NATS server listens.
+# Where the embedded NATS server listens. An empty host (:4222) is
+# 127.0.0.1.
 natsListen: 127.0.0.1:4222
 # JetStream store of the embedded server. Empty: ./data/jetstream.
 natsStoreDir: ""
