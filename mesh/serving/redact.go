@@ -31,6 +31,8 @@ func RedactURL(s string) string {
 	return strings.Join(parts, ",")
 }
 
+// redactUnparsed hides the user part of p, which url.Parse refused and
+// whose error would quote it whole.
 func redactUnparsed(p string) string {
 	at := strings.LastIndexByte(p, '@')
 	if at < 0 {
