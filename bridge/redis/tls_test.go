@@ -2,10 +2,8 @@ package redis_test
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"log/slog"
 	"os"
@@ -28,36 +26,6 @@ import (
 
 // storePassword opens the PKCS#12 trust stores the tests write.
 const storePassword = "st0re-pw"
-
-// caCert reads the CA certificate of p.
-func caCert(tb testing.TB, p *tlstest.PKI) *x509.Certificate {
-	tb.Helper()
-	data, err := os.ReadFile(p.CA)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, _ := pem.Decode(data)
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
-
-// writeTrustStore writes p's CA as a PKCS#12 trust store made by enc
-// (Java's trusted certificate entries), opened with password, into p.Dir.
-func writeTrustStore(tb testing.TB, p *tlstest.PKI, enc *pkcs12.Encoder, name, password string) string {
-	tb.Helper()
-	der, err := enc.WithRand(rand.Reader).EncodeTrustStore([]*x509.Certificate{caCert(tb, p)}, password)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	path := filepath.Join(p.Dir, name)
-	if err := os.WriteFile(path, der, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return path
-}
 
 // keytoolTrustStore has a JDK's keytool write p's CA as a PKCS#12 trust
 // store, the way the original's users made theirs; "" when no JDK is
@@ -91,14 +59,14 @@ func TestLoadTrustStore(t *testing.T) {
 	p := tlstest.New(t, "store")
 	der := filepath.Join(p.Dir, "ca.der")
 	notCert := filepath.Join(p.Dir, "hello.txt")
-	for path, data := range map[string][]byte{der: caCert(t, p).Raw, notCert: []byte("hello")} {
+	for path, data := range map[string][]byte{der: p.CACert().Raw, notCert: []byte("hello")} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	modern := writeTrustStore(t, p, pkcs12.Modern2023, "modern.p12", storePassword)
-	legacy := writeTrustStore(t, p, pkcs12.LegacyDES, "legacy.p12", storePassword)
-	open := writeTrustStore(t, p, pkcs12.Passwordless, "open.p12", "")
+	modern := p.TrustStore(t, pkcs12.Modern2023, "modern.p12", storePassword)
+	legacy := p.TrustStore(t, pkcs12.LegacyDES, "legacy.p12", storePassword)
+	open := p.TrustStore(t, pkcs12.Passwordless, "open.p12", "")
 	tests := []storeCase{
 		{"PEM", p.CA, "", nil},
 		{"PEM, password ignored", p.CA, "unused", nil},
@@ -127,7 +95,7 @@ func TestLoadTrustStore(t *testing.T) {
 				t.Errorf("error %q holds the password", err)
 			}
 			if tt.want == nil && err == nil {
-				if _, err := caCert(t, p).Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+				if _, err := p.CACert().Verify(x509.VerifyOptions{Roots: pool}); err != nil {
 					t.Errorf("the CA is not trusted: %v", err)
 				}
 			}
@@ -182,7 +150,7 @@ func TestTLSConfig(t *testing.T) {
 // a PKCS#12 trust store, and the client certificate when cert is true.
 func doorTLS(tb testing.TB, p *tlstest.PKI, cert bool) *tls.Config {
 	tb.Helper()
-	roots, err := redis.LoadTrustStore(writeTrustStore(tb, p, pkcs12.Modern2023, "door.p12", storePassword), storePassword)
+	roots, err := redis.LoadTrustStore(p.TrustStore(tb, pkcs12.Modern2023, "door.p12", storePassword), storePassword)
 	if err != nil {
 		tb.Fatal(err)
 	}

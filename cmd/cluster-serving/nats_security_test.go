@@ -111,7 +111,7 @@ func TestSecuredStart(t *testing.T) {
 	conf := writeNATSConf(t, "debug: true\ntrace: true\nauthorization { users = [{user: a, password: \""+plantedPW+"\"}] }\n")
 	cfg, url, job, env := testJob(t, "logLevel: debug\nnatsServerConfig: "+conf+"\n")
 	start := spawn(t, env, "start", "-c", cfg)
-	nc := waitReadyAs(t, url, start, nats.UserInfo("a", plantedPW))
+	nc := waitReady(t, url, start, nats.UserInfo("a", plantedPW))
 	waitLog(t, start, "Stop with Ctrl-C")
 	if c, err := nats.Connect(url); !errors.Is(err, nats.ErrAuthorization) {
 		if c != nil {
@@ -140,26 +140,6 @@ func TestSecuredStart(t *testing.T) {
 	if !strings.Contains(start.logs(), "level=DEBUG") {
 		t.Errorf("start logged nothing at debug:\n%s", start.logs())
 	}
-}
-
-// waitReadyAs is waitReady for a server that asks who its clients are.
-func waitReadyAs(t *testing.T, url string, p *proc, auth nats.Option) *nats.Conn {
-	t.Helper()
-	var nc *nats.Conn
-	waitProc(t, p, 60*time.Second, "the mesh service", func() bool {
-		c, err := nats.Connect(url, auth)
-		if err != nil {
-			return false
-		}
-		if _, err := c.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second); err != nil {
-			c.Close()
-			return false
-		}
-		nc = c
-		return true
-	})
-	t.Cleanup(nc.Close)
-	return nc
 }
 
 // securedClients runs predict and status with NATS_USER and

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -211,36 +208,12 @@ func TestPythonQuickStart(t *testing.T) {
 // output may hold it.
 const redisTestPassword = "pl4nted-redis-pw"
 
-// writeP12 writes p's CA as a PKCS#12 trust store (Java's trusted
-// certificate entries) opened with password.
-func writeP12(t *testing.T, p *tlstest.PKI, password string) string {
-	t.Helper()
-	data, err := os.ReadFile(p.CA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(data)
-	ca, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := pkcs12.Modern2023.WithRand(rand.Reader).EncodeTrustStore([]*x509.Certificate{ca}, password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(p.Dir, "truststore.p12")
-	if err := os.WriteFile(path, der, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // redisConfig maps the Redis keys: TLS from redisSecureEnabled or
 // rediss://, a PEM or PKCS#12 trust store, a client certificate; each
 // error names its key and none holds a password.
 func TestRedisConfigKeys(t *testing.T) {
 	p := tlstest.New(t, "keys")
-	p12 := writeP12(t, p, "st0re-pw")
+	p12 := p.TrustStore(t, pkcs12.Modern2023, "truststore.p12", "st0re-pw")
 	tests := []struct {
 		name     string
 		file     serving.File
@@ -317,7 +290,7 @@ func TestBridgeOverMutualTLSRedis(t *testing.T) {
 	addr, rdb := redistest.StartTLS(t, redistest.TLS{Cert: p.ServerCert, Key: p.ServerKey, CA: p.CA, AuthClients: true},
 		&goredis.Options{TLSConfig: p.ClientTLS(t, true), Password: redisTestPassword}, "--requirepass", redisTestPassword)
 	port := addr[strings.LastIndex(addr, ":")+1:]
-	p12 := writeP12(t, p, "st0re-pw")
+	p12 := p.TrustStore(t, pkcs12.Modern2023, "truststore.p12", "st0re-pw")
 	cfg, url, job, env := testJob(t, "logLevel: debug\n")
 	start := spawn(t, env, "start", "-c", cfg)
 	waitReady(t, url, start)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	goredis "github.com/redis/go-redis/v9"
+	pkcs12 "software.sslmate.com/src/go-pkcs12"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
@@ -59,7 +60,7 @@ func newSecretsJob(t *testing.T) *secretsJob {
 	j.rdb = rdb
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	j.bridgeCfg = bridgeYAML(t, j.cfg, "redisUrl: rediss://:"+redisTestPassword+"@localhost:"+port,
-		"redisSecureEnabled: true", "redisSecureTrustStorePath: "+writeP12(t, j.pki, plantedStorePW),
+		"redisSecureEnabled: true", "redisSecureTrustStorePath: "+j.pki.TrustStore(t, pkcs12.Modern2023, "truststore.p12", plantedStorePW),
 		"redisSecureTrustStorePassword: "+plantedStorePW, "redisTlsCert: "+j.pki.ClientCert, "redisTlsKey: "+j.pki.ClientKey)
 	rewriteKey(t, j.bridgeCfg, "metricsListen", "off")
 	j.env = append(j.env, serving.EnvSecretFile+"="+filepath.Join(dir, "secret"), serving.EnvSaltFile+"="+filepath.Join(dir, "salt"))
@@ -78,7 +79,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	skipIfShort(t)
 	j := newSecretsJob(t)
 	start := spawn(t, j.env, "start", "-c", j.cfg)
-	waitReadyAs(t, j.url, start, nats.UserInfo("a", plantedPW))
+	waitReady(t, j.url, start, nats.UserInfo("a", plantedPW))
 	waitLog(t, start, "Stop with Ctrl-C")
 	outputs := []*proc{start}
 	creds := append(j.env[:len(j.env):len(j.env)], "NATS_USER=a", "NATS_PASSWORD="+plantedPW)

@@ -155,11 +155,14 @@ func testJobModel(t *testing.T, modelFile, extra string) (cfgPath, url, job stri
 	return cfgPath, fmt.Sprintf("nats://127.0.0.1:%d", port), job, []string{"XDG_RUNTIME_DIR=" + dir}
 }
 
-func waitReady(t *testing.T, url string, p *proc) *nats.Conn {
+// waitReady waits until the job's mesh service answers a ping over a
+// connection made with opts (credentials, for a server that asks), and
+// returns that connection.
+func waitReady(t *testing.T, url string, p *proc, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	var nc *nats.Conn
 	waitProc(t, p, 60*time.Second, "the mesh service", func() bool {
-		c, err := nats.Connect(url)
+		c, err := nats.Connect(url, opts...)
 		if err != nil {
 			return false
 		}

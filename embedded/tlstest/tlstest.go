@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	pkcs12 "software.sslmate.com/src/go-pkcs12"
 )
 
 // PKI is one CA with a server and a client certificate it signed, as PEM
@@ -88,6 +90,25 @@ func (p *PKI) Issue(tb testing.TB, cn string, usage x509.ExtKeyUsage) (cert, key
 		tb.Fatal(err)
 	}
 	return p.write(tb, cn+".pem", "CERTIFICATE", der), p.writeKey(tb, cn+"-key.pem", k)
+}
+
+// CACert is the CA's certificate.
+func (p *PKI) CACert() *x509.Certificate { return p.ca }
+
+// TrustStore writes the CA as a PKCS#12 trust store made by enc (Java's
+// trusted certificate entries, as keytool -storetype PKCS12 writes them),
+// opened with password, under name in p.Dir, and returns its path.
+func (p *PKI) TrustStore(tb testing.TB, enc *pkcs12.Encoder, name, password string) string {
+	tb.Helper()
+	der, err := enc.WithRand(rand.Reader).EncodeTrustStore([]*x509.Certificate{p.ca}, password)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(p.Dir, name)
+	if err := os.WriteFile(path, der, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
 
 // Pool is a cert pool holding the CA.
