@@ -65,6 +65,18 @@ func runNode(tb testing.TB, cfg serving.Config) *running {
 	return r
 }
 
+// runReady is runNode, then waits (30 s at most) until the node is ready.
+func runReady(tb testing.TB, cfg serving.Config) *running {
+	tb.Helper()
+	r := runNode(tb, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.WaitReady(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
 // wait stops r with cause and returns Run's error.
 func (r *running) wait(tb testing.TB, cause error) error {
 	tb.Helper()

@@ -38,12 +38,7 @@ func TestNodeOnSecuredEmbeddedServer(t *testing.T) {
 	cfg := addConfig(t, "secured", "")
 	cfg.Embedded.ConfigFile = natsConf(t, `authorization { users = [{user: a, password: "`+plantedPW+`"}] }`)
 	cfg.Serve, cfg.Service = true, true
-	n := runNode(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	n := runReady(t, cfg)
 	if !n.AuthRequired() {
 		t.Error("AuthRequired: got false, want true")
 	}
@@ -73,12 +68,7 @@ func TestNodeNeedsCredentials(t *testing.T) {
 		t.Fatalf("got %v, want ErrNATSAuth naming natsCredentials and NATS_PASSWORD", err)
 	}
 	cfg.Auth = serving.NATSAuth{User: "a", Password: "pw"}
-	n := runNode(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	runReady(t, cfg)
 }
 
 // TestNodeExternalAuth joins an external server that requires a user:

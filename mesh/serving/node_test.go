@@ -20,12 +20,7 @@ import (
 func TestNodeServesTheNATSDoorAndDrains(t *testing.T) {
 	cfg := addConfig(t, "node", "")
 	cfg.Serve, cfg.Service = true, true
-	n := runNode(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	n := runReady(t, cfg)
 	if !n.Ready() {
 		t.Error("Ready: got false after WaitReady, want true")
 	}
