@@ -233,9 +233,18 @@ func share(limit int64, n int) int64 {
 // differ. A stream that is already as wanted is left alone: every process
 // calls EnsureStreams at start, and needless updates of a live stream
 // race with its consumers inside nats-server's file store.
+//
+// A stream that cannot be read (an API timeout on a busy server) is not
+// updated blindly either: the error goes back to EnsureStreams, which
+// retries it. Such an update raced a consumer create in nats-server's
+// file store (go test -race, CI).
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
-	if st, err := js.Stream(ctx, cfg.Name); err == nil && sameStream(st.CachedInfo().Config, cfg) {
+	st, err := js.Stream(ctx, cfg.Name)
+	switch {
+	case err == nil && sameStream(st.CachedInfo().Config, cfg):
 		return nil
+	case err != nil && !errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("mesh: read stream %s: %w", cfg.Name, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("mesh: ensure stream %s: %w", cfg.Name, err)
