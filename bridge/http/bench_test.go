@@ -3,10 +3,13 @@ package httpdoor_test
 import (
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 
 	"github.com/nats-io/nats.go"
@@ -68,4 +71,53 @@ func BenchmarkDoors(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkSecureDoor compares one /predict round trip on add_f32, 32
+// callers on keep-alive connections, through a plain door and through a
+// door with HTTPS, required client certificates and a bearer token: the
+// cost of the security options, as a ratio of the two in one run.
+func BenchmarkSecureDoor(b *testing.B) {
+	infertest.RequireLibrary(b)
+	pki := tlstest.New(b, "bench")
+	tokens := filepath.Join(b.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("bench-token\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	plain := startDoor(b, httpdoor.Config{}, served{name: "add", file: "add_f32"})
+	secure := startDoor(b, httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey,
+		TLSClientCAFile: pki.CA, TokenFile: tokens}, served{name: "add", file: "add_f32"})
+	for _, tc := range []struct {
+		name, url, token string
+		client           *http.Client
+	}{
+		{"plain", plain.url, "", &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}},
+		{"https+mtls+token", secure.url, "bench-token", &http.Client{Transport: &http.Transport{
+			MaxIdleConnsPerHost: 64, TLSClientConfig: pki.ClientTLS(b, true)}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetParallelism(32 / max(1, runtimeProcs()))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest(http.MethodPost, tc.url+"/predict", strings.NewReader(`{"instances":[{"x":[1,2,3,4]}]}`))
+					req.Header.Set("Content-Type", "application/json")
+					if tc.token != "" {
+						req.Header.Set("Authorization", "Bearer "+tc.token)
+					}
+					resp, err := tc.client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
 }
