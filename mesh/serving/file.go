@@ -111,8 +111,8 @@ type File struct {
 }
 
 // LogValue redacts secrets when the effective config is logged: password
-// keys show as REDACTED, and the passwords inside natsUrl and redisUrl as
-// xxxxx (RedactURL).
+// keys show as REDACTED, and the passwords inside natsUrl, redisUrl and
+// otlpEndpoint as xxxxx (RedactURL).
 func (f File) LogValue() slog.Value {
 	v := reflect.ValueOf(f)
 	t := v.Type()
@@ -124,7 +124,7 @@ func (f File) LogValue() slog.Value {
 			switch {
 			case strings.Contains(strings.ToLower(key), "password"):
 				val = "REDACTED"
-			case strings.HasSuffix(key, "Url"):
+			case strings.HasSuffix(key, "Url") || strings.HasSuffix(key, "Endpoint"):
 				val = RedactURL(s)
 			}
 		}

@@ -58,9 +58,9 @@ func TestParseFileErrors(t *testing.T) {
 
 func TestLogValueRedacts(t *testing.T) {
 	f := File{RedisSecureTrustStorePassword: "hunter2", NatsURL: "nats://u:hunter3@h:4222,nats://tok4@h2:4222",
-		RedisURL: "rediss://u:hunter5@h:6379", NatsCredentials: "/run/nats.creds"}
+		RedisURL: "rediss://u:hunter5@h:6379", NatsCredentials: "/run/nats.creds", OtlpEndpoint: "https://u:hunter6@collector:4318"}
 	s := f.LogValue().String()
-	for _, secret := range []string{"hunter2", "hunter3", "tok4", "hunter5"} {
+	for _, secret := range []string{"hunter2", "hunter3", "tok4", "hunter5", "hunter6"} {
 		if strings.Contains(s, secret) {
 			t.Errorf("secret %q in log value: %s", secret, s)
 		}
