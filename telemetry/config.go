@@ -94,7 +94,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SampleRatio %v: want a value in [0, 1]", ErrInvalidConfig, c.SampleRatio)
 	}
 	if c.OTLPEndpoint != "" && c.TracesExporter != ExporterOTLPGRPC && c.TracesExporter != ExporterOTLPHTTP {
-		return fmt.Errorf("%w: OTLPEndpoint %q set but TracesExporter is %q", ErrInvalidConfig, c.OTLPEndpoint, c.TracesExporter)
+		// The endpoint is not quoted: a URL may carry a password.
+		return fmt.Errorf("%w: OTLPEndpoint set but TracesExporter is %q", ErrInvalidConfig, c.TracesExporter)
 	}
 	switch strings.ToLower(c.LogFormat) {
 	case "", LogFormatText, LogFormatJSON:
