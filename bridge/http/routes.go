@@ -27,9 +27,28 @@ func (s *Server) routes() {
 	s.legacyRoutes(mux)
 	s.oipRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowed(mux, r); allow != "" {
+			w.Header().Set("Allow", allow)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": fmt.Sprintf("method %s not allowed on %s: use %s", r.Method, r.URL.Path, allow)})
+			return
+		}
 		s.writeError(w, wire.Errorf(wire.StatusNotFound, "no route %s %s", r.Method, r.URL.Path), "")
 	})
 	s.mux = mux
+}
+
+// allowed lists the methods a route of mux other than the catch-all
+// takes for r's path, "" when none does. The catch-all pattern "/" takes
+// every method, so net/http's own 405 never fires: this restores it.
+func allowed(mux *http.ServeMux, r *http.Request) string {
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host}
+		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			methods = append(methods, m)
+		}
+	}
+	return strings.Join(methods, ", ")
 }
 
 // legacyRoutes are the original frontend's: POST /predict (the first
@@ -69,8 +88,10 @@ func (s *Server) oipRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version, "extensions": []string{}})
 	})
+	// The health routes answer with the status alone, 200 and an empty
+	// body, as OIP's REST health API and Triton do.
 	mux.HandleFunc("GET /v2/health/live", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]bool{"live": true})
+		w.WriteHeader(http.StatusOK)
 	})
 	mux.HandleFunc("GET /v2/health/ready", func(w http.ResponseWriter, _ *http.Request) {
 		s.writeReady(w, "")
@@ -106,17 +127,18 @@ func (s *Server) withModel(nameKey string, h func(http.ResponseWriter, *http.Req
 	}
 }
 
+// writeReady answers a readiness route: 200 with an empty body when
+// ready, else 503 with the JSON error body.
 func (s *Server) writeReady(w http.ResponseWriter, name string) {
-	ready := s.cfg.Ready == nil || s.cfg.Ready()
-	body := map[string]any{"ready": ready}
+	if s.cfg.Ready == nil || s.cfg.Ready() {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	what := "the server"
 	if name != "" {
-		body["name"] = name
+		what = "model " + name
 	}
-	st := http.StatusOK
-	if !ready {
-		st = http.StatusServiceUnavailable
-	}
-	writeJSON(w, st, body)
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": what + " is not ready: models are loading or no worker serves them yet"})
 }
 
 // timed records the request's latency in the route's timer for m.

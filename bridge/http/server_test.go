@@ -3,6 +3,7 @@ package httpdoor_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -169,12 +170,12 @@ func TestMetadataRoutes(t *testing.T) {
 		want string
 	}{
 		{"/v2", 200, `{"extensions":[],"name":"cluster-serving","version":"1.2.3"}`},
-		{"/v2/health/live", 200, `{"live":true}`},
-		{"/v2/health/ready", 200, `{"ready":true}`},
+		{"/v2/health/live", 200, ""},
+		{"/v2/health/ready", 200, ""},
 		{"/v2/models/add", 200, `{"name":"add","versions":["1","2"],"platform":"onnxruntime_onnx","inputs":[{"name":"x","datatype":"FP64","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP64","shape":[-1,4]}]}`},
 		{"/v2/models/add/versions/1", 200, `{"name":"add","versions":["1","2"],"platform":"onnxruntime_onnx","inputs":[{"name":"x","datatype":"FP32","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP32","shape":[-1,4]}]}`},
-		{"/v2/models/add/versions/1/ready", 200, `{"name":"add","ready":true}`},
-		{"/v2/models/add/ready", 200, `{"name":"add","ready":true}`},
+		{"/v2/models/add/versions/1/ready", 200, ""},
+		{"/v2/models/add/ready", 200, ""},
 		{"/models/add/versions/2", 200, `{"name":"add","version":"2","job":"add-v2","inputs":[{"name":"x","datatype":"FP64","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP64","shape":[-1,4]}]}`},
 		{"/v2/models/nope", 404, `{"error":"unknown model \"nope\""}`},
 		{"/v2/models/add/versions/9", 404, `{"error":"model \"add\" has no version \"9\""}`},
@@ -265,7 +266,10 @@ func TestErrorStatuses(t *testing.T) {
 		{"unknown version", "POST", "/models/add/versions/7/predict", `{}`, 404, `has no version "7"`},
 		{"too large", "POST", "/predict", `{"instances":[{"x":[` + strings.Repeat("1,", 600) + `1]}]}`, 413, "larger than 1000 bytes"},
 		{"timeout", "POST", "/v2/models/slow/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, 504, "timed out"},
-		{"not ready", "GET", "/v2/health/ready", "", 503, ""},
+		{"not ready", "GET", "/v2/health/ready", "", 503, "the server is not ready"},
+		{"wrong method", "DELETE", "/predict", "", 405, "method DELETE not allowed on /predict: use POST"},
+		{"wrong method, OIP", "POST", "/v2/health/live", "", 405, "use GET, HEAD"},
+		{"OIP unknown input", "POST", "/v2/models/add/infer", `{"inputs":[{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, 400, `unknown input: the model's inputs are [x]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -399,4 +403,35 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Errorf("in-flight request: got %d, want 200", st)
 	}
 	<-stopped
+}
+
+// TestWrongMethod: a route that exists answers another method with 405,
+// the methods it takes in Allow and the JSON error body; a path no route
+// has stays 404.
+func TestWrongMethod(t *testing.T) {
+	infertest.RequireLibrary(t)
+	e := startDoor(t, httpdoor.Config{}, served{name: "add", file: "add_f32"})
+	for _, tc := range []struct {
+		method, path string
+		st           int
+		allow        string
+	}{
+		{"GET", "/predict", 405, "POST"},
+		{"PUT", "/v2/models/add/infer", 405, "POST"},
+		{"POST", "/v2/models/add", 405, "GET, HEAD"},
+		{"DELETE", "/v2/health/ready", 405, "GET, HEAD"},
+		{"GET", "/v2/nowhere", 404, ""},
+	} {
+		req, _ := http.NewRequest(tc.method, e.url+tc.path, nil)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.st || resp.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: got %d Allow %q, want %d Allow %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), tc.st, tc.allow)
+		}
+		errorOf(t, body)
+	}
 }

@@ -116,10 +116,19 @@ func parseOIPRequest(body []byte, info infer.ModelInfo) (*oipRequest, error) {
 // dim; rows is their common dim 0, -1 when they have none (see
 // commonRows).
 func decodeOIPInputs(inputs []oipInput, info infer.ModelInfo) (full []infer.Tensor, rows int64, err error) {
+	known := make(map[string]bool, len(info.Inputs))
+	for _, mi := range info.Inputs {
+		known[mi.Name] = true
+	}
 	byName := make(map[string]int, len(inputs))
 	for i, in := range inputs {
 		if _, dup := byName[in.Name]; dup {
 			return nil, 0, infer.NewInputError(-1, in.Name, "given twice")
+		}
+		// An unknown name first: a misspelt input is unknown, not the
+		// model's input it was meant to be "missing".
+		if !known[in.Name] {
+			return nil, 0, infer.NewInputError(-1, in.Name, "unknown input: the model's inputs are %v", info.InputNames())
 		}
 		byName[in.Name] = i
 	}
@@ -136,9 +145,6 @@ func decodeOIPInputs(inputs []oipInput, info infer.ModelInfo) (full []infer.Tens
 			return nil, 0, err
 		}
 		full[j] = t
-	}
-	for name := range byName {
-		return nil, 0, infer.NewInputError(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
 	}
 	return full, commonRows(full), nil
 }

@@ -117,7 +117,7 @@ func TestOIPCodecErrors(t *testing.T) {
 		{"dtype", `{"inputs":[{"name":"x","datatype":"FP64","shape":[1,4],"data":[1,2,3,4]}]}`, `datatype "FP64" does not match the model's FP32`},
 		{"shape", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}`, "shape [1 3] does not match model [-1 4]"},
 		{"count", `{"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"data":[1,2,3,4]}]}`, "data has 4 elements, shape [2 4] needs 8"},
-		{"missing", `{"inputs":[{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "x": missing`},
+		{"misspelt", `{"inputs":[{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "z": unknown input: the model's inputs are [x]`},
 		{"unknown", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "z": unknown input`},
 		{"string", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":["a",2,3,4]}]}`, "BYTES is not supported"},
 		{"zero rows", `{"inputs":[{"name":"x","datatype":"FP32","shape":[0,4],"data":[]}]}`, "batch dim is 0"},
@@ -135,5 +135,22 @@ func TestOIPCodecErrors(t *testing.T) {
 				t.Errorf("got error %v, want an *InputError containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestOIPMissingInput: of a model's two inputs, the one a request leaves
+// out is named as missing; a name the model does not have is unknown,
+// even when a model input is missing too.
+func TestOIPMissingInput(t *testing.T) {
+	p := newPredictor(t, infer.Config{ModelPath: model("divmod_i32")})
+	for _, tc := range []struct{ body, want string }{
+		{`{"inputs":[{"name":"a","datatype":"INT32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "b": missing: the model's inputs are [a b]`},
+		{`{"inputs":[{"name":"a","datatype":"INT32","shape":[1,4],"data":[1,2,3,4]},{"name":"bb","datatype":"INT32","shape":[1,4],"data":[1,2,3,4]}]}`,
+			`input "bb": unknown input: the model's inputs are [a b]`},
+	} {
+		_, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tc.body))
+		if !isInputError(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got error %v, want an *InputError containing %q", err, tc.want)
+		}
 	}
 }
