@@ -58,6 +58,42 @@ def affine(name, elem, npdt, shape, scale=2, bias=1):
     )
 
 
+def identity(name, elem, shape):
+    return make(
+        name,
+        [helper.make_node("Identity", ["x"], ["y"])],
+        [vi("x", elem, shape)],
+        [vi("y", elem, shape)],
+    )
+
+
+def cast(name, src, dst, shape):
+    return make(
+        name,
+        [helper.make_node("Cast", ["x"], ["y"], to=dst)],
+        [vi("x", src, shape)],
+        [vi("y", dst, shape)],
+    )
+
+
+def dtype_models(out):
+    """One identity model per element type beyond the first six, and a
+    float32 <-> float16 Cast pair: the codecs' answers are checked against
+    ONNX Runtime run directly on these."""
+    for name, elem in [
+        ("identity_i8", TensorProto.INT8),
+        ("identity_i16", TensorProto.INT16),
+        ("identity_u16", TensorProto.UINT16),
+        ("identity_u32", TensorProto.UINT32),
+        ("identity_u64", TensorProto.UINT64),
+        ("identity_f16", TensorProto.FLOAT16),
+        ("identity_bf16", TensorProto.BFLOAT16),
+    ]:
+        save(identity(name, elem, ["batch", 4]), os.path.join(out, name + ".onnx"))
+    save(cast("cast_f32_f16", TensorProto.FLOAT, TensorProto.FLOAT16, ["batch", 4]), os.path.join(out, "cast_f32_f16.onnx"))
+    save(cast("cast_f16_f32", TensorProto.FLOAT16, TensorProto.FLOAT, ["batch", 4]), os.path.join(out, "cast_f16_f32.onnx"))
+
+
 def small_models(out):
     save(affine("add_f32", TensorProto.FLOAT, np.float32, ["batch", 4]), os.path.join(out, "add_f32.onnx"))
     save(affine("add_f64", TensorProto.DOUBLE, np.float64, ["batch", 4]), os.path.join(out, "add_f64.onnx"))
@@ -73,6 +109,7 @@ def small_models(out):
         ),
         os.path.join(out, "identity_u8.onnx"),
     )
+    dtype_models(out)
     save(
         make(
             "not_bool",
