@@ -241,6 +241,16 @@ func hasValue(t Tensor, v int64) bool {
 		return slices.Contains(d, v)
 	case []uint8:
 		return v >= 0 && slices.Contains(d, uint8(v))
+	case []int8:
+		return v >= math.MinInt8 && slices.Contains(d, int8(v))
+	case []int16:
+		return v >= math.MinInt16 && slices.Contains(d, int16(v))
+	case []uint16:
+		return v >= 0 && slices.Contains(d, uint16(v))
+	case []uint32:
+		return v >= 0 && slices.Contains(d, uint32(v))
+	case []uint64:
+		return v >= 0 && slices.Contains(d, uint64(v))
 	}
 	return false
 }
@@ -252,6 +262,10 @@ func hasMin(t Tensor) bool {
 		return hasValue(t, math.MinInt32)
 	case Int64:
 		return hasValue(t, math.MinInt64)
+	case Int8:
+		return hasValue(t, math.MinInt8)
+	case Int16:
+		return hasValue(t, math.MinInt16)
 	}
 	return false
 }

@@ -176,6 +176,20 @@ func onesTensor(dt DType, shape []int64) Tensor {
 		fill(d, 1)
 	case []bool:
 		fill(d, true)
+	case []int8:
+		fill(d, 1)
+	case []int16:
+		fill(d, 1)
+	case []uint16:
+		fill(d, 1)
+	case []uint32:
+		fill(d, 1)
+	case []uint64:
+		fill(d, 1)
+	case []F16:
+		fill(d, F16From(1))
+	case []BF16:
+		fill(d, BF16From(1))
 	}
 	return t
 }

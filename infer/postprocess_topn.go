@@ -72,6 +72,20 @@ func Float64s(t Tensor) ([]float64, error) {
 		return widen(d), nil
 	case []uint8:
 		return widen(d), nil
+	case []int8:
+		return widen(d), nil
+	case []int16:
+		return widen(d), nil
+	case []uint16:
+		return widen(d), nil
+	case []uint32:
+		return widen(d), nil
+	case []uint64:
+		return widen(d), nil
+	case []F16:
+		return widenHalf(d), nil
+	case []BF16:
+		return widenHalf(d), nil
 	case []bool:
 		out := make([]float64, len(d))
 		for i, v := range d {
@@ -85,10 +99,19 @@ func Float64s(t Tensor) ([]float64, error) {
 }
 
 // widen converts numbers to float64s.
-func widen[T float32 | int32 | int64 | uint8](d []T) []float64 {
+func widen[T float32 | int32 | int64 | uint8 | int8 | int16 | uint16 | uint32 | uint64](d []T) []float64 {
 	out := make([]float64, len(d))
 	for i, v := range d {
 		out[i] = float64(v)
+	}
+	return out
+}
+
+// widenHalf converts 16-bit floats to float64s, exactly.
+func widenHalf[T half](d []T) []float64 {
+	out := make([]float64, len(d))
+	for i, v := range d {
+		out[i] = float64(v.Float32())
 	}
 	return out
 }

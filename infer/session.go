@@ -144,6 +144,20 @@ func fromORT(t ort.TensorElementDataType) DType {
 		return Uint8
 	case ort.TensorElementDataTypeBool:
 		return Bool
+	case ort.TensorElementDataTypeInt8:
+		return Int8
+	case ort.TensorElementDataTypeInt16:
+		return Int16
+	case ort.TensorElementDataTypeUint16:
+		return Uint16
+	case ort.TensorElementDataTypeUint32:
+		return Uint32
+	case ort.TensorElementDataTypeUint64:
+		return Uint64
+	case ort.TensorElementDataTypeFloat16:
+		return Float16
+	case ort.TensorElementDataTypeBFloat16:
+		return BFloat16
 	}
 	return Invalid
 }
@@ -180,7 +194,7 @@ func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 		}
 		vals[i] = v
 	}
-	outs, err := s.scalarOutputs()
+	outs, err := s.presetOutputs(inputs)
 	defer destroyAll(outs)
 	if err != nil {
 		return nil, err
@@ -206,16 +220,26 @@ func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 	return res, nil
 }
 
-// scalarOutputs returns the output values Run hands ONNX Runtime: nil
+// presetOutputs returns the output values Run hands ONNX Runtime: nil
 // (allocated by it) except for rank-0 outputs, which get a Scalar of
-// their own because the binding cannot wrap a rank-0 value it allocated.
-func (s *Session) scalarOutputs() ([]ort.Value, error) {
+// their own because the binding cannot wrap a rank-0 value it allocated,
+// and float16/bfloat16 outputs, which the binding cannot read back (see
+// session_half.go).
+func (s *Session) presetOutputs(inputs []Tensor) ([]ort.Value, error) {
 	outs := make([]ort.Value, len(s.info.Outputs))
 	for i, o := range s.info.Outputs {
-		if len(o.Shape) > 0 {
+		var shape []int64
+		switch {
+		case len(o.Shape) == 0:
+		case isHalf(o.DType):
+			var err error
+			if shape, err = halfOutputShape(o, inputs); err != nil {
+				return outs, fmt.Errorf("run model %q: %w", s.info.Name, err)
+			}
+		default:
 			continue
 		}
-		v, err := toORT(NewTensor(o.DType, nil))
+		v, err := toORT(NewTensor(o.DType, shape))
 		if err != nil {
 			return outs, fmt.Errorf("output %q: %w", o.Name, err)
 		}
@@ -266,6 +290,20 @@ func toORT(t Tensor) (ort.Value, error) {
 		return newValue(t.Shape, d)
 	case []bool:
 		return newValue(t.Shape, d)
+	case []int8:
+		return newValue(t.Shape, d)
+	case []int16:
+		return newValue(t.Shape, d)
+	case []uint16:
+		return newValue(t.Shape, d)
+	case []uint32:
+		return newValue(t.Shape, d)
+	case []uint64:
+		return newValue(t.Shape, d)
+	case []F16:
+		return newHalfValue(t.Shape, halfBytes(d), ort.TensorElementDataTypeFloat16)
+	case []BF16:
+		return newHalfValue(t.Shape, halfBytes(d), ort.TensorElementDataTypeBFloat16)
 	}
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
 }
@@ -299,6 +337,18 @@ func fromORTValue(v ort.Value) (Tensor, error) {
 		return Tensor{DType: Uint8, Shape: shape, Data: x.GetData()}, nil
 	case *ort.Tensor[bool]:
 		return Tensor{DType: Bool, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[int8]:
+		return Tensor{DType: Int8, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[int16]:
+		return Tensor{DType: Int16, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[uint16]:
+		return Tensor{DType: Uint16, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[uint32]:
+		return Tensor{DType: Uint32, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[uint64]:
+		return Tensor{DType: Uint64, Shape: shape, Data: x.GetData()}, nil
+	case *ort.CustomDataTensor:
+		return fromHalfValue(x)
 	}
 	return fromORTScalar(v)
 }

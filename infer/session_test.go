@@ -35,13 +35,43 @@ func dtypeCases() []dtypeCase {
 	}
 }
 
+// newDTypeCases are the element types beyond the first six: identities,
+// and Casts whose float16 side is what F16From and Float32 compute.
+func newDTypeCases() []dtypeCase {
+	s := []int64{2, 4}
+	id := func(model string, dt infer.DType, data any) dtypeCase {
+		t := infer.Tensor{DType: dt, Shape: s, Data: data}
+		return dtypeCase{model, t, t}
+	}
+	f32 := []float32{1, 0.1, 65504, 65520, 1e-8, -2.5, 1.0 / 3, 0x1p-24}
+	f16 := make([]infer.F16, len(f32))
+	for i, v := range f32 {
+		f16[i] = infer.F16From(v)
+	}
+	back := make([]float32, len(f16))
+	for i, v := range f16 {
+		back[i] = v.Float32()
+	}
+	return []dtypeCase{
+		id("identity_i8", infer.Int8, []int8{-128, -1, 0, 1, 2, 3, 100, 127}),
+		id("identity_i16", infer.Int16, []int16{-32768, -1, 0, 1, 2, 3, 1000, 32767}),
+		id("identity_u16", infer.Uint16, []uint16{0, 1, 2, 3, 4, 1000, 65534, 65535}),
+		id("identity_u32", infer.Uint32, []uint32{0, 1, 2, 3, 4, 1 << 31, 1<<32 - 2, 1<<32 - 1}),
+		id("identity_u64", infer.Uint64, []uint64{0, 1, 2, 3, 4, 1 << 63, 1<<64 - 2, 1<<64 - 1}),
+		id("identity_f16", infer.Float16, []infer.F16{0x3c00, 0xc000, 0x7bff, 0x0001, 0x3800, 0x7c00, 0x8000, 0x3555}),
+		id("identity_bf16", infer.BFloat16, []infer.BF16{0x3f80, 0xc000, 0x7f7f, 0x0001, 0x3f00, 0x7f80, 0x8000, 0x3eab}),
+		{"cast_f32_f16", infer.Tensor{DType: infer.Float32, Shape: s, Data: f32}, infer.Tensor{DType: infer.Float16, Shape: s, Data: f16}},
+		{"cast_f16_f32", infer.Tensor{DType: infer.Float16, Shape: s, Data: f16}, infer.Tensor{DType: infer.Float32, Shape: s, Data: back}},
+	}
+}
+
 func newSession(t testing.TB, name string) *infer.Session {
 	t.Helper()
 	return infertest.NewSession(t, model(name))
 }
 
 func TestSessionDTypes(t *testing.T) {
-	for _, tc := range dtypeCases() {
+	for _, tc := range append(dtypeCases(), newDTypeCases()...) {
 		t.Run(tc.model, func(t *testing.T) {
 			s := newSession(t, tc.model)
 			info := s.Info()

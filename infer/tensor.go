@@ -18,6 +18,13 @@ const (
 	Int64
 	Uint8
 	Bool
+	Int8
+	Int16
+	Uint16
+	Uint32
+	Uint64
+	Float16  // data []F16
+	BFloat16 // data []BF16
 )
 
 // String returns the lower-case name, e.g. "float32".
@@ -35,13 +42,28 @@ func (d DType) String() string {
 		return "uint8"
 	case Bool:
 		return "bool"
+	case Int8:
+		return "int8"
+	case Int16:
+		return "int16"
+	case Uint16:
+		return "uint16"
+	case Uint32:
+		return "uint32"
+	case Uint64:
+		return "uint64"
+	case Float16:
+		return "float16"
+	case BFloat16:
+		return "bfloat16"
 	default:
 		return "invalid(" + strconv.Itoa(int(d)) + ")"
 	}
 }
 
 // Tensor is a dense tensor in row-major order. Data is a []float32,
-// []float64, []int32, []int64, []uint8 or []bool matching DType, with as many
+// []float64, []int32, []int64, []uint8, []bool, []int8, []int16, []uint16,
+// []uint32, []uint64, []F16 or []BF16 matching DType, with as many
 // elements as the product of Shape. A Tensor is a plain value: infer never
 // mutates one it was given, and callers own the ones it returns.
 type Tensor struct {
@@ -146,6 +168,20 @@ func makeData(dt DType, n int) any {
 		return make([]uint8, n)
 	case Bool:
 		return make([]bool, n)
+	case Int8:
+		return make([]int8, n)
+	case Int16:
+		return make([]int16, n)
+	case Uint16:
+		return make([]uint16, n)
+	case Uint32:
+		return make([]uint32, n)
+	case Uint64:
+		return make([]uint64, n)
+	case Float16:
+		return make([]F16, n)
+	case BFloat16:
+		return make([]BF16, n)
 	}
 	return nil
 }
@@ -164,6 +200,20 @@ func dtypeOf(data any) DType {
 		return Uint8
 	case []bool:
 		return Bool
+	case []int8:
+		return Int8
+	case []int16:
+		return Int16
+	case []uint16:
+		return Uint16
+	case []uint32:
+		return Uint32
+	case []uint64:
+		return Uint64
+	case []F16:
+		return Float16
+	case []BF16:
+		return BFloat16
 	}
 	return Invalid
 }
@@ -181,6 +231,20 @@ func dataLen(data any) int {
 	case []uint8:
 		return len(d)
 	case []bool:
+		return len(d)
+	case []int8:
+		return len(d)
+	case []int16:
+		return len(d)
+	case []uint16:
+		return len(d)
+	case []uint32:
+		return len(d)
+	case []uint64:
+		return len(d)
+	case []F16:
+		return len(d)
+	case []BF16:
 		return len(d)
 	}
 	return 0
@@ -202,6 +266,20 @@ func copyData(dst any, off int, src any) {
 		copy(d[off:], src.([]uint8))
 	case []bool:
 		copy(d[off:], src.([]bool))
+	case []int8:
+		copy(d[off:], src.([]int8))
+	case []int16:
+		copy(d[off:], src.([]int16))
+	case []uint16:
+		copy(d[off:], src.([]uint16))
+	case []uint32:
+		copy(d[off:], src.([]uint32))
+	case []uint64:
+		copy(d[off:], src.([]uint64))
+	case []F16:
+		copy(d[off:], src.([]F16))
+	case []BF16:
+		copy(d[off:], src.([]BF16))
 	}
 }
 
@@ -220,6 +298,20 @@ func sliceData(data any, lo, hi int) any {
 		return append([]uint8(nil), d[lo:hi]...)
 	case []bool:
 		return append([]bool(nil), d[lo:hi]...)
+	case []int8:
+		return append([]int8(nil), d[lo:hi]...)
+	case []int16:
+		return append([]int16(nil), d[lo:hi]...)
+	case []uint16:
+		return append([]uint16(nil), d[lo:hi]...)
+	case []uint32:
+		return append([]uint32(nil), d[lo:hi]...)
+	case []uint64:
+		return append([]uint64(nil), d[lo:hi]...)
+	case []F16:
+		return append([]F16(nil), d[lo:hi]...)
+	case []BF16:
+		return append([]BF16(nil), d[lo:hi]...)
 	}
 	return nil
 }
