@@ -99,3 +99,30 @@ func roundAdd(v, full, dropped uint32) uint32 {
 	}
 	return v
 }
+
+// F16FromFloat64 rounds f to the nearest binary16 value, ties to even,
+// with one rounding: f is first narrowed to float32 rounding to odd, which
+// keeps the information a second rounding to 10 bits needs.
+func F16FromFloat64(f float64) F16 { return F16From(narrowOdd(f)) }
+
+// BF16FromFloat64 is F16FromFloat64 for bfloat16.
+func BF16FromFloat64(f float64) BF16 { return BF16From(narrowOdd(f)) }
+
+// narrowOdd converts f to float32, rounding an inexact result to the
+// neighbour whose last mantissa bit is 1 (round to odd).
+func narrowOdd(f float64) float32 {
+	g := float32(f)
+	if math.IsNaN(f) || float64(g) == f {
+		return g
+	}
+	b := math.Float32bits(g)
+	if b&1 == 1 {
+		return g
+	}
+	if math.Abs(float64(g)) > math.Abs(f) {
+		b-- // g was rounded away from zero: step back toward f
+	} else {
+		b++
+	}
+	return math.Float32frombits(b)
+}

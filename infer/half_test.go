@@ -137,3 +137,31 @@ func TestBF16RoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestF16FromFloat64 checks the one rounding of float64 inputs where a
+// float32 step would round twice.
+func TestF16FromFloat64(t *testing.T) {
+	tests := []struct {
+		in   float64
+		want infer.F16
+	}{
+		{1, 0x3c00},
+		// Just above the tie between 1 and 1+2^-10: float32 alone would
+		// round it onto the tie, and the tie to 1.
+		{1 + 0x1p-11 + 0x1p-40, 0x3c01},
+		{1 + 0x1p-11 - 0x1p-40, 0x3c00},
+		{65504, 0x7bff},
+		{65520, 0x7c00},
+		{-0x1p-24, 0x8001},
+		{1e-300, 0x0000},
+		{1e300, 0x7c00},
+	}
+	for _, tt := range tests {
+		if got := infer.F16FromFloat64(tt.in); got != tt.want {
+			t.Errorf("F16FromFloat64(%g): got %#04x, want %#04x", tt.in, uint16(got), uint16(tt.want))
+		}
+	}
+	if got := infer.BF16FromFloat64(1 + 0x1p-8 + 0x1p-40); got != 0x3f81 {
+		t.Errorf("BF16FromFloat64(1+2^-8+2^-40): got %#04x, want 0x3f81", uint16(got))
+	}
+}

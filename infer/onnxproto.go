@@ -58,18 +58,19 @@ const (
 
 // ONNX element types (TensorProto.DataType) that infer names.
 const (
-	onnxFloat   = 1
-	onnxUint8   = 2
-	onnxInt8    = 3
-	onnxUint16  = 4
-	onnxInt16   = 5
-	onnxInt32   = 6
-	onnxInt64   = 7
-	onnxBool    = 9
-	onnxFloat16 = 10
-	onnxDouble  = 11
-	onnxUint32  = 12
-	onnxUint64  = 13
+	onnxFloat    = 1
+	onnxUint8    = 2
+	onnxInt8     = 3
+	onnxUint16   = 4
+	onnxInt16    = 5
+	onnxInt32    = 6
+	onnxInt64    = 7
+	onnxBool     = 9
+	onnxFloat16  = 10
+	onnxDouble   = 11
+	onnxUint32   = 12
+	onnxUint64   = 13
+	onnxBFloat16 = 16
 )
 
 // onnxIntType reports whether an ONNX element type is an integer type, the
@@ -216,28 +217,53 @@ func (p *tensorProto) tensor() (Tensor, error) {
 	if n > math.MaxInt32 {
 		return Tensor{}, fmt.Errorf("%w: tensor %q has dims %v", errProto, p.name, p.dims)
 	}
-	var data any
-	switch p.elemType {
-	case onnxFloat:
-		data = fromRaw(p.raw, p.floats, 4, func(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) })
-	case onnxDouble:
-		data = fromRaw(p.raw, p.doubles, 8, func(b []byte) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b)) })
-	case onnxInt32:
-		data = fromRaw(p.raw, p.int32s, 4, func(b []byte) int32 { return int32(binary.LittleEndian.Uint32(b)) })
-	case onnxInt64:
-		data = fromRaw(p.raw, p.int64s, 8, func(b []byte) int64 { return int64(binary.LittleEndian.Uint64(b)) })
-	case onnxUint8:
-		data = fromRaw(p.raw, narrow[uint8](p.int32s), 1, func(b []byte) uint8 { return b[0] })
-	case onnxBool:
-		data = fromRaw(p.raw, narrowBool(p.int32s), 1, func(b []byte) bool { return b[0] != 0 })
-	default:
-		return Tensor{}, fmt.Errorf("%w: tensor %q has ONNX element type %d", ErrUnsupportedDType, p.name, p.elemType)
+	data, err := p.data()
+	if err != nil {
+		return Tensor{}, err
 	}
 	t := Tensor{DType: dtypeOf(data), Shape: shape, Data: data}
 	if err := t.Check(); err != nil {
 		return Tensor{}, fmt.Errorf("%w: tensor %q: %v", errProto, p.name, err)
 	}
 	return t, nil
+}
+
+// data returns p's elements as the data slice of their dtype: from
+// raw_data (little-endian) when the writer used it, else from the typed
+// field ONNX keeps them in (int32_data holds every type narrower than 32
+// bits, float16 and bfloat16 as their bits; uint64_data holds uint32 and
+// uint64).
+func (p *tensorProto) data() (any, error) {
+	le := binary.LittleEndian
+	switch p.elemType {
+	case onnxFloat:
+		return fromRaw(p.raw, p.floats, 4, func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) }), nil
+	case onnxDouble:
+		return fromRaw(p.raw, p.doubles, 8, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) }), nil
+	case onnxInt32:
+		return fromRaw(p.raw, p.int32s, 4, func(b []byte) int32 { return int32(le.Uint32(b)) }), nil
+	case onnxInt64:
+		return fromRaw(p.raw, p.int64s, 8, func(b []byte) int64 { return int64(le.Uint64(b)) }), nil
+	case onnxUint8:
+		return fromRaw(p.raw, narrow[uint8](p.int32s), 1, func(b []byte) uint8 { return b[0] }), nil
+	case onnxBool:
+		return fromRaw(p.raw, narrowBool(p.int32s), 1, func(b []byte) bool { return b[0] != 0 }), nil
+	case onnxInt8:
+		return fromRaw(p.raw, narrow[int8](p.int32s), 1, func(b []byte) int8 { return int8(b[0]) }), nil
+	case onnxInt16:
+		return fromRaw(p.raw, narrow[int16](p.int32s), 2, func(b []byte) int16 { return int16(le.Uint16(b)) }), nil
+	case onnxUint16:
+		return fromRaw(p.raw, narrow[uint16](p.int32s), 2, le.Uint16), nil
+	case onnxFloat16:
+		return fromRaw(p.raw, narrow[F16](p.int32s), 2, func(b []byte) F16 { return F16(le.Uint16(b)) }), nil
+	case onnxBFloat16:
+		return fromRaw(p.raw, narrow[BF16](p.int32s), 2, func(b []byte) BF16 { return BF16(le.Uint16(b)) }), nil
+	case onnxUint32:
+		return fromRaw(p.raw, narrow64[uint32](p.uint64s), 4, le.Uint32), nil
+	case onnxUint64:
+		return fromRaw(p.raw, p.uint64s, 8, le.Uint64), nil
+	}
+	return nil, fmt.Errorf("%w: tensor %q has ONNX element type %d", ErrUnsupportedDType, p.name, p.elemType)
 }
 
 // fromRaw returns the values of raw_data (size bytes each, little-endian)
@@ -256,7 +282,18 @@ func fromRaw[T any](raw []byte, typed []T, size int, get func([]byte) T) []T {
 	return out
 }
 
-func narrow[T uint8](s []int32) []T {
+func narrow[T uint8 | int8 | int16 | uint16 | F16 | BF16](s []int32) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(s))
+	for i, v := range s {
+		out[i] = T(v)
+	}
+	return out
+}
+
+func narrow64[T uint32](s []uint64) []T {
 	if s == nil {
 		return nil
 	}

@@ -20,8 +20,9 @@ type oipCodec struct{}
 
 func init() { RegisterCodec(MediaTypeOIP, oipCodec{}) }
 
-// OIPDatatype returns the OIP datatype name of d: FP32, FP64, INT32, INT64,
-// UINT8 or BOOL ("" for Invalid).
+// OIPDatatype returns the OIP datatype name of d: FP16, BF16, FP32, FP64,
+// INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64 or BOOL (""
+// for Invalid).
 func OIPDatatype(d infer.DType) string {
 	switch d {
 	case infer.Float32:
@@ -36,6 +37,20 @@ func OIPDatatype(d infer.DType) string {
 		return "UINT8"
 	case infer.Bool:
 		return "BOOL"
+	case infer.Int8:
+		return "INT8"
+	case infer.Int16:
+		return "INT16"
+	case infer.Uint16:
+		return "UINT16"
+	case infer.Uint32:
+		return "UINT32"
+	case infer.Uint64:
+		return "UINT64"
+	case infer.Float16:
+		return "FP16"
+	case infer.BFloat16:
+		return "BF16"
 	}
 	return ""
 }
@@ -297,6 +312,20 @@ func parseLeaves(leaves []any, dt infer.DType) (any, error) {
 		return parseIntLeaves[int64](leaves, dt, math.MinInt64, math.MaxInt64)
 	case infer.Uint8:
 		return parseIntLeaves[uint8](leaves, dt, 0, math.MaxUint8)
+	case infer.Int8:
+		return parseIntLeaves[int8](leaves, dt, math.MinInt8, math.MaxInt8)
+	case infer.Int16:
+		return parseIntLeaves[int16](leaves, dt, math.MinInt16, math.MaxInt16)
+	case infer.Uint16:
+		return parseUintLeaves[uint16](leaves, dt, math.MaxUint16)
+	case infer.Uint32:
+		return parseUintLeaves[uint32](leaves, dt, math.MaxUint32)
+	case infer.Uint64:
+		return parseUintLeaves[uint64](leaves, dt, math.MaxUint64)
+	case infer.Float16:
+		return parseHalfLeaves(leaves, dt, infer.F16FromFloat64)
+	case infer.BFloat16:
+		return parseHalfLeaves(leaves, dt, infer.BF16FromFloat64)
 	case infer.Bool:
 		out := make([]bool, len(leaves))
 		for i, l := range leaves {
@@ -318,7 +347,7 @@ func leafNumber(leaves []any, i int, dt infer.DType) (json.Number, error) {
 	case json.Number:
 		return v, nil
 	case nil:
-		if dt == infer.Float32 || dt == infer.Float64 {
+		if isFloat(dt) {
 			return "NaN", nil
 		}
 	}
@@ -346,8 +375,65 @@ func parseFloatLeaves[T float32 | float64](leaves []any, dt infer.DType, bits in
 	return out, nil
 }
 
+// isFloat reports whether dt is a floating-point dtype, whose elements may
+// be null (NaN).
+func isFloat(dt infer.DType) bool {
+	switch dt {
+	case infer.Float32, infer.Float64, infer.Float16, infer.BFloat16:
+		return true
+	}
+	return false
+}
+
+// parseHalfLeaves parses leaves as 16-bit floats, rounded once from the
+// decimal by conv. A finite value beyond the type's range is an error, not
+// an infinity.
+func parseHalfLeaves[T infer.F16 | infer.BF16](leaves []any, dt infer.DType, conv func(float64) T) ([]T, error) {
+	wide, err := parseFloatLeaves[float64](leaves, dt, 64)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(wide))
+	for i, f := range wide {
+		out[i] = conv(f)
+		if !math.IsInf(f, 0) && halfIsInf(out[i]) {
+			return nil, fmt.Errorf("element %d: %s out of range for %s", i, leaves[i], OIPDatatype(dt))
+		}
+	}
+	return out, nil
+}
+
+// halfIsInf reports whether h is an infinity.
+func halfIsInf[T infer.F16 | infer.BF16](h T) bool {
+	switch v := any(h).(type) {
+	case infer.F16:
+		return v&0x7fff == 0x7c00
+	case infer.BF16:
+		return v&0x7fff == 0x7f80
+	}
+	return false
+}
+
+// parseUintLeaves parses leaves as unsigned integers in [0, hi]: a
+// negative value is refused, not wrapped.
+func parseUintLeaves[T uint16 | uint32 | uint64](leaves []any, dt infer.DType, hi uint64) ([]T, error) {
+	out := make([]T, len(leaves))
+	for i := range leaves {
+		s, err := leafNumber(leaves, i, dt)
+		if err != nil {
+			return nil, err
+		}
+		v, err := strconv.ParseUint(string(s), 10, 64)
+		if err != nil || v > hi {
+			return nil, fmt.Errorf("element %d: %s is not a %s", i, s, OIPDatatype(dt))
+		}
+		out[i] = T(v)
+	}
+	return out, nil
+}
+
 // parseIntLeaves parses leaves as integers in [lo, hi].
-func parseIntLeaves[T int32 | int64 | uint8](leaves []any, dt infer.DType, lo, hi int64) ([]T, error) {
+func parseIntLeaves[T int8 | int16 | int32 | int64 | uint8](leaves []any, dt infer.DType, lo, hi int64) ([]T, error) {
 	out := make([]T, len(leaves))
 	for i := range leaves {
 		s, err := leafNumber(leaves, i, dt)

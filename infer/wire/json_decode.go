@@ -294,6 +294,20 @@ func parseDenseAs(s *scanner, dt infer.DType, hint int) (infer.Tensor, error) {
 		shape, data, err = parseDense(s, make([]uint8, 0, hint), fastU8, parseU8)
 	case infer.Bool:
 		shape, data, err = parseDense(s, make([]bool, 0, hint), fastBool, parseBool)
+	case infer.Int8:
+		shape, data, err = parseDense(s, make([]int8, 0, hint), fastInt[int8](math.MinInt8, math.MaxInt8), slowInt[int8](math.MinInt8, math.MaxInt8, "an int8"))
+	case infer.Int16:
+		shape, data, err = parseDense(s, make([]int16, 0, hint), fastInt[int16](math.MinInt16, math.MaxInt16), slowInt[int16](math.MinInt16, math.MaxInt16, "an int16"))
+	case infer.Uint16:
+		shape, data, err = parseDense(s, make([]uint16, 0, hint), fastUint[uint16](math.MaxUint16), slowUint[uint16](math.MaxUint16, "a uint16"))
+	case infer.Uint32:
+		shape, data, err = parseDense(s, make([]uint32, 0, hint), fastUint[uint32](math.MaxUint32), slowUint[uint32](math.MaxUint32, "a uint32"))
+	case infer.Uint64:
+		shape, data, err = parseDense(s, make([]uint64, 0, hint), fastUint[uint64](math.MaxUint64), slowUint[uint64](math.MaxUint64, "a uint64"))
+	case infer.Float16:
+		shape, data, err = parseDense(s, make([]infer.F16, 0, hint), fastHalf(infer.F16FromFloat64), slowHalf(infer.F16FromFloat64, "a float16"))
+	case infer.BFloat16:
+		shape, data, err = parseDense(s, make([]infer.BF16, 0, hint), fastHalf(infer.BF16FromFloat64), slowHalf(infer.BF16FromFloat64, "a bfloat16"))
 	default:
 		return infer.Tensor{}, fmt.Errorf("%w: %s", infer.ErrUnsupportedDType, dt)
 	}

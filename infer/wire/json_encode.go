@@ -71,6 +71,20 @@ func appendData(b []byte, data any) []byte {
 		b = appendList(b, d, appendUint8)
 	case []bool:
 		b = appendList(b, d, strconv.AppendBool)
+	case []int8:
+		b = appendList(b, d, appendInt[int8])
+	case []int16:
+		b = appendList(b, d, appendInt[int16])
+	case []uint16:
+		b = appendList(b, d, appendUint[uint16])
+	case []uint32:
+		b = appendList(b, d, appendUint[uint32])
+	case []uint64:
+		b = appendList(b, d, appendUint[uint64])
+	case []infer.F16:
+		b = appendList(b, d, appendHalf[infer.F16])
+	case []infer.BF16:
+		b = appendList(b, d, appendHalf[infer.BF16])
 	}
 	return b
 }
@@ -87,9 +101,25 @@ func appendList[T any](b []byte, d []T, appendElem func([]byte, T) []byte) []byt
 	return b
 }
 
-func appendInt[T int32 | int64](b []byte, v T) []byte { return strconv.AppendInt(b, int64(v), 10) }
+func appendInt[T int8 | int16 | int32 | int64](b []byte, v T) []byte {
+	return strconv.AppendInt(b, int64(v), 10)
+}
 
 func appendUint8(b []byte, v uint8) []byte { return strconv.AppendUint(b, uint64(v), 10) }
+
+func appendUint[T uint16 | uint32 | uint64](b []byte, v T) []byte {
+	return strconv.AppendUint(b, uint64(v), 10)
+}
+
+// appendHalf writes a 16-bit float as the shortest number that reads back
+// as the same float32, which is exactly its value: it reads back as the
+// same 16 bits.
+func appendHalf[T interface {
+	infer.F16 | infer.BF16
+	Float32() float32
+}](b []byte, v T) []byte {
+	return appendFloat32(b, v.Float32())
+}
 
 func appendFloat32(b []byte, v float32) []byte { return appendFloat(b, float64(v), 32) }
 

@@ -122,5 +122,19 @@ func setElem(dst any, i int, src any, k int) {
 		d[i] = src.([]uint8)[k]
 	case []bool:
 		d[i] = src.([]bool)[k]
+	case []int8:
+		d[i] = src.([]int8)[k]
+	case []int16:
+		d[i] = src.([]int16)[k]
+	case []uint16:
+		d[i] = src.([]uint16)[k]
+	case []uint32:
+		d[i] = src.([]uint32)[k]
+	case []uint64:
+		d[i] = src.([]uint64)[k]
+	case []infer.F16:
+		d[i] = src.([]infer.F16)[k]
+	case []infer.BF16:
+		d[i] = src.([]infer.BF16)[k]
 	}
 }
