@@ -89,6 +89,15 @@ func TestOIPInferEveryDatatype(t *testing.T) {
 		{"identity_u8", infer.Tensor{DType: infer.Uint8, Shape: []int64{1, 4}, Data: []uint8{0, 1, 254, 255}}, `[0,1,254,255]`},
 		{"not_bool", infer.Tensor{DType: infer.Bool, Shape: []int64{2, 4}, Data: []bool{true, false, true, false, false, false, true, true}}, `[true,false,true,false,false,false,true,true]`},
 		{"classifier", infer.Tensor{DType: infer.Float32, Shape: []int64{1, 8}, Data: []float32{1, 0, -1, 2, 0.5, 0, 0, 3}}, `[1,0,-1,2,0.5,0,0,3]`},
+		{"identity_i8", infer.Tensor{DType: infer.Int8, Shape: []int64{1, 4}, Data: []int8{-128, -1, 0, 127}}, `[-128,-1,0,127]`},
+		{"identity_i16", infer.Tensor{DType: infer.Int16, Shape: []int64{1, 4}, Data: []int16{-32768, -1, 0, 32767}}, `[-32768,-1,0,32767]`},
+		{"identity_u16", infer.Tensor{DType: infer.Uint16, Shape: []int64{1, 4}, Data: []uint16{0, 1, 65534, 65535}}, `[0,1,65534,65535]`},
+		{"identity_u32", infer.Tensor{DType: infer.Uint32, Shape: []int64{1, 4}, Data: []uint32{0, 1, 1<<32 - 2, 1<<32 - 1}}, `[0,1,4294967294,4294967295]`},
+		{"identity_u64", infer.Tensor{DType: infer.Uint64, Shape: []int64{1, 4}, Data: []uint64{0, 1, 1<<64 - 2, 1<<64 - 1}}, `[0,1,18446744073709551614,18446744073709551615]`},
+		{"identity_f16", infer.Tensor{DType: infer.Float16, Shape: []int64{1, 4}, Data: []infer.F16{0x3c00, 0xc100, 0x7bff, 0x2e66}}, `[1,-2.5,65504,0.1]`},
+		{"identity_bf16", infer.Tensor{DType: infer.BFloat16, Shape: []int64{1, 4}, Data: []infer.BF16{0x3f80, 0xc020, 0x7f7f, 0x3dcd}}, `[1,-2.5,3.3895314e38,0.1]`},
+		{"cast_f32_f16", infer.Tensor{DType: infer.Float32, Shape: []int64{1, 4}, Data: []float32{1, 0.1, 65519, 0x1p-24}}, `[1,0.1,65519,5.9604645e-8]`},
+		{"cast_f16_f32", infer.Tensor{DType: infer.Float16, Shape: []int64{1, 4}, Data: []infer.F16{0x3c00, 0x2e66, 0x7bff, 0x0001}}, `[1,0.1,65504,5.9604645e-8]`},
 	}
 	var models []served
 	for _, c := range cases {
@@ -127,6 +136,23 @@ func TestOIPInferEveryDatatype(t *testing.T) {
 			}
 		})
 	}
+	t.Run("new datatypes in metadata and range errors", func(t *testing.T) {
+		st, ans := call(t, "GET", e.url+"/v2/models/cast_f16_f32", "")
+		if want := `"inputs":[{"name":"x","datatype":"FP16","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP32","shape":[-1,4]}]`; st != 200 || !strings.Contains(string(ans), want) {
+			t.Errorf("metadata: got %d %s, want 200 with %s", st, ans, want)
+		}
+		for model, body := range map[string]string{
+			"identity_u8":  `{"inputs":[{"name":"x","datatype":"UINT8","shape":[1,4],"data":[256,0,0,0]}]}`,
+			"identity_i8":  `{"inputs":[{"name":"x","datatype":"INT8","shape":[1,4],"data":[128,0,0,0]}]}`,
+			"identity_u64": `{"inputs":[{"name":"x","datatype":"UINT64","shape":[1,4],"data":[-1,0,0,0]}]}`,
+			"identity_f16": `{"inputs":[{"name":"x","datatype":"FP16","shape":[1,4],"data":[70000,0,0,0]}]}`,
+		} {
+			st, ans := call(t, "POST", e.url+"/v2/models/"+model+"/infer", body)
+			if st != http.StatusBadRequest || !strings.Contains(string(ans), `input \"x\"`) {
+				t.Errorf("%s out of range: got %d %s, want 400 naming input x", model, st, ans)
+			}
+		}
+	})
 	t.Run("requested outputs and versions route", func(t *testing.T) {
 		body := `{"inputs":[{"name":"a","datatype":"FP32","shape":[1,3],"data":[1,2,3]},{"name":"b","datatype":"FP32","shape":[1,3],"data":[2,2,2]}],"outputs":[{"name":"prod"}]}`
 		st, ans := call(t, "POST", e.url+"/v2/models/two_io/versions/1/infer", body)
@@ -150,6 +176,30 @@ func sameData(tb testing.TB, raw json.RawMessage, data any) bool {
 			got = append(got, uint8(v))
 		}
 		return reflect.DeepEqual(got, u8)
+	}
+	switch h := data.(type) { // 16-bit floats come as numbers: compare their bits
+	case []infer.F16:
+		var f []float32
+		if json.Unmarshal(raw, &f) != nil || len(f) != len(h) {
+			return false
+		}
+		for i := range f {
+			if infer.F16From(f[i]) != h[i] {
+				return false
+			}
+		}
+		return true
+	case []infer.BF16:
+		var f []float32
+		if json.Unmarshal(raw, &f) != nil || len(f) != len(h) {
+			return false
+		}
+		for i := range f {
+			if infer.BF16From(f[i]) != h[i] {
+				return false
+			}
+		}
+		return true
 	}
 	ptr := reflect.New(reflect.TypeOf(data))
 	if err := json.Unmarshal(raw, ptr.Interface()); err != nil {
