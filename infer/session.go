@@ -17,6 +17,7 @@ import (
 // running calls and is idempotent.
 type Session struct {
 	info ModelInfo
+	dims map[string][]string // dim_params, for float16/bfloat16 outputs (halfDims)
 
 	mu     sync.RWMutex // Run holds it shared, Close exclusive
 	sess   *ort.DynamicAdvancedSession
@@ -83,7 +84,7 @@ func openSession(modelFile string, data []byte, threads int) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
 	}
-	return &Session{info: info, sess: sess}, nil
+	return &Session{info: info, sess: sess, dims: halfDims(modelFile, data, info)}, nil
 }
 
 // modelInfo describes the model of modelFile from its inputs and outputs.
@@ -233,7 +234,7 @@ func (s *Session) presetOutputs(inputs []Tensor) ([]ort.Value, error) {
 		case len(o.Shape) == 0:
 		case isHalf(o.DType):
 			var err error
-			if shape, err = halfOutputShape(o, inputs); err != nil {
+			if shape, err = s.halfOutputShape(o, inputs); err != nil {
 				return outs, fmt.Errorf("run model %q: %w", s.info.Name, err)
 			}
 		default:

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
@@ -17,7 +19,7 @@ import (
 
 // errHalfShape is returned when a float16/bfloat16 output's shape cannot be
 // known before the run.
-var errHalfShape = errors.New("float16/bfloat16 output needs a shape known before the run: fixed dims, or a dynamic dim 0 equal to the inputs' dim 0")
+var errHalfShape = errors.New("float16/bfloat16 output needs a shape known before the run: fixed dims, dims named (dim_param) as an input's are, or a dynamic dim 0 equal to the inputs' dim 0")
 
 // halfBytes returns the little-endian bytes of 16-bit values.
 func halfBytes[T F16 | BF16](d []T) []byte {
@@ -65,28 +67,76 @@ func fromHalfValue(v *ort.CustomDataTensor) (Tensor, error) {
 }
 
 // halfOutputShape returns the shape a float16/bfloat16 output will have:
-// its model shape, with a dynamic dim 0 taken from the inputs' common dim
-// 0 (a batch, as the Batcher stacks it). Any other dynamic dim is unknown
-// before the run: errHalfShape.
-func halfOutputShape(o IO, inputs []Tensor) ([]int64, error) {
+// its model shape, with each dynamic dim taken from an input dim of the
+// same symbolic name (dim_param), else, for dim 0, from the inputs'
+// common dim 0 (a batch, as the Batcher stacks it). Any other dynamic dim
+// is unknown before the run: errHalfShape.
+func (s *Session) halfOutputShape(o IO, inputs []Tensor) ([]int64, error) {
 	shape := append([]int64(nil), o.Shape...)
 	for i, d := range shape {
 		if d >= 0 {
 			continue
 		}
-		if i > 0 || len(inputs) == 0 {
-			return nil, fmt.Errorf("output %q of shape %s: %w", o.Name, ShapeString(o.Shape), errHalfShape)
+		if n, ok := s.symbolicDim(o.Name, i, inputs); ok {
+			shape[i] = n
+			continue
 		}
 		rows := int64(-1)
 		for _, t := range inputs {
 			if len(t.Shape) == 0 || rows >= 0 && t.Shape[0] != rows {
-				return nil, fmt.Errorf("output %q of shape %s: %w", o.Name, ShapeString(o.Shape), errHalfShape)
+				rows = -1
+				break
 			}
 			rows = t.Shape[0]
+		}
+		if i > 0 || rows < 0 {
+			return nil, fmt.Errorf("output %q of shape %s: %w", o.Name, ShapeString(o.Shape), errHalfShape)
 		}
 		shape[0] = rows
 	}
 	return shape, nil
+}
+
+// symbolicDim returns the size of dim i of output name from the input dim
+// that shares its dim_param.
+func (s *Session) symbolicDim(name string, i int, inputs []Tensor) (int64, bool) {
+	p := s.dims[name]
+	if i >= len(p) || p[i] == "" {
+		return 0, false
+	}
+	for j, in := range s.info.Inputs {
+		for k, q := range s.dims[in.Name] {
+			if q == p[i] && j < len(inputs) && k < len(inputs[j].Shape) {
+				return inputs[j].Shape[k], true
+			}
+		}
+	}
+	return 0, false
+}
+
+// halfDims reads the model's dim_params (see dimParams) when it has a
+// float16/bfloat16 output with a dynamic dim, from data or else from
+// modelFile; nil otherwise. It is best effort: without them, only a
+// dynamic dim 0 is known before the run.
+func halfDims(modelFile string, data []byte, info ModelInfo) map[string][]string {
+	need := false
+	for _, o := range info.Outputs {
+		need = need || isHalf(o.DType) && slices.Contains(o.Shape, -1)
+	}
+	if !need {
+		return nil
+	}
+	if data == nil {
+		var err error
+		if data, err = os.ReadFile(modelFile); err != nil {
+			return nil
+		}
+	}
+	dims, err := dimParams(data)
+	if err != nil {
+		return nil
+	}
+	return dims
 }
 
 // isHalf reports whether dt travels as a CustomDataTensor.

@@ -92,6 +92,18 @@ def dtype_models(out):
         save(identity(name, elem, ["batch", 4]), os.path.join(out, name + ".onnx"))
     save(cast("cast_f32_f16", TensorProto.FLOAT, TensorProto.FLOAT16, ["batch", 4]), os.path.join(out, "cast_f32_f16.onnx"))
     save(cast("cast_f16_f32", TensorProto.FLOAT16, TensorProto.FLOAT, ["batch", 4]), os.path.join(out, "cast_f16_f32.onnx"))
+    # A float16 output whose second dim is named as an input's ("seq") has
+    # a size known before the run; one named after nothing ("other") has not.
+    save(cast("cast_f32_f16_seq", TensorProto.FLOAT, TensorProto.FLOAT16, ["batch", "seq"]), os.path.join(out, "cast_f32_f16_seq.onnx"))
+    save(
+        make(
+            "cast_f32_f16_free",
+            [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)],
+            [vi("x", TensorProto.FLOAT, ["batch", "seq"])],
+            [vi("y", TensorProto.FLOAT16, ["batch", "other"])],
+        ),
+        os.path.join(out, "cast_f32_f16_free.onnx"),
+    )
 
 
 def small_models(out):
