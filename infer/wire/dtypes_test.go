@@ -329,3 +329,28 @@ func TestOIPDatatypeNewTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestNewDTypesSparseInstance densifies a sparse instance of each new
+// element type.
+func TestNewDTypesSparseInstance(t *testing.T) {
+	requireORT(t)
+	tests := []struct{ model, value, want string }{
+		{"identity_i8", "-7", `{"data":[0,0,-7,0],"shape":[4]}`},
+		{"identity_u64", "18446744073709551615", `{"data":[0,0,18446744073709551615,0],"shape":[4]}`},
+		{"identity_f16", "0.5", `{"data":[0,0,0.5,0],"shape":[4]}`},
+		{"identity_bf16", "-2.5", `{"data":[0,0,-2.5,0],"shape":[4]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.model, func(t *testing.T) {
+			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
+			body := `{"instances":[{"x":{"shape":[4],"data":[` + tt.value + `],"indices":[[2]]}}]}`
+			out, err := p.Predict(context.Background(), "application/json", []byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := decodePredictions(t, out); len(got) != 1 || got[0] != tt.want {
+				t.Errorf("got %q, want [%s]", got, tt.want)
+			}
+		})
+	}
+}
