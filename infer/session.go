@@ -119,6 +119,9 @@ func convertIO(infos []ort.InputOutputInfo, kind string) ([]IO, error) {
 		if dt == Invalid {
 			return nil, fmt.Errorf("%w: %s %q has element type %v", ErrUnsupportedDType, kind, in.Name, in.DataType)
 		}
+		if isHalf(dt) && len(in.Dimensions) == 0 {
+			return nil, fmt.Errorf("%w: %s %q is a rank-0 %s, which onnxruntime_go v1.27 cannot make", ErrUnsupportedDType, kind, in.Name, dt)
+		}
 		shape := make([]int64, len(in.Dimensions))
 		for j, d := range in.Dimensions {
 			if d < 0 {

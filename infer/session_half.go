@@ -21,9 +21,11 @@ import (
 // known before the run.
 var errHalfShape = errors.New("float16/bfloat16 output needs a shape known before the run: fixed dims, dims named (dim_param) as an input's are, or a dynamic dim 0 equal to the inputs' dim 0")
 
-// halfBytes returns the little-endian bytes of 16-bit values.
+// halfBytes returns the little-endian bytes of 16-bit values, at least
+// two: the binding refuses an empty buffer even for a zero-size tensor,
+// and ONNX Runtime only checks that the buffer is large enough.
 func halfBytes[T F16 | BF16](d []T) []byte {
-	b := make([]byte, 2*len(d))
+	b := make([]byte, 2*max(len(d), 1))
 	for i, v := range d {
 		binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
 	}
@@ -40,10 +42,11 @@ func halfValues[T F16 | BF16](b []byte) []T {
 }
 
 // newHalfValue wraps the bits in b as a tensor of element type et. The
-// binding cannot make a rank-0 or an empty custom tensor.
+// binding cannot make a rank-0 custom tensor (models with one are refused
+// at load, see convertIO).
 func newHalfValue(shape []int64, b []byte, et ort.TensorElementDataType) (ort.Value, error) {
-	if len(shape) == 0 || len(b) == 0 {
-		return nil, fmt.Errorf("%w: a rank-0 or empty float16/bfloat16 tensor (shape %s)", ErrUnsupportedDType, ShapeString(shape))
+	if len(shape) == 0 {
+		return nil, fmt.Errorf("%w: a rank-0 float16/bfloat16 tensor", ErrUnsupportedDType)
 	}
 	return ort.NewCustomDataTensor(ort.NewShape(shape...), b, et)
 }
@@ -53,9 +56,11 @@ func newHalfValue(shape []int64, b []byte, et ort.TensorElementDataType) (ort.Va
 func fromHalfValue(v *ort.CustomDataTensor) (Tensor, error) {
 	shape := []int64(v.GetShape())
 	b := v.GetData()
-	if int64(len(b)) != 2*NumElems(shape) {
-		return Tensor{}, fmt.Errorf("%s output holds %d bytes, want %d", ShapeString(shape), len(b), 2*NumElems(shape))
+	n := 2 * NumElems(shape)
+	if int64(len(b)) < n {
+		return Tensor{}, fmt.Errorf("%s output holds %d bytes, want %d", ShapeString(shape), len(b), n)
 	}
+	b = b[:n] // a zero-size tensor has a buffer of two bytes (halfBytes)
 	switch et := ort.TensorElementDataType(v.DataType()); et {
 	case ort.TensorElementDataTypeFloat16:
 		return Tensor{DType: Float16, Shape: shape, Data: halfValues[F16](b)}, nil

@@ -179,6 +179,17 @@ func TestSessionHalfOutputShapes(t *testing.T) {
 	if got := out[0]; !reflect.DeepEqual(got.Shape, x.Shape) || !reflect.DeepEqual(got.Data, want) {
 		t.Errorf("cast_f32_f16_seq: got %v %v, want %v %v", got.Shape, got.Data, x.Shape, want)
 	}
+	// Zero-size tensors both ways: the binding refuses an empty buffer.
+	empty := infer.Tensor{DType: infer.Float32, Shape: []int64{2, 0}, Data: []float32{}}
+	out, err = newSession(t, "cast_f32_f16_seq").Run([]infer.Tensor{empty})
+	if err != nil || !reflect.DeepEqual(out[0].Shape, []int64{2, 0}) || !reflect.DeepEqual(out[0].Data, []infer.F16{}) {
+		t.Errorf("cast_f32_f16_seq of [2 0]: got %+v, %v; want an empty [2 0] float16 tensor", out, err)
+	}
+	emptyHalf := infer.Tensor{DType: infer.Float16, Shape: []int64{0, 4}, Data: []infer.F16{}}
+	out, err = newSession(t, "identity_f16").Run([]infer.Tensor{emptyHalf})
+	if err != nil || !reflect.DeepEqual(out[0], emptyHalf) {
+		t.Errorf("identity_f16 of [0 4]: got %+v, %v; want %+v", out, err, emptyHalf)
+	}
 	_, err = newSession(t, "cast_f32_f16_free").Run([]infer.Tensor{x})
 	if err == nil || !strings.Contains(err.Error(), "float16/bfloat16 output needs a shape") {
 		t.Errorf("cast_f32_f16_free: got %v, want an error saying the output's shape is unknown", err)

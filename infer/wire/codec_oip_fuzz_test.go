@@ -25,6 +25,9 @@ func FuzzDecodeOIP(f *testing.F) {
 		`{"inputs":[{"name":"a","datatype":"FP32","shape":[2,3],"data":[1,2]},{"name":"b","datatype":"INT64","shape":[2,2,1],"data":[[[1],[2]],[[3],[4],[5]]]}]}`,
 		`{"inputs":[{"name":"a","datatype":"FP32","shape":[1,3],"data":[1,2,3]},{"name":"b","datatype":"INT64","shape":[3,2,1],"data":[1,2,3,4,5,6]}]}`,
 		`{"inputs":[{"name":"a","datatype":"FP32","shape":[500000000,3],"data":[1]}]}`,
+		// 16-bit floats and the wider unsigned and narrower signed types
+		`{"inputs":[{"name":"h","datatype":"FP16","shape":[1,2],"data":[65504,null]},{"name":"u","datatype":"UINT64","shape":[1],"data":[18446744073709551615]},{"name":"i","datatype":"INT8","shape":[1],"data":[-128]}]}`,
+		`{"inputs":[{"name":"h","datatype":"FP16","shape":[1,2],"data":[65520,1e-9]},{"name":"u","datatype":"UINT64","shape":[1],"data":[-1]},{"name":"i","datatype":"INT8","shape":[1],"data":[128]}]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -35,6 +38,11 @@ func FuzzDecodeOIP(f *testing.F) {
 			{Name: "x", DType: infer.Float32, Shape: []int64{-1, 4}},
 			{Name: "lo", DType: infer.Float32, Shape: []int64{}},
 			{Name: "hi", DType: infer.Float32, Shape: []int64{}},
+		}}},
+		{Info: infer.ModelInfo{DynamicBatch: true, Inputs: []infer.IO{
+			{Name: "h", DType: infer.Float16, Shape: []int64{-1, 2}},
+			{Name: "u", DType: infer.Uint64, Shape: []int64{-1}},
+			{Name: "i", DType: infer.Int8, Shape: []int64{-1}},
 		}}},
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

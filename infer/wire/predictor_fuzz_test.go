@@ -12,8 +12,10 @@ import (
 
 // fuzzModels are the real models FuzzPredictOIP sends bodies to: scalar
 // inputs and outputs, two inputs, a fixed batch dim, integer division by
-// request inputs (a zero there must be a 400, never SIGFPE), no inputs.
-var fuzzModels = []string{"add_f32", "clip_scalar", "sum_scalar", "two_io", "fixed_f32", "divmod_i32", "div_i32", "no_inputs"}
+// request inputs (a zero there must be a 400, never SIGFPE), no inputs,
+// and 16-bit floats and uint64 (a float16 output with a dynamic second
+// dim, allocated by Session).
+var fuzzModels = []string{"add_f32", "clip_scalar", "sum_scalar", "two_io", "fixed_f32", "divmod_i32", "div_i32", "no_inputs", "cast_f32_f16_seq", "identity_bf16", "identity_u64"}
 
 // fuzzPaths are the doors' media types a fuzzed body is sent as: the
 // HTTP door's OIP, the NATS and HTTP doors' JSON instances, the Redis
@@ -50,7 +52,7 @@ func FuzzPredict(f *testing.F) {
 		`{"instances":[{"x":[1,2,3,4]}]}`, `{"instances":[{"x":1.5}]}`, `{"instances":[{"x":[]}]}`,
 		`{"instances":[{"x":[1,2,3,4],"lo":0,"hi":[1]}]}`, `{"instances":[{"a":[1,2,3],"b":[1]}]}`,
 		`{"instances":[{"a":[7,7],"b":[0,-1]}]}`, `{"instances":[{"x":{"shape":[0],"data":[],"indices":[[]]}}]}`,
-		`{"instances":[]}`,
+		`{"instances":[]}`, `{"instances":[{"x":[[]]}]}`, `{"instances":[{"x":[65504,-1e9]}]}`,
 	} {
 		f.Add(uint8(i), uint8(1), []byte(body))
 		f.Add(uint8(i), uint8(3), []byte(body))
