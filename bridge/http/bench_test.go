@@ -25,25 +25,7 @@ func BenchmarkDoors(b *testing.B) {
 	infertest.RequireLibrary(b)
 	const body = `{"instances":[{"x":[1,2,3,4]}]}`
 	e := startDoor(b, httpdoor.Config{}, served{name: "add", file: "add_f32"})
-	b.Run("http", func(b *testing.B) {
-		b.SetParallelism(32 / max(1, runtimeProcs()))
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				resp, err := httpClient.Post(e.url+"/predict", "application/json", strings.NewReader(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Errorf("status %d", resp.StatusCode)
-					return
-				}
-			}
-		})
-	})
+	b.Run("http", func(b *testing.B) { postParallel(b, httpClient, e.url+"/predict", "", body) })
 	b.Run("nats", func(b *testing.B) {
 		svc, err := mesh.NewService(e.nc, e.client, mesh.ServiceConfig{Jobs: []string{"add"}})
 		if err != nil {
@@ -96,28 +78,35 @@ func BenchmarkSecureDoor(b *testing.B) {
 			MaxIdleConnsPerHost: 64, TLSClientConfig: pki.ClientTLS(b, true)}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			b.SetParallelism(32 / max(1, runtimeProcs()))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					req, _ := http.NewRequest(http.MethodPost, tc.url+"/predict", strings.NewReader(`{"instances":[{"x":[1,2,3,4]}]}`))
-					req.Header.Set("Content-Type", "application/json")
-					if tc.token != "" {
-						req.Header.Set("Authorization", "Bearer "+tc.token)
-					}
-					resp, err := tc.client.Do(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						b.Errorf("status %d", resp.StatusCode)
-						return
-					}
-				}
-			})
+			postParallel(b, tc.client, tc.url+"/predict", tc.token, `{"instances":[{"x":[1,2,3,4]}]}`)
 		})
 	}
+}
+
+// postParallel POSTs body to url from 32 callers until b.N requests are
+// answered, each with the bearer token when one is given; any answer but
+// 200 fails the benchmark.
+func postParallel(b *testing.B, client *http.Client, url, token, body string) {
+	b.SetParallelism(32 / max(1, runtimeProcs()))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
 }
