@@ -259,7 +259,7 @@ func (p *tensorProto) data() (any, error) {
 	case onnxBFloat16:
 		return fromRaw(p.raw, narrow[BF16](p.int32s), 2, func(b []byte) BF16 { return BF16(le.Uint16(b)) }), nil
 	case onnxUint32:
-		return fromRaw(p.raw, narrow64[uint32](p.uint64s), 4, le.Uint32), nil
+		return fromRaw(p.raw, narrow[uint32](p.uint64s), 4, le.Uint32), nil
 	case onnxUint64:
 		return fromRaw(p.raw, p.uint64s, 8, le.Uint64), nil
 	}
@@ -282,18 +282,9 @@ func fromRaw[T any](raw []byte, typed []T, size int, get func([]byte) T) []T {
 	return out
 }
 
-func narrow[T uint8 | int8 | int16 | uint16 | F16 | BF16](s []int32) []T {
-	if s == nil {
-		return nil
-	}
-	out := make([]T, len(s))
-	for i, v := range s {
-		out[i] = T(v)
-	}
-	return out
-}
-
-func narrow64[T uint32](s []uint64) []T {
+// narrow converts the wider integers ONNX's TensorProto stores small
+// types in (int32_data, uint64_data) to the element type T.
+func narrow[T uint8 | int8 | int16 | uint16 | uint32 | F16 | BF16, S int32 | uint64](s []S) []T {
 	if s == nil {
 		return nil
 	}
