@@ -301,11 +301,11 @@ func (s *Server) model(name, version string) (Model, error) {
 	return Model{}, wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
 }
 
-// submit reads the body (at most MaxBodyBytes), waits for a token and
+// submit reads the body (at most MaxBodyBytes: bounded caps it), waits for a token and
 // sends the body as it came to m's job under contentType. It returns the
 // worker's answer or an error for writeError.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, contentType string) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

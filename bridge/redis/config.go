@@ -157,30 +157,11 @@ func parseAddr(addr string) (*goredis.Options, error) {
 	return opt, nil
 }
 
-// redactAddr hides the password of a redis:// Addr as xxxxx, as
-// net/url's Redacted does; a URL that does not parse keeps only its
-// scheme, and a host:port holding an '@' (refused by Validate) nothing.
-func redactAddr(s string) string {
-	scheme, _, isURL := strings.Cut(s, "://")
-	u, err := url.Parse(s)
-	switch {
-	case !isURL && strings.Contains(s, "@"):
-		return "xxxxx"
-	case !isURL:
-		return s
-	case err != nil:
-		return scheme + "://xxxxx"
-	case u.User == nil:
-		return s
-	}
-	return u.Redacted()
-}
-
 // LogValue shows the config with Addr's password redacted and TLS as on
 // or off, so that logging a Config never prints a secret.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("addr", redactAddr(c.Addr)), slog.String("job", c.Job), slog.Bool("tls", c.TLS != nil),
+		slog.String("addr", telemetry.RedactURL(c.Addr)), slog.String("job", c.Job), slog.Bool("tls", c.TLS != nil),
 		slog.Duration("timeout", c.Timeout), slog.String("consumer", c.Consumer), slog.String("durable", c.Durable),
 		slog.Int("batch", c.Batch), slog.Duration("block", c.Block), slog.Duration("rescan", c.Rescan),
 		slog.Duration("retry_interval", c.RetryInterval))

@@ -15,6 +15,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // printHowToCall is the banner of `start`: the default model and how to
@@ -34,7 +35,7 @@ cluster-serving is serving job %q
   NATS:    %s   request-reply subject: %s
 
 Call it from another terminal:
-`, file.JobName, info.Path, serving.FormatIO(info.Inputs), serving.FormatIO(info.Outputs), serving.RedactURL(node.URL()), subject)
+`, file.JobName, info.Path, serving.FormatIO(info.Inputs), serving.FormatIO(info.Outputs), telemetry.RedactURL(node.URL()), subject)
 	if userAuth(file, node) {
 		fmt.Fprintf(w, "  (NATS asks who you are: export %s and %s first, or set natsCredentials; start itself needs neither)\n",
 			serving.EnvNATSUser, serving.EnvNATSPassword)
@@ -107,7 +108,7 @@ func absPath(path string) string {
 // ("$NATS_PASSWORD", which the nats CLI also reads by itself); the
 // .creds file and the TLS files by path.
 func natsCLIFlags(file *serving.File, node *serving.Node) string {
-	server, _, _ := strings.Cut(serving.RedactURL(file.NATSURL()), ",")
+	server, _, _ := strings.Cut(telemetry.RedactURL(file.NATSURL()), ",")
 	if u, err := url.Parse(server); err == nil {
 		u.User, u.Host = nil, dialable(u.Host)
 		server = u.String()
@@ -133,7 +134,7 @@ func natsCLIFlags(file *serving.File, node *serving.Node) string {
 // and password (or token): natsUrl carries a user, or the server asks
 // for one.
 func userAuth(file *serving.File, node *serving.Node) bool {
-	return strings.Contains(serving.RedactURL(file.NatsURL), "@") || node.PasswordAuth()
+	return strings.Contains(telemetry.RedactURL(file.NatsURL), "@") || node.PasswordAuth()
 }
 
 // maxBannerBody is the longest request body the banner prints inline.

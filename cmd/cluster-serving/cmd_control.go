@@ -17,6 +17,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // pidFile records a running serving process (start, worker, bridge, http)
@@ -273,7 +274,7 @@ func redactArgs(args []string) []string {
 	for i, a := range args {
 		out[i] = a
 		if strings.Contains(a, "://") {
-			out[i] = serving.RedactURL(a)
+			out[i] = telemetry.RedactURL(a)
 		}
 	}
 	return out

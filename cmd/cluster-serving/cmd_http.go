@@ -12,6 +12,7 @@ import (
 
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // httpOn reports whether the config runs an HTTP door: httpPort -1 turns
@@ -123,7 +124,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return nil, err
 			}
 			fmt.Fprintf(stdout, "HTTP door on %s://%s for %d model(s), queues on NATS %s\n",
-				httpScheme(file), httpAddr(file), len(d.node.Models()), serving.RedactURL(file.NatsURL))
+				httpScheme(file), httpAddr(file), len(d.node.Models()), telemetry.RedactURL(file.NatsURL))
 			printOtherModels(stdout, file, d.node.Models())
 			return nonNil(door), nil
 		}}

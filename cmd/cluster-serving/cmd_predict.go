@@ -17,6 +17,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // cmdPredict sends one request to serving.<job>.predict and prints the reply.
@@ -177,7 +178,7 @@ func dial(name, url string, file *serving.File) (*nats.Conn, string, error) {
 	opts := append([]nats.Option{nats.Name(name)}, file.NATSAuth(os.Getenv).Options()...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, serving.RedactURL(url), serving.ConnectError(url, err)
+		return nil, telemetry.RedactURL(url), serving.ConnectError(url, err)
 	}
-	return nc, serving.RedactURL(url), nil
+	return nc, telemetry.RedactURL(url), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // redisConfig maps config.yaml's redis keys to the door's Config; a zero
@@ -105,7 +106,7 @@ func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return nil, err
 			}
 			fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
-				file.JobName, file.JobName, redis.Group, serving.RedactURL(file.RedisURL), serving.RedactURL(file.NatsURL), redis.ResultKey(file.JobName, ""))
+				file.JobName, file.JobName, redis.Group, telemetry.RedactURL(file.RedisURL), telemetry.RedactURL(file.NatsURL), redis.ResultKey(file.JobName, ""))
 			return nonNil(door), nil
 		}}
 	return p.run(ctx)

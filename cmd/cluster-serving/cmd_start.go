@@ -210,7 +210,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	p := &process{role: "worker", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node: func(c *serving.Config) { c.Serve = true },
 		doors: func(d doorDeps) ([]func(context.Context) error, error) {
-			fmt.Fprintf(stdout, "worker of job %q joined %s\n", file.JobName, serving.RedactURL(d.node.URL()))
+			fmt.Fprintf(stdout, "worker of job %q joined %s\n", file.JobName, telemetry.RedactURL(d.node.URL()))
 			return nil, nil
 		}}
 	return p.run(ctx)

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/telemetry"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -125,7 +126,7 @@ func (f File) LogValue() slog.Value {
 			case strings.Contains(strings.ToLower(key), "password"):
 				val = "REDACTED"
 			case strings.HasSuffix(key, "Url") || strings.HasSuffix(key, "Endpoint"):
-				val = RedactURL(s)
+				val = telemetry.RedactURL(s)
 			}
 		}
 		attrs = append(attrs, slog.Any(key, val))

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	neturl "net/url"
 	"os"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/telemetry"
 	"github.com/nats-io/nats.go"
 )
 
@@ -102,12 +102,12 @@ func (a NATSAuth) Identity() bool {
 func ConnectError(url string, err error) error {
 	var out error
 	if errors.Is(err, nats.ErrAuthorization) {
-		out = fmt.Errorf("connect to NATS at %s: %w: %w (set %s, or a user:password in natsUrl)", RedactURL(url), ErrNATSAuth, err, authKeys)
+		out = fmt.Errorf("connect to NATS at %s: %w: %w (set %s, or a user:password in natsUrl)", telemetry.RedactURL(url), ErrNATSAuth, err, authKeys)
 	} else {
-		out = fmt.Errorf("connect to NATS at %s: %w", RedactURL(url), err)
+		out = fmt.Errorf("connect to NATS at %s: %w", telemetry.RedactURL(url), err)
 	}
 	msg := out.Error()
-	for _, secret := range urlSecrets(url) {
+	for _, secret := range telemetry.URLSecrets(url) {
 		msg = strings.ReplaceAll(msg, secret, "xxxxx")
 	}
 	return &scrubbed{msg: msg, err: out}
@@ -122,33 +122,3 @@ type scrubbed struct {
 
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
-
-// urlSecrets are the passwords and tokens of a comma-separated URL list,
-// parsed or not: whatever stands between "://" and the last '@' of a
-// part, after the user's ':' when there is one, as written and
-// unescaped.
-func urlSecrets(list string) []string {
-	var out []string
-	for _, p := range strings.Split(list, ",") {
-		at := strings.LastIndexByte(p, '@')
-		if at < 0 {
-			continue
-		}
-		start := strings.Index(p, "://")
-		if start < 0 || start > at {
-			start = -3
-		}
-		info := p[start+3 : at]
-		if _, pw, ok := strings.Cut(info, ":"); ok {
-			info = pw
-		}
-		if info == "" {
-			continue
-		}
-		out = append(out, info)
-		if plain, err := neturl.PathUnescape(info); err == nil && plain != info {
-			out = append(out, plain) // as nats.go would send it
-		}
-	}
-	return out
-}

@@ -289,7 +289,7 @@ func (n *Node) startEmbedded() ([]nats.Option, error) {
 		return nil, err
 	}
 	n.srv = srv
-	n.log.Info("embedded NATS server started", "url", RedactURL(srv.ClientURL()), "store", srv.StoreDir(),
+	n.log.Info("embedded NATS server started", "url", telemetry.RedactURL(srv.ClientURL()), "store", srv.StoreDir(),
 		"auth", srv.AuthRequired())
 	opts := []nats.Option{srv.ConnectOption()}
 	if srv.InProcessAuth() {

@@ -1,0 +1,75 @@
+package telemetry
+
+import (
+	"net/url"
+	"strings"
+)
+
+// RedactURL hides the password of each URL in s, a comma-separated list
+// as natsUrl takes: nats://u:pw@h:4222 becomes nats://u:xxxxx@h:4222, as
+// net/url's Redacted and nats.go do. A user name alone is a token for
+// NATS (nats://token@h), so it is hidden too. A part that does not parse,
+// or a host:port with an '@' (no scheme), loses everything before its
+// last '@' (after "://"): url.Parse's error would quote it whole.
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || (!strings.Contains(p, "://") && strings.Contains(p, "@")) {
+			if start, at, ok := userinfo(p); ok {
+				parts[i] = p[:start] + "xxxxx" + p[at:]
+			}
+			continue
+		}
+		if u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			parts[i] = u.Redacted()
+			continue
+		}
+		u.User = url.User("xxxxx")
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// URLSecrets are the passwords and tokens of a comma-separated URL list,
+// parsed or not: whatever stands in a part's user info after the user's
+// ':' (all of it when there is no ':'), as written and unescaped. A
+// caller scrubs them from text that may quote the URL, such as a
+// client library's error.
+func URLSecrets(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		start, at, ok := userinfo(p)
+		if !ok {
+			continue
+		}
+		info := p[start:at]
+		if _, pw, ok := strings.Cut(info, ":"); ok {
+			info = pw
+		}
+		if info == "" {
+			continue
+		}
+		out = append(out, info)
+		if plain, err := url.PathUnescape(info); err == nil && plain != info {
+			out = append(out, plain) // as a client would send it
+		}
+	}
+	return out
+}
+
+// userinfo finds the user info of p: from after "://" (or the start)
+// to its last '@'.
+func userinfo(p string) (start, at int, ok bool) {
+	at = strings.LastIndexByte(p, '@')
+	if at < 0 {
+		return 0, 0, false
+	}
+	if i := strings.Index(p, "://"); i >= 0 && i < at {
+		start = i + 3
+	}
+	return start, at, true
+}
