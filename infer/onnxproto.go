@@ -49,6 +49,7 @@ const (
 	fTensorType    = 2  // TensorProto.data_type
 	fTensorFloats  = 4  // TensorProto.float_data
 	fTensorInt32s  = 5  // TensorProto.int32_data
+	fTensorStrings = 6  // TensorProto.string_data
 	fTensorInt64s  = 7  // TensorProto.int64_data
 	fTensorName    = 8  // TensorProto.name
 	fTensorRaw     = 9  // TensorProto.raw_data
@@ -65,6 +66,7 @@ const (
 	onnxInt16    = 5
 	onnxInt32    = 6
 	onnxInt64    = 7
+	onnxString   = 8
 	onnxBool     = 9
 	onnxFloat16  = 10
 	onnxDouble   = 11
@@ -159,6 +161,7 @@ type tensorProto struct {
 	int64s   []int64
 	doubles  []float64
 	uint64s  []uint64 // also uint32
+	strings  []string
 }
 
 func parseTensorProto(b []byte) (*tensorProto, error) {
@@ -179,6 +182,11 @@ func parseTensorProto(b []byte) (*tensorProto, error) {
 			t.doubles, err = repeated(t.doubles, typ, v, x, math.Float64frombits, fixed64)
 		case fTensorUint64s:
 			t.uint64s, err = repeated(t.uint64s, typ, v, x, func(u uint64) uint64 { return u }, varint)
+		case fTensorStrings:
+			if typ != protowire.BytesType {
+				return fmt.Errorf("%w: string_data of wire type %d", errProto, typ)
+			}
+			t.strings = append(t.strings, string(v))
 		case fTensorName:
 			t.name = string(v)
 		case fTensorRaw:
@@ -262,6 +270,11 @@ func (p *tensorProto) data() (any, error) {
 		return fromRaw(p.raw, narrow[uint32](p.uint64s), 4, le.Uint32), nil
 	case onnxUint64:
 		return fromRaw(p.raw, p.uint64s, 8, le.Uint64), nil
+	case onnxString: // never raw_data
+		if p.strings == nil {
+			return []string{}, nil
+		}
+		return p.strings, nil
 	}
 	return nil, fmt.Errorf("%w: tensor %q has ONNX element type %d", ErrUnsupportedDType, p.name, p.elemType)
 }

@@ -119,7 +119,7 @@ func convertIO(infos []ort.InputOutputInfo, kind string) ([]IO, error) {
 		if dt == Invalid {
 			return nil, fmt.Errorf("%w: %s %q has element type %v", ErrUnsupportedDType, kind, in.Name, in.DataType)
 		}
-		if isHalf(dt) && len(in.Dimensions) == 0 {
+		if len(in.Dimensions) == 0 && (isHalf(dt) || dt == String && kind == "input") {
 			return nil, fmt.Errorf("%w: %s %q is a rank-0 %s, which onnxruntime_go v1.27 cannot make", ErrUnsupportedDType, kind, in.Name, dt)
 		}
 		shape := make([]int64, len(in.Dimensions))
@@ -162,6 +162,8 @@ func fromORT(t ort.TensorElementDataType) DType {
 		return Float16
 	case ort.TensorElementDataTypeBFloat16:
 		return BFloat16
+	case ort.TensorElementDataTypeString:
+		return String
 	}
 	return Invalid
 }
@@ -191,6 +193,11 @@ func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 		}
 		if err := t.Check(); err != nil {
 			return nil, NewInputError(-1, in.Name, "%v", err)
+		}
+		if d, ok := t.Data.([]string); ok {
+			if err := checkStrings(in.Name, d); err != nil {
+				return nil, err
+			}
 		}
 		v, err := toORT(t)
 		if err != nil {
@@ -226,14 +233,17 @@ func (s *Session) Run(inputs []Tensor) ([]Tensor, error) {
 
 // presetOutputs returns the output values Run hands ONNX Runtime: nil
 // (allocated by it) except for rank-0 outputs, which get a Scalar of
-// their own because the binding cannot wrap a rank-0 value it allocated,
-// and float16/bfloat16 outputs, which the binding cannot read back (see
-// session_half.go).
+// their own because the binding cannot wrap a rank-0 numeric value it
+// allocated, and float16/bfloat16 outputs, which the binding cannot read
+// back (see session_half.go). String outputs, rank-0 too, are always
+// allocated by ONNX Runtime (see session_string.go).
 func (s *Session) presetOutputs(inputs []Tensor) ([]ort.Value, error) {
 	outs := make([]ort.Value, len(s.info.Outputs))
 	for i, o := range s.info.Outputs {
 		var shape []int64
 		switch {
+		case o.DType == String:
+			continue
 		case len(o.Shape) == 0:
 		case isHalf(o.DType):
 			var err error
@@ -279,7 +289,8 @@ func (s *Session) Close() error {
 	return s.sess.Destroy()
 }
 
-// toORT wraps t's data in an ONNX Runtime value (no copy).
+// toORT wraps t's data in an ONNX Runtime value (no copy, except for
+// strings, which the binding copies into C).
 func toORT(t Tensor) (ort.Value, error) {
 	switch d := t.Data.(type) {
 	case []float32:
@@ -308,6 +319,8 @@ func toORT(t Tensor) (ort.Value, error) {
 		return newHalfValue(t.Shape, halfBytes(d), ort.TensorElementDataTypeFloat16)
 	case []BF16:
 		return newHalfValue(t.Shape, halfBytes(d), ort.TensorElementDataTypeBFloat16)
+	case []string:
+		return newStringValue(t.Shape, d)
 	}
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedDType, t.Data)
 }
@@ -353,6 +366,8 @@ func fromORTValue(v ort.Value) (Tensor, error) {
 		return Tensor{DType: Uint64, Shape: shape, Data: x.GetData()}, nil
 	case *ort.CustomDataTensor:
 		return fromHalfValue(x)
+	case *ort.StringTensor:
+		return fromStringValue(x)
 	}
 	return fromORTScalar(v)
 }

@@ -25,6 +25,7 @@ const (
 	Uint64
 	Float16  // data []F16
 	BFloat16 // data []BF16
+	String   // data []string: ONNX STRING, OIP BYTES
 )
 
 // String returns the lower-case name, e.g. "float32".
@@ -56,6 +57,8 @@ func (d DType) String() string {
 		return "float16"
 	case BFloat16:
 		return "bfloat16"
+	case String:
+		return "string"
 	default:
 		return "invalid(" + strconv.Itoa(int(d)) + ")"
 	}
@@ -63,8 +66,11 @@ func (d DType) String() string {
 
 // Tensor is a dense tensor in row-major order. Data is a []float32,
 // []float64, []int32, []int64, []uint8, []bool, []int8, []int16, []uint16,
-// []uint32, []uint64, []F16 or []BF16 matching DType, with as many
-// elements as the product of Shape. A Tensor is a plain value: infer never
+// []uint32, []uint64, []F16, []BF16 or []string matching DType, with as
+// many elements as the product of Shape. A String element is any byte
+// string (ONNX strings are bytes, not necessarily UTF-8), except that ONNX
+// Runtime's C API takes each one NUL-terminated: Session.Run refuses one
+// holding a NUL byte. A Tensor is a plain value: infer never
 // mutates one it was given, and callers own the ones it returns.
 type Tensor struct {
 	DType DType
@@ -182,6 +188,8 @@ func makeData(dt DType, n int) any {
 		return make([]F16, n)
 	case BFloat16:
 		return make([]BF16, n)
+	case String:
+		return make([]string, n)
 	}
 	return nil
 }
@@ -214,6 +222,8 @@ func dtypeOf(data any) DType {
 		return Float16
 	case []BF16:
 		return BFloat16
+	case []string:
+		return String
 	}
 	return Invalid
 }
@@ -245,6 +255,8 @@ func dataLen(data any) int {
 	case []F16:
 		return len(d)
 	case []BF16:
+		return len(d)
+	case []string:
 		return len(d)
 	}
 	return 0
@@ -280,6 +292,8 @@ func copyData(dst any, off int, src any) {
 		copy(d[off:], src.([]F16))
 	case []BF16:
 		copy(d[off:], src.([]BF16))
+	case []string:
+		copy(d[off:], src.([]string))
 	}
 }
 
@@ -312,6 +326,8 @@ func sliceData(data any, lo, hi int) any {
 		return append([]F16(nil), d[lo:hi]...)
 	case []BF16:
 		return append([]BF16(nil), d[lo:hi]...)
+	case []string:
+		return append([]string(nil), d[lo:hi]...)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package infer_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -13,6 +14,7 @@ func TestStackSplitEveryDType(t *testing.T) {
 	for _, dt := range []infer.DType{
 		infer.Float32, infer.Float64, infer.Int32, infer.Int64, infer.Uint8, infer.Bool,
 		infer.Int8, infer.Int16, infer.Uint16, infer.Uint32, infer.Uint64, infer.Float16, infer.BFloat16,
+		infer.String,
 	} {
 		t.Run(dt.String(), func(t *testing.T) {
 			a, b := infer.NewTensor(dt, []int64{1, 2}), infer.NewTensor(dt, []int64{2, 2})
@@ -28,6 +30,8 @@ func TestStackSplitEveryDType(t *testing.T) {
 						e.SetFloat(float64(10*k + i))
 					case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 						e.SetInt(int64(10*k + i))
+					case reflect.String:
+						e.SetString(strings.Repeat("é|", 10*k+i))
 					default:
 						e.SetUint(uint64(10*k + i + 1))
 					}

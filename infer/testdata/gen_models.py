@@ -106,6 +106,24 @@ def dtype_models(out):
     )
 
 
+def string_models(out):
+    """STRING (OIP BYTES) tensors: an identity, Casts both ways between
+    STRING and FLOAT, and a Gather that picks one string into a rank-0
+    output."""
+    save(identity("identity_str", TensorProto.STRING, ["batch", 2]), os.path.join(out, "identity_str.onnx"))
+    save(cast("cast_str_f32", TensorProto.STRING, TensorProto.FLOAT, ["batch", 3]), os.path.join(out, "cast_str_f32.onnx"))
+    save(cast("cast_f32_str", TensorProto.FLOAT, TensorProto.STRING, ["batch", 3]), os.path.join(out, "cast_f32_str.onnx"))
+    save(
+        make(
+            "pick_str",
+            [helper.make_node("Gather", ["x", "i"], ["y"], axis=0)],
+            [vi("x", TensorProto.STRING, ["n"]), vi("i", TensorProto.INT64, [])],
+            [vi("y", TensorProto.STRING, [])],
+        ),
+        os.path.join(out, "pick_str.onnx"),
+    )
+
+
 def small_models(out):
     save(affine("add_f32", TensorProto.FLOAT, np.float32, ["batch", 4]), os.path.join(out, "add_f32.onnx"))
     save(affine("add_f64", TensorProto.DOUBLE, np.float64, ["batch", 4]), os.path.join(out, "add_f64.onnx"))
@@ -122,6 +140,7 @@ def small_models(out):
         os.path.join(out, "identity_u8.onnx"),
     )
     dtype_models(out)
+    string_models(out)
     save(
         make(
             "not_bool",
