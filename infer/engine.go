@@ -160,7 +160,7 @@ func warmUp(s *Session) {
 }
 
 // onesTensor returns a tensor of dtype dt and the given shape filled with
-// ones (true for Bool).
+// ones (true for Bool, "1" for String).
 func onesTensor(dt DType, shape []int64) Tensor {
 	t := NewTensor(dt, shape)
 	switch d := t.Data.(type) {
@@ -190,6 +190,8 @@ func onesTensor(dt DType, shape []int64) Tensor {
 		fill(d, F16From(1))
 	case []BF16:
 		fill(d, BF16From(1))
+	case []string:
+		fill(d, "1") // a string a Cast to a number takes
 	}
 	return t
 }

@@ -21,8 +21,9 @@ type oipCodec struct{}
 func init() { RegisterCodec(MediaTypeOIP, oipCodec{}) }
 
 // OIPDatatype returns the OIP datatype name of d: FP16, BF16, FP32, FP64,
-// INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64 or BOOL (""
-// for Invalid).
+// INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, BOOL or BYTES
+// (an ONNX STRING tensor, whose elements are JSON strings in OIP's JSON);
+// "" for Invalid.
 func OIPDatatype(d infer.DType) string {
 	switch d {
 	case infer.Float32:
@@ -51,6 +52,8 @@ func OIPDatatype(d infer.DType) string {
 		return "FP16"
 	case infer.BFloat16:
 		return "BF16"
+	case infer.String:
+		return "BYTES"
 	}
 	return ""
 }
@@ -258,7 +261,7 @@ func decodeOIPTensor(in oipInput, mi infer.IO) (infer.Tensor, error) {
 }
 
 // flattenJSON returns the scalar leaves of a JSON value (arrays nested to
-// any depth), in order, as raw JSON tokens.
+// any depth), in order, as JSON tokens: json.Number, bool, string or nil.
 func flattenJSON(raw json.RawMessage, hint int) ([]any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, fmt.Errorf(`"data" is required`)
@@ -288,7 +291,7 @@ func flattenJSON(raw json.RawMessage, hint int) ([]any, error) {
 		case json.Number, bool:
 			out = append(out, v)
 		case string:
-			return nil, fmt.Errorf("string %q is not a number (BYTES is not supported)", v)
+			out = append(out, v)
 		case nil:
 			out = append(out, nil)
 		}
@@ -331,9 +334,19 @@ func parseLeaves(leaves []any, dt infer.DType) (any, error) {
 		for i, l := range leaves {
 			b, ok := l.(bool)
 			if !ok {
-				return nil, fmt.Errorf("element %d: %v is not a BOOL", i, l)
+				return nil, fmt.Errorf("element %d: %s is not a BOOL", i, leafText(l))
 			}
 			out[i] = b
+		}
+		return out, nil
+	case infer.String:
+		out := make([]string, len(leaves))
+		for i, l := range leaves {
+			s, ok := l.(string)
+			if !ok {
+				return nil, fmt.Errorf("element %d: %s is not BYTES: send a JSON string", i, leafText(l))
+			}
+			out[i] = s
 		}
 		return out, nil
 	}
@@ -351,7 +364,19 @@ func leafNumber(leaves []any, i int, dt infer.DType) (json.Number, error) {
 			return "NaN", nil
 		}
 	}
-	return "", fmt.Errorf("element %d: %v is not a %s", i, leaves[i], OIPDatatype(dt))
+	return "", fmt.Errorf("element %d: %s is not a %s", i, leafText(leaves[i]), OIPDatatype(dt))
+}
+
+// leafText shows a leaf in an error as JSON would write it: a string
+// quoted (and cut short), null as null.
+func leafText(l any) string {
+	switch v := l.(type) {
+	case string:
+		return "string " + truncate(appendQuoted(nil, v))
+	case nil:
+		return "null"
+	}
+	return fmt.Sprint(l)
 }
 
 // parseFloatLeaves parses leaves as floats of bits (32 or 64) bits.

@@ -28,6 +28,9 @@ func FuzzDecodeOIP(f *testing.F) {
 		// 16-bit floats and the wider unsigned and narrower signed types
 		`{"inputs":[{"name":"h","datatype":"FP16","shape":[1,2],"data":[65504,null]},{"name":"u","datatype":"UINT64","shape":[1],"data":[18446744073709551615]},{"name":"i","datatype":"INT8","shape":[1],"data":[-128]}]}`,
 		`{"inputs":[{"name":"h","datatype":"FP16","shape":[1,2],"data":[65520,1e-9]},{"name":"u","datatype":"UINT64","shape":[1],"data":[-1]},{"name":"i","datatype":"INT8","shape":[1],"data":[128]}]}`,
+		// BYTES: strings nested, escaped, mixed with numbers and nulls
+		`{"inputs":[{"name":"s","datatype":"BYTES","shape":[2,2],"data":[["a","\u00e9"],["","q\"\\"]]},{"name":"k","datatype":"BYTES","shape":[],"data":"one"}]}`,
+		`{"inputs":[{"name":"s","datatype":"BYTES","shape":[1,2],"data":["a",1]},{"name":"k","datatype":"BYTES","shape":[],"data":[null]}]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -43,6 +46,10 @@ func FuzzDecodeOIP(f *testing.F) {
 			{Name: "h", DType: infer.Float16, Shape: []int64{-1, 2}},
 			{Name: "u", DType: infer.Uint64, Shape: []int64{-1}},
 			{Name: "i", DType: infer.Int8, Shape: []int64{-1}},
+		}}},
+		{Info: infer.ModelInfo{DynamicBatch: true, Inputs: []infer.IO{
+			{Name: "s", DType: infer.String, Shape: []int64{-1, 2}},
+			{Name: "k", DType: infer.String, Shape: []int64{}},
 		}}},
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -199,7 +199,7 @@ func TestDecodeRedisArrowErrors(t *testing.T) {
 		{"column count", nd, ioInfo(vec, vec), "got 1 columns"},
 		{"unknown column type", arrowB64(t, []string{"x"}, intCol), ioInfo(vec), "unsupported column type int64"},
 		{"undecodable image", arrowB64(t, []string{"x"}, utf8Col("aGVsbG8=")), ioInfo(img), "undecodable image"},
-		{"string tensor", arrowB64(t, []string{"x"}, utf8Col("a|b")), ioInfo(img), "string tensors are not supported"},
+		{"string tensor", arrowB64(t, []string{"x"}, utf8Col("a|b")), ioInfo(img), "string tensors need a string (BYTES) input"},
 		{"image for a vector", arrowB64(t, []string{"x"}, utf8Col("aGVsbG8=")), ioInfo(vec), "not an image"},
 	}
 	for _, tt := range tests {

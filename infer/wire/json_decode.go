@@ -35,6 +35,9 @@ const jsonExample = `want {"instances":[{"<input name>":[[1.0,2.0],[3.0,4.0]]}]}
 //
 // A string value feeds an image input (rank 3 without the batch dim): it is
 // base64 of a JPEG or PNG, pre-processed with the defaults of ImagePre.
+// For a string input (infer.String, OIP BYTES) values are JSON strings
+// instead: one for a scalar, nested arrays of them for a tensor; a number,
+// bool or null among them is an *InputError.
 func DecodeInstances(body []byte, inputs []infer.IO, alreadyBatched bool) ([][]infer.Tensor, error) {
 	return decodeInstances(body, inputs, alreadyBatched, infer.ImagePre{})
 }
@@ -230,7 +233,9 @@ func mapInputs(inst int, vals []rawValue, inputs []infer.IO) ([]int, error) {
 }
 
 // decodeValueAt decodes the value at s for input in: a dense number/array,
-// a sparse object, or a string (see decodeStringValue).
+// a sparse object, or a string (see decodeStringValue). For a string input
+// (infer.String) a JSON string is one element and arrays of them a
+// tensor: no '|' splitting, no image.
 func decodeValueAt(s *scanner, in infer.IO, batched bool, pre infer.ImagePre) (infer.Tensor, error) {
 	s.ws()
 	if s.i >= len(s.b) {
@@ -238,6 +243,9 @@ func decodeValueAt(s *scanner, in infer.IO, batched bool, pre infer.ImagePre) (i
 	}
 	switch s.b[s.i] {
 	case '"':
+		if in.DType == infer.String {
+			break // one string element: a scalar (parseDenseAs)
+		}
 		v, err := s.str()
 		if err != nil {
 			return infer.Tensor{}, err
@@ -308,6 +316,8 @@ func parseDenseAs(s *scanner, dt infer.DType, hint int) (infer.Tensor, error) {
 		shape, data, err = parseDense(s, make([]infer.F16, 0, hint), fastHalf(infer.F16FromFloat64), slowHalf(infer.F16FromFloat64, "a float16"))
 	case infer.BFloat16:
 		shape, data, err = parseDense(s, make([]infer.BF16, 0, hint), fastHalf(infer.BF16FromFloat64), slowHalf(infer.BF16FromFloat64, "a bfloat16"))
+	case infer.String:
+		shape, data, err = parseStrings(s, hint)
 	default:
 		return infer.Tensor{}, fmt.Errorf("%w: %s", infer.ErrUnsupportedDType, dt)
 	}
@@ -326,10 +336,34 @@ type denseParser[T any] struct {
 	data      []T
 	fast      func(decimal) (T, bool)  // exact fast path, or false
 	conv      func([]byte) (T, string) // slow path; names the dtype on failure
+	text      func([]byte) T           // a JSON string's element; nil: strings are refused
 }
 
 func parseDense[T any](s *scanner, buf []T, fast func(decimal) (T, bool), conv func([]byte) (T, string)) ([]int64, []T, error) {
 	p := &denseParser[T]{s: s, data: buf, fast: fast, conv: conv}
+	if err := p.parse(0); err != nil {
+		return nil, nil, err
+	}
+	if p.shape == nil {
+		p.shape = []int64{}
+	}
+	return p.shape, p.data, nil
+}
+
+// parseStrings parses a JSON string or nested arrays of them into the
+// shape and elements of a string tensor; a number, bool or null among
+// them is an *InputError.
+func parseStrings(s *scanner, hint int) ([]int64, []string, error) {
+	// Each element takes at least three bytes (`"",`): a hint past what
+	// the body can hold would only allocate.
+	hint = max(1, min(hint, (len(s.b)-s.i)/3))
+	p := &denseParser[string]{
+		s:    s,
+		data: make([]string, 0, hint),
+		fast: func(decimal) (string, bool) { return "", false },
+		conv: func([]byte) (string, string) { return "", "a string (BYTES elements are JSON strings)" },
+		text: func(b []byte) string { return string(b) },
+	}
 	if err := p.parse(0); err != nil {
 		return nil, nil, err
 	}
@@ -369,6 +403,14 @@ func (p *denseParser[T]) leaf(depth int) error {
 			return nil
 		}
 	} else {
+		if s.b[s.i] == '"' && p.text != nil {
+			v, err := s.str()
+			if err != nil {
+				return err
+			}
+			p.data = append(p.data, p.text(v))
+			return nil
+		}
 		if s.b[s.i] == '"' {
 			_, bad := p.conv(nil)
 			return infer.NewInputError(-1, "", "wrong dtype: a string where %s is expected", bad)

@@ -45,7 +45,7 @@ func RecordValue(outputs []infer.Tensor) string {
 
 // AppendTensorJSON appends {"data":[...],"shape":[...]} for t. Floats print
 // in the shortest form that reads back exactly (float32 at 32 bits); NaN and
-// infinities print as null.
+// infinities print as null; strings print as JSON strings.
 func AppendTensorJSON(b []byte, t infer.Tensor) []byte {
 	b = append(b, `{"data":[`...)
 	b = appendData(b, t.Data)
@@ -56,7 +56,8 @@ func AppendTensorJSON(b []byte, t infer.Tensor) []byte {
 
 // appendData appends the elements of a tensor's data, comma-separated,
 // without brackets: floats in the shortest form that reads back exactly,
-// NaN and infinities as null.
+// NaN and infinities as null, strings as JSON strings (bytes that are not
+// UTF-8 as U+FFFD: JSON text cannot carry them).
 func appendData(b []byte, data any) []byte {
 	switch d := data.(type) {
 	case []float32:
@@ -85,6 +86,8 @@ func appendData(b []byte, data any) []byte {
 		b = appendList(b, d, appendHalf[infer.F16])
 	case []infer.BF16:
 		b = appendList(b, d, appendHalf[infer.BF16])
+	case []string:
+		b = appendList(b, d, appendQuoted)
 	}
 	return b
 }

@@ -136,5 +136,7 @@ func setElem(dst any, i int, src any, k int) {
 		d[i] = src.([]infer.F16)[k]
 	case []infer.BF16:
 		d[i] = src.([]infer.BF16)[k]
+	case []string:
+		d[i] = src.([]string)[k] // a string tensor's other elements are ""
 	}
 }

@@ -201,6 +201,10 @@ func bf16FromUint16(t infer.Tensor) infer.Tensor {
 // jsonData writes t's elements as a flat JSON list: NaN as null (OIP's
 // reading), infinities as 1e999 (which no float parses: an honest 400).
 func jsonData(t infer.Tensor) string {
+	if d, ok := t.Data.([]string); ok {
+		b, _ := json.Marshal(d)
+		return string(b[1 : len(b)-1])
+	}
 	vals := asFloat64s(t)
 	parts := make([]string, len(vals))
 	for i, v := range vals {
@@ -263,6 +267,17 @@ func compareTensor(got infertest.OIPOutput, want infer.Tensor) string {
 	var data []any
 	if err := json.Unmarshal(got.Data, &data); err != nil {
 		return "data: " + err.Error()
+	}
+	if ws, ok := want.Data.([]string); ok {
+		for k, v := range data {
+			if k >= len(ws) || v != ws[k] {
+				return fmt.Sprintf("element %d: %v, want %q", k, v, ws[min(k, len(ws)-1)])
+			}
+		}
+		if len(data) != len(ws) {
+			return fmt.Sprintf("%d elements, want %d", len(data), len(ws))
+		}
+		return ""
 	}
 	w := asFloat64s(want)
 	if len(data) != len(w) {

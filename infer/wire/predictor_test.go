@@ -197,7 +197,7 @@ func TestPredictJSONImage(t *testing.T) {
 	t.Run("string tensor", func(t *testing.T) {
 		p := newPredictor(t, infer.Config{ModelPath: model("image_mean")})
 		_, err := p.Predict(context.Background(), "", []byte(`{"instances":[{"x":"a|b|c"}]}`))
-		if !isInputError(err) || !strings.Contains(err.Error(), "string tensors are not supported") {
+		if !isInputError(err) || !strings.Contains(err.Error(), "string tensors need a string (BYTES) input") {
 			t.Fatalf("got %v, want an *InputError about string tensors", err)
 		}
 	})

@@ -18,7 +18,7 @@ func TestDecodeInstancesStrings(t *testing.T) {
 		want   string // error substring; "" means success
 	}{
 		{"pretty-printed rows", "{\"instances\":[{\"x\":[[1, 2],\n [3,\n  4]]}]}", vec, ""},
-		{"string tensor", `{"instances":[{"x":"a|b|c"}]}`, img, "string tensors are not supported"},
+		{"string tensor", `{"instances":[{"x":"a|b|c"}]}`, img, "string tensors need a string (BYTES) input"},
 		{"image for a matrix", `{"instances":[{"x":"aGVsbG8="}]}`, vec, "not an image"},
 		{"bad base64 image", `{"instances":[{"x":"@@@"}]}`, img, "not base64"},
 	}
