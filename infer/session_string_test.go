@@ -83,3 +83,14 @@ func TestSessionStringErrors(t *testing.T) {
 		t.Errorf("Run(too few strings): got %v, want an *InputError", err)
 	}
 }
+
+// TestSessionStringScalarInput: the binding cannot make a rank-0 string
+// tensor, so a model with a rank-0 string input is refused at load, with
+// an error naming the input, rather than failing every request.
+func TestSessionStringScalarInput(t *testing.T) {
+	requireORT(t)
+	_, err := infer.NewSession(model("identity_str_scalar"), 1)
+	if !errors.Is(err, infer.ErrUnsupportedDType) || !strings.Contains(err.Error(), `input "x" is a rank-0 string`) {
+		t.Errorf("got %v, want ErrUnsupportedDType naming input x", err)
+	}
+}

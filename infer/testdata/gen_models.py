@@ -108,8 +108,8 @@ def dtype_models(out):
 
 def string_models(out):
     """STRING (OIP BYTES) tensors: an identity, Casts both ways between
-    STRING and FLOAT, and a Gather that picks one string into a rank-0
-    output."""
+    STRING and FLOAT, a Gather that picks one string into a rank-0 output,
+    and an identity of a rank-0 string."""
     save(identity("identity_str", TensorProto.STRING, ["batch", 2]), os.path.join(out, "identity_str.onnx"))
     save(cast("cast_str_f32", TensorProto.STRING, TensorProto.FLOAT, ["batch", 3]), os.path.join(out, "cast_str_f32.onnx"))
     save(cast("cast_f32_str", TensorProto.FLOAT, TensorProto.STRING, ["batch", 3]), os.path.join(out, "cast_f32_str.onnx"))
@@ -122,6 +122,8 @@ def string_models(out):
         ),
         os.path.join(out, "pick_str.onnx"),
     )
+    # A rank-0 string input, which onnxruntime_go v1.27 cannot make: refused at load.
+    save(identity("identity_str_scalar", TensorProto.STRING, []), os.path.join(out, "identity_str_scalar.onnx"))
 
 
 def small_models(out):

@@ -330,7 +330,7 @@ var loadCauses = causes{
 	{"ONNXTypeSequence", "input or output is a sequence"},
 	{"ONNXTypeOptional", "input or output is an optional"},
 	{"is a", "input or output is not a tensor"},
-	{"element type", "element type infer does not handle (string)"},
+	{"element type", "element type infer does not handle"},
 	{"holds a zero", "constant zero integer divisor"},
 	{"NOT_IMPLEMENTED", "ONNX Runtime has no kernel for it"},
 	{"Could not find an implementation", "ONNX Runtime has no kernel for it"},
