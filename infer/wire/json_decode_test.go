@@ -161,11 +161,15 @@ func FuzzDecodeInstances(f *testing.F) {
 		`{"instances":[{"a":[],"b":[]}]}`, `{"instances":[{"f":[[]],"i":[[],[]],"u":[],"t":[]}]}`,
 		`{"instances":[{"a":[1,2,3,4,5],"b":[1]}]}`, `{"instances":[{"a":{"shape":[0],"data":[],"indices":[[]]},"b":[1,2]}]}`,
 		`{"instances":[{"a":{"shape":[],"data":[1],"indices":[[0]]},"b":[1,2]}]}`,
+		// strings: nested, escaped, '|', a number among them, sparse
+		`{"instances":[{"s":[["a","\u00e9"],["","q\"|"]],"k":"one"}]}`,
+		`{"instances":[{"s":["a",1],"k":null},{"s":{"shape":[2],"data":["x"],"indices":[1]},"k":"b"}]}`,
 	} {
 		f.Add([]byte(s), false)
 	}
+	stringInputs := []infer.IO{{Name: "s", DType: infer.String, Shape: []int64{-1, -1, 2}}, {Name: "k", DType: infer.String, Shape: []int64{-1}}}
 	f.Fuzz(func(t *testing.T, body []byte, batched bool) {
-		for _, inputs := range [][]infer.IO{twoInputs, mixedInputs} {
+		for _, inputs := range [][]infer.IO{twoInputs, mixedInputs, stringInputs} {
 			recs, err := wire.DecodeInstances(body, inputs, batched)
 			if err != nil {
 				if !isInputError(err) {
