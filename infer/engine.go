@@ -290,6 +290,13 @@ func (e *Engine) prepare(i int, rec []Tensor) (out []Tensor, added bool, err err
 		if err := t.Check(); err != nil {
 			return nil, false, NewInputError(i, in.Name, "%v", err)
 		}
+		// A string ONNX Runtime cannot take fails here, not its batch.
+		if d, ok := t.Data.([]string); ok {
+			if err := checkStrings(in.Name, d); err != nil {
+				err.Instance = i
+				return nil, false, err
+			}
+		}
 		add := !e.cfg.InputAlreadyBatched && len(t.Shape) == len(in.Shape)-1
 		if add {
 			t.Shape = append([]int64{1}, t.Shape...)

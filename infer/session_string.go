@@ -18,7 +18,7 @@ import (
 
 // checkStrings returns an *InputError naming input when an element of d
 // holds a NUL byte, which ONNX Runtime's C API cannot take.
-func checkStrings(input string, d []string) error {
+func checkStrings(input string, d []string) *InputError {
 	for i, s := range d {
 		if j := strings.IndexByte(s, 0); j >= 0 {
 			return NewInputError(-1, input, "string element %d holds a NUL byte at %d, which ONNX Runtime cannot take", i, j)
