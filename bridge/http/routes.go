@@ -191,6 +191,9 @@ func exampleValue(in infer.IO) string {
 		n *= dims[i]
 	}
 	if n > 8 {
+		if in.DType == infer.String {
+			return `["a","b"]`
+		}
 		return "[1.0,2.0]"
 	}
 	var b strings.Builder
@@ -201,6 +204,8 @@ func exampleValue(in infer.IO) string {
 			k++
 			if in.DType == infer.Bool {
 				b.WriteString("true")
+			} else if in.DType == infer.String {
+				fmt.Fprintf(&b, `"s%d"`, k)
 			} else if in.DType == infer.Float32 || in.DType == infer.Float64 {
 				fmt.Fprintf(&b, "%d.0", k)
 			} else {

@@ -56,3 +56,18 @@ func TestOIPBytes(t *testing.T) {
 		}
 	})
 }
+
+// TestPredictHintStrings: the example a malformed /predict gets for a
+// string input holds JSON strings, which that input takes.
+func TestPredictHintStrings(t *testing.T) {
+	infertest.RequireLibrary(t)
+	e := startDoor(t, httpdoor.Config{}, served{name: "identity_str", file: "identity_str"})
+	st, ans := call(t, "POST", e.url+"/predict", `{"instances":`)
+	if want := `A valid request looks like {\"instances\":[{\"x\":[\"s1\",\"s2\"]}]}`; st != http.StatusBadRequest || !strings.Contains(string(ans), want) {
+		t.Errorf("got %d %s, want 400 with %s", st, ans, want)
+	}
+	st, ans = call(t, "POST", e.url+"/predict", `{"instances":[{"x":["s1","s2"]}]}`)
+	if st != http.StatusOK {
+		t.Errorf("the hint's example: got %d %s, want 200", st, ans)
+	}
+}

@@ -31,6 +31,7 @@ func TestBannerCommandsRun(t *testing.T) {
 		{"two_io.onnx", "-fill 0.5   #", true},
 		{"add_i32.onnx", "-fill 1 -shape 4   #", true},
 		{"not_bool.onnx", "-fill 1 -shape 4   #", true},
+		{"cast_str_f32.onnx", "-fill 1 -shape 3   #", true}, // strings: "1"
 		{"image_mean.onnx", "-fill 0.5 -shape 3,224,224   #", false},
 	} {
 		t.Run(tc.model, func(t *testing.T) {

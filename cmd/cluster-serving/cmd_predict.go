@@ -114,9 +114,9 @@ func fillRequest(cfg *serving.File, value, shapeFlag string) ([]byte, error) {
 }
 
 // fillBody is the request of one instance of info's inputs with every
-// value set to value: each input's shape without its batch dimension
-// (unless batched), dynamic dimensions set to 1, or override for every
-// input.
+// value set to value (as a JSON string for a string input): each input's
+// shape without its batch dimension (unless batched), dynamic dimensions
+// set to 1, or override for every input.
 func fillBody(info infer.ModelInfo, batched bool, value string, override []int64) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"instances":[{`)
@@ -131,7 +131,12 @@ func fillBody(info infer.ModelInfo, batched bool, value string, override []int64
 		if override != nil {
 			shape = override
 		}
-		writeFilled(&b, shape, value)
+		v := value
+		if in.DType == infer.String {
+			q, _ := json.Marshal(value)
+			v = string(q)
+		}
+		writeFilled(&b, shape, v)
 	}
 	b.WriteString(`}]}`)
 	return b.Bytes()
