@@ -24,8 +24,8 @@ import (
 //
 // A column is a tensor struct {indiceData, indiceShape, data, shape} (dense
 // when indiceData is empty, else sparse and densified), or a utf8 value:
-// '|'-joined strings (a string tensor, unsupported) or a base64 image,
-// pre-processed as info.Image says. Every problem is an *InputError; it never
+// '|'-joined strings (a string tensor, for a string input: see
+// decodeStringValue) or a base64 image, pre-processed as info.Image says. Every problem is an *InputError; it never
 // panics. Safe for concurrent use; it does not retain data.
 func DecodeRedisArrow(data []byte, info infer.ModelInfo, alreadyBatched bool) (rec []infer.Tensor, err error) {
 	raw, err := infer.DecodeBase64(data)
