@@ -2,8 +2,12 @@ package serving_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
@@ -55,5 +59,30 @@ func TestBatchingReported(t *testing.T) {
 		if w := want[m.Job]; m.Info.BatchReason != w.reason {
 			t.Errorf("described model %s: got reason %q, want %q", m.Name, m.Info.BatchReason, w.reason)
 		}
+	}
+}
+
+// TestNATSDoorStatsCountBadRequests sends a request the model refuses
+// (a row of 2 values for an input of 4) through the NATS door of a real
+// node: the error reply counts in the door's $SRV.STATS.
+func TestNATSDoorStatsCountBadRequests(t *testing.T) {
+	cfg := addConfig(t, "bstats", "")
+	cfg.Serve, cfg.Service = true, true
+	r := runReady(t, cfg)
+	nc := r.Conn()
+	m, err := nc.Request(mesh.PredictSubject("bstats"), []byte(`{"instances":[{"x":[1,2]}]}`), 10*time.Second)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "400" {
+		t.Fatalf("bad request: got %v, %v; want a 400 error reply", m, err)
+	}
+	m, err = nc.Request("$SRV.STATS."+mesh.ServiceName, nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(m.Data, &st); err != nil || len(st.Endpoints) != 1 {
+		t.Fatalf("got %s (%v), want the stats of one endpoint", m.Data, err)
+	}
+	if e := st.Endpoints[0]; e.NumErrors != 1 || !strings.HasPrefix(e.LastError, "400:") || !strings.Contains(e.LastError, `"x"`) {
+		t.Errorf("got num_errors %d last_error %q, want 1 and 400:<what is wrong with input x>", e.NumErrors, e.LastError)
 	}
 }
