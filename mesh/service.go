@@ -131,6 +131,11 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("mesh: add endpoint for %s: %w", job, err)
 		}
 	}
+	// The server has the subscriptions once a flush returns: from then on
+	// ID says the door serves (a caller reaches it), not just that it asked.
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = s.nc.FlushWithContext(fctx)
+	cancel()
 	id := svc.ident.ID
 	s.id.Store(&id)
 	<-ctx.Done()
@@ -146,7 +151,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // ID is this instance's micro service id once Run has added every
-// endpoint, until ctx ends; "" otherwise. $SRV.PING.cluster-serving.<ID>
+// endpoint and the server has them, until ctx ends; "" otherwise. $SRV.PING.cluster-serving.<ID>
 // reaches this instance alone, where $SRV.PING.cluster-serving may be
 // answered by any process of the mesh.
 func (s *Service) ID() string {
