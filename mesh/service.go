@@ -71,12 +71,13 @@ const ServiceQueueGroup = micro.DefaultQueueGroup
 // Service is the NATS door: one instance of micro service
 // "cluster-serving" with one "predict" endpoint per job, in queue group
 // ServiceQueueGroup. Its $SRV.STATS count every reply when it goes out,
-// error replies in num_errors (see microService). Any number of processes may run it side by side:
-// the handler only submits to the work queue through a Client, which any
-// process can do. The caller's request waits in the process that took it:
-// a process killed hard loses the requests it holds (their callers time
-// out), one stopped gently answers them first. Each request is submitted in its own goroutine so the
-// subscription never blocks. Run it once; ID is safe for concurrent use.
+// error replies in num_errors (see microService). Any number of processes
+// may run it side by side: the handler only submits to the work queue
+// through a Client, which any process can do. The caller's request waits
+// in the process that took it: a process killed hard loses the requests it
+// holds (their callers time out), one stopped gently answers them first.
+// Each request is submitted in its own goroutine so the subscription never
+// blocks. Run it once; ID is safe for concurrent use.
 type Service struct {
 	nc  *nats.Conn
 	c   *Client
@@ -151,8 +152,8 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // ID is this instance's micro service id once Run has added every
-// endpoint and the server has them, until ctx ends; "" otherwise. $SRV.PING.cluster-serving.<ID>
-// reaches this instance alone, where $SRV.PING.cluster-serving may be
+// endpoint and the server has them, until ctx ends; "" otherwise.
+// $SRV.PING.cluster-serving.<ID> reaches this instance alone, where $SRV.PING.cluster-serving may be
 // answered by any process of the mesh.
 func (s *Service) ID() string {
 	if p := s.id.Load(); p != nil {
