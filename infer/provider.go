@@ -49,7 +49,7 @@ func appendProvider(opts *ort.SessionOptions, provider string) error {
 	}
 	hint := ""
 	if provider == ProviderCUDA || provider == ProviderTensorRT {
-		hint = fmt.Sprintf(" (%s needs ONNX Runtime's GPU release, onnxruntime-linux-x64-gpu-%s, as onnxruntimeLib or $ONNXRUNTIME_LIB)", provider, ORTVersion)
+		hint = fmt.Sprintf(" (%s needs a GPU build of ONNX Runtime, such as its release onnxruntime-linux-x64-gpu-%s, as onnxruntimeLib or $ONNXRUNTIME_LIB, with CUDA 12 and cuDNN 9 where the loader finds them)", provider, ORTVersion)
 	}
 	return fmt.Errorf("%w: executionProvider %q: this ONNX Runtime library (%s) offers %s%s: %v%s",
 		ErrExecutionProvider, provider, libraryPath(), strings.Join(offers, ", "), only, err, hint)
