@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -63,6 +65,15 @@ type Config struct {
 	// (Key.Open after base64); the Redis codecs decrypt them. Nil: plain.
 	// Config key: recordEncrypted.
 	RecordKey *Key
+	// ExecutionProvider is where the sessions run: "cpu" (default, ""),
+	// "cuda", "tensorrt" or "openvino" (see Providers). A provider the
+	// ONNX Runtime library lacks fails New with ErrExecutionProvider,
+	// naming what the library offers. Config key: executionProvider.
+	ExecutionProvider string
+	// Batching is "auto" (default, ""), "on" or "off": whether records of
+	// concurrent requests are stacked along dim 0 (see DecideBatching).
+	// Config key: batching.
+	Batching string
 	// Hooks observe the engine (metrics); nil fields are skipped.
 	Hooks Hooks
 }
@@ -94,6 +105,12 @@ func (c Config) Validate() error {
 		return bad("maxWait", "got %v, want >= 0", c.MaxWait)
 	case c.QueueSize < 0:
 		return bad("queueSize", "got %d, want >= 0", c.QueueSize)
+	}
+	if c.ExecutionProvider != "" && !slices.Contains(Providers, c.ExecutionProvider) {
+		return bad("executionProvider", "got %q, want one of %s", c.ExecutionProvider, strings.Join(Providers, ", "))
+	}
+	if c.Batching != "" && !slices.Contains(Batchings, c.Batching) {
+		return bad("batching", "got %q, want one of %s", c.Batching, strings.Join(Batchings, ", "))
 	}
 	if _, err := ParsePostProcessing(c.PostProcessing); err != nil {
 		return bad("postProcessing", "%v", err)

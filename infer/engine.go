@@ -63,14 +63,17 @@ func New(cfg Config) (e *Engine, err error) {
 	}
 	e = &Engine{cfg: cfg, post: post, div: div}
 	for range cfg.Parallelism {
-		s, err := newSession(file, data, cfg.Threads)
+		s, err := newSession(file, data, cfg.Threads, cfg.ExecutionProvider)
 		if err != nil {
 			e.closeSessions()
 			return nil, err
 		}
 		e.sessions = append(e.sessions, s)
 	}
-	e.info = e.sessions[0].Info()
+	if e.info, err = DecideBatching(e.sessions[0].Info(), cfg.Batching); err != nil {
+		e.closeSessions()
+		return nil, fmt.Errorf("load model %q: %w", file, err)
+	}
 	e.info.Image = cfg.imagePre()
 	if e.div.bind(e.info) {
 		for _, s := range e.sessions {

@@ -44,6 +44,13 @@ var (
 	// not decrypt: wrong secret or salt, tampered, or not encrypted the
 	// original's way. The wrapping message never holds the secret.
 	ErrDecrypt = errors.New("infer: decrypt")
+	// ErrExecutionProvider means the ONNX Runtime library in use lacks the
+	// configured execution provider (Config.ExecutionProvider), or cannot
+	// load it; the wrapping message names what the library offers.
+	ErrExecutionProvider = errors.New("infer: execution provider not available")
+	// ErrBatching means Config.Batching "on" was asked of a model whose
+	// inputs cannot be stacked along dim 0; the message names the input.
+	ErrBatching = errors.New("infer: model cannot batch")
 )
 
 // InputError is a bad request: the payload does not fit the model.

@@ -29,7 +29,7 @@ type Session struct {
 // model with an input or output of a dtype infer does not handle returns
 // ErrUnsupportedDType.
 func NewSession(modelFile string, threads int) (*Session, error) {
-	return openSession(modelFile, nil, threads)
+	return openSession(modelFile, nil, threads, "")
 }
 
 // NewSessionFromData is NewSession for a model held in memory (a decrypted
@@ -40,11 +40,12 @@ func NewSessionFromData(name string, data []byte, threads int) (*Session, error)
 	if data == nil {
 		data = []byte{}
 	}
-	return openSession(name, data, threads)
+	return openSession(name, data, threads, "")
 }
 
-// openSession loads data, or modelFile when data is nil.
-func openSession(modelFile string, data []byte, threads int) (*Session, error) {
+// openSession loads data, or modelFile when data is nil, on provider (see
+// Config.ExecutionProvider; "" is the CPU).
+func openSession(modelFile string, data []byte, threads int, provider string) (*Session, error) {
 	if !initialized() {
 		return nil, ErrNotInitialized
 	}
@@ -61,6 +62,9 @@ func openSession(modelFile string, data []byte, threads int) (*Session, error) {
 	}
 	if err := opts.SetInterOpNumThreads(1); err != nil {
 		return nil, fmt.Errorf("set inter-op threads: %w", err)
+	}
+	if err := appendProvider(opts, provider); err != nil {
+		return nil, fmt.Errorf("load model %q: %w", modelFile, err)
 	}
 	var ins, outs []ort.InputOutputInfo
 	if data != nil {
@@ -100,13 +104,7 @@ func modelInfo(modelFile string, ins, outs []ort.InputOutputInfo) (ModelInfo, er
 	if info.Outputs, err = convertIO(outs, "output"); err != nil {
 		return ModelInfo{}, fmt.Errorf("load model %q: %w", modelFile, err)
 	}
-	info.DynamicBatch = len(info.Inputs) > 0
-	for _, in := range info.Inputs {
-		if len(in.Shape) == 0 || in.Shape[0] >= 0 {
-			info.DynamicBatch = false
-		}
-	}
-	return info, nil
+	return DecideBatching(info, BatchingAuto)
 }
 
 func convertIO(infos []ort.InputOutputInfo, kind string) ([]IO, error) {

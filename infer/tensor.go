@@ -110,14 +110,17 @@ type IO struct {
 	Shape []int64
 }
 
-// ModelInfo describes a loaded model. DynamicBatch is true when every input's
-// dim 0 is dynamic, so records can be stacked along it.
+// ModelInfo describes a loaded model. DynamicBatch is true when records
+// are stacked along dim 0 into one run (see DecideBatching: by default
+// when dim 0 of every input and output is dynamic), and BatchReason says
+// why it is or is not, for metadata and status.
 type ModelInfo struct {
 	Name         string
 	Path         string
 	Inputs       []IO
 	Outputs      []IO
 	DynamicBatch bool
+	BatchReason  string
 	// Image is how codecs pre-process image inputs; the Engine sets it
 	// from its Config. The zero value means the original's defaults.
 	Image ImagePre `json:"-"`

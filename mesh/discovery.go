@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -33,7 +34,8 @@ func (w *Worker) registerWorker() (stop func(), err error) {
 		Name:        WorkerServiceName,
 		Version:     w.cfg.version(),
 		Description: "cluster-serving inference worker",
-		Metadata:    map[string]string{MetadataJob: w.cfg.Stream.Job, "model": w.cfg.Model, "host": host, "pid": fmt.Sprint(os.Getpid())},
+		Metadata: map[string]string{MetadataJob: w.cfg.Stream.Job, "model": w.cfg.Model, "host": host, "pid": fmt.Sprint(os.Getpid()),
+			MetadataBatching: strconv.FormatBool(w.cfg.Batching), MetadataBatchReason: w.cfg.BatchReason},
 		StatsHandler: func(*micro.Endpoint) any {
 			return w.Stats()
 		},
@@ -51,6 +53,13 @@ func (w *Worker) registerWorker() (stop func(), err error) {
 	return func() { _ = svc.Stop() }, nil
 }
 
+// Metadata keys of the worker service saying whether its model batches
+// ("true" or "false") and why (infer.ModelInfo.BatchReason).
+const (
+	MetadataBatching    = "batching"
+	MetadataBatchReason = "batching_reason"
+)
+
 // WorkerInfo is one worker found on the mesh.
 type WorkerInfo struct {
 	ID    string
@@ -58,7 +67,10 @@ type WorkerInfo struct {
 	Model string
 	Host  string
 	PID   string
-	Stats WorkerStats
+	// Batching is "true" or "false" ("" from a worker that does not say);
+	// BatchReason says why.
+	Batching, BatchReason string
+	Stats                 WorkerStats
 }
 
 // DiscoverWorkers asks every worker on the mesh for its stats and returns
@@ -74,7 +86,8 @@ func DiscoverWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]
 		if json.Unmarshal(m.Data, &st) != nil {
 			return
 		}
-		wi := WorkerInfo{ID: st.ID, Job: st.Metadata[MetadataJob], Model: st.Metadata["model"], Host: st.Metadata["host"], PID: st.Metadata["pid"]}
+		wi := WorkerInfo{ID: st.ID, Job: st.Metadata[MetadataJob], Model: st.Metadata["model"], Host: st.Metadata["host"], PID: st.Metadata["pid"],
+			Batching: st.Metadata[MetadataBatching], BatchReason: st.Metadata[MetadataBatchReason]}
 		for _, e := range st.Endpoints {
 			if len(e.Data) > 0 {
 				_ = json.Unmarshal(e.Data, &wi.Stats)

@@ -70,12 +70,14 @@ const ServiceQueueGroup = micro.DefaultQueueGroup
 
 // Service is the NATS door: one instance of micro service
 // "cluster-serving" with one "predict" endpoint per job, in queue group
-// ServiceQueueGroup. Any number of processes may run it side by side:
-// the handler only submits to the work queue through a Client, which any
-// process can do. The caller's request waits in the process that took it:
-// a process killed hard loses the requests it holds (their callers time
-// out), one stopped gently answers them first. Each request is submitted in its own goroutine so the
-// subscription never blocks. Run it once; ID is safe for concurrent use.
+// ServiceQueueGroup. Its $SRV.STATS count every reply when it goes out,
+// error replies in num_errors (see microService). Any number of processes
+// may run it side by side: the handler only submits to the work queue
+// through a Client, which any process can do. The caller's request waits
+// in the process that took it: a process killed hard loses the requests it
+// holds (their callers time out), one stopped gently answers them first.
+// Each request is submitted in its own goroutine so the subscription never
+// blocks. Run it once; ID is safe for concurrent use.
 type Service struct {
 	nc  *nats.Conn
 	c   *Client
@@ -101,12 +103,7 @@ func NewService(nc *nats.Conn, c *Client, cfg ServiceConfig) (*Service, error) {
 // service and waits for requests in flight (each bounded by
 // RequestTimeout). It returns an error only when the service cannot start.
 func (s *Service) Run(ctx context.Context) error {
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        ServiceName,
-		Version:     s.cfg.Version,
-		Description: "cluster-serving inference",
-		QueueGroup:  ServiceQueueGroup,
-	})
+	svc, err := addMicroService(s.nc, ServiceName, s.cfg.Version, "cluster-serving inference")
 	if err != nil {
 		return fmt.Errorf("mesh: add service: %w", err)
 	}
@@ -115,7 +112,7 @@ func (s *Service) Run(ctx context.Context) error {
 	sem := make(chan struct{}, s.cfg.MaxConcurrent)
 	var wg sync.WaitGroup
 	for _, job := range s.cfg.Jobs {
-		h := micro.HandlerFunc(func(req micro.Request) {
+		h := func(req micro.Request) {
 			select {
 			case sem <- struct{}{}:
 			default:
@@ -128,30 +125,35 @@ func (s *Service) Run(ctx context.Context) error {
 				defer func() { <-sem }()
 				s.serve(base, job, req)
 			}()
-		})
-		err := svc.AddEndpoint(EndpointName, h,
-			micro.WithEndpointSubject(PredictSubject(job)),
-			micro.WithEndpointMetadata(map[string]string{MetadataJob: job}))
+		}
+		err := svc.addEndpoint(EndpointName, PredictSubject(job), ServiceQueueGroup, map[string]string{MetadataJob: job}, h)
 		if err != nil {
-			_ = svc.Stop()
+			_ = svc.stop(0)
 			return fmt.Errorf("mesh: add endpoint for %s: %w", job, err)
 		}
 	}
-	id := svc.Info().ID
+	// The server has the subscriptions once a flush returns: from then on
+	// ID says the door serves (a caller reaches it), not just that it asked.
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = s.nc.FlushWithContext(fctx)
+	cancel()
+	id := svc.ident.ID
 	s.id.Store(&id)
 	<-ctx.Done()
 	s.id.Store(nil)
-	err = svc.Stop() // drains: no new requests reach the handlers.
+	// Drains: no new requests reach the handlers, and those delivered
+	// already do before wg.Wait.
+	err = svc.stop(s.cfg.RequestTimeout)
 	wg.Wait()
-	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+	if err != nil {
 		return fmt.Errorf("mesh: stop service: %w", err)
 	}
 	return nil
 }
 
 // ID is this instance's micro service id once Run has added every
-// endpoint, until ctx ends; "" otherwise. $SRV.PING.cluster-serving.<ID>
-// reaches this instance alone, where $SRV.PING.cluster-serving may be
+// endpoint and the server has them, until ctx ends; "" otherwise.
+// $SRV.PING.cluster-serving.<ID> reaches this instance alone, where $SRV.PING.cluster-serving may be
 // answered by any process of the mesh.
 func (s *Service) ID() string {
 	if p := s.id.Load(); p != nil {

@@ -52,6 +52,10 @@ type WorkerConfig struct {
 	Model string
 	// Version is the SemVer the worker's micro service announces. Default 0.0.0.
 	Version string
+	// Batching and BatchReason tell worker discovery (status) whether the
+	// model stacks records into one run, and why (infer.ModelInfo).
+	Batching    bool
+	BatchReason string
 }
 
 func (c WorkerConfig) version() string {

@@ -14,13 +14,30 @@ type ioMeta struct {
 	Shape    []int64 `json:"shape"`
 }
 
-// oipMeta is the OIP model metadata answer.
+// oipMeta is the OIP model metadata answer. Parameters is an extension
+// the protocol allows: whether the model batches and why.
 type oipMeta struct {
-	Name     string   `json:"name"`
-	Versions []string `json:"versions"`
-	Platform string   `json:"platform"`
-	Inputs   []ioMeta `json:"inputs"`
-	Outputs  []ioMeta `json:"outputs"`
+	Name       string     `json:"name"`
+	Versions   []string   `json:"versions"`
+	Platform   string     `json:"platform"`
+	Inputs     []ioMeta   `json:"inputs"`
+	Outputs    []ioMeta   `json:"outputs"`
+	Parameters *batchMeta `json:"parameters,omitempty"`
+}
+
+// batchMeta says whether the workers stack concurrent requests of a model
+// into one run, and why (infer.ModelInfo.BatchReason); nil when the door
+// does not know (it did not describe the model).
+type batchMeta struct {
+	Batching       bool   `json:"batching"`
+	BatchingReason string `json:"batching_reason"`
+}
+
+func batching(info infer.ModelInfo) *batchMeta {
+	if info.BatchReason == "" {
+		return nil
+	}
+	return &batchMeta{Batching: info.DynamicBatch, BatchingReason: info.BatchReason}
 }
 
 // modelMeta is the metadata of the original /models routes.
@@ -30,6 +47,7 @@ type modelMeta struct {
 	Job     string   `json:"job"`
 	Inputs  []ioMeta `json:"inputs"`
 	Outputs []ioMeta `json:"outputs"`
+	*batchMeta
 }
 
 func ioMetas(ios []infer.IO) []ioMeta {
@@ -45,7 +63,8 @@ func ioMetas(ios []infer.IO) []ioMeta {
 }
 
 func legacyMeta(m Model) modelMeta {
-	return modelMeta{Name: m.Name, Version: m.Version, Job: m.Job, Inputs: ioMetas(m.Info.Inputs), Outputs: ioMetas(m.Info.Outputs)}
+	return modelMeta{Name: m.Name, Version: m.Version, Job: m.Job, Inputs: ioMetas(m.Info.Inputs), Outputs: ioMetas(m.Info.Outputs),
+		batchMeta: batching(m.Info)}
 }
 
 func (s *Server) oipMeta(m Model) oipMeta {
@@ -56,7 +75,7 @@ func (s *Server) oipMeta(m Model) oipMeta {
 		}
 	}
 	return oipMeta{Name: m.Name, Versions: versions, Platform: "onnxruntime_onnx",
-		Inputs: ioMetas(m.Info.Inputs), Outputs: ioMetas(m.Info.Outputs)}
+		Inputs: ioMetas(m.Info.Inputs), Outputs: ioMetas(m.Info.Outputs), Parameters: batching(m.Info)}
 }
 
 // infer serves POST /v2/models/{m}[/versions/{v}]/infer: the body goes

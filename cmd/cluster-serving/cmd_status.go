@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -153,12 +154,43 @@ func (s *snapshot) print(w io.Writer, prev *snapshot, url string) {
 	if len(s.workers) == 0 {
 		fmt.Fprintln(w, "(no workers answered: start one with `cluster-serving start` or `cluster-serving worker`)")
 	}
+	s.printBatching(w)
 	fmt.Fprintln(w, "\nQUEUED, IN FLIGHT, REDELIVERED, PROCESSED, FAILED and RETRIED count requests.\n"+
 		"LATENCY: a worker's, from pulling a request to acknowledging it, over its last 1,024 answered\n"+
 		"requests (- before the first); a job's is its slowest worker's.")
 	if prev == nil {
 		fmt.Fprintln(w, "REQ/S appears from the second refresh on: requests delivered to workers per second between two refreshes.")
 	}
+}
+
+// printBatching writes, per job and model, whether its workers stack
+// concurrent requests into one run and why (once per distinct answer:
+// workers loaded with other settings show up on their own line).
+func (s *snapshot) printBatching(w io.Writer) {
+	type row struct{ job, model, batching, reason string }
+	var rows []row
+	for _, wk := range s.workers {
+		r := row{wk.Job, wk.Model, "-", wk.BatchReason}
+		switch wk.Batching {
+		case "true":
+			r.batching = "yes"
+		case "false":
+			r.batching = "no"
+		}
+		if !slices.Contains(rows, r) {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tMODEL\tBATCHING\tWHY")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.job, r.model, r.batching, cmp.Or(r.reason, "-"))
+	}
+	tw.Flush()
 }
 
 // rate is the job's deliveries per second since prev, "-" without one.

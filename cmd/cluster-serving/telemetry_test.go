@@ -255,6 +255,10 @@ func TestStatusShowsWorkers(t *testing.T) {
 	if !workerRow.MatchString(out) {
 		t.Errorf("no worker row with 7 processed in:\n%s", out)
 	}
+	// add_f32 batches: dim 0 of its input and output is dynamic.
+	if !regexp.MustCompile(`(?m)^` + job + `\s+` + job + `\s+yes\s+dim 0 of every input and output is dynamic$`).MatchString(out) {
+		t.Errorf("no batching row saying the model batches and why in:\n%s", out)
+	}
 	start.signalAndWait(t, syscall.SIGTERM)
 }
 

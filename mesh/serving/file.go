@@ -64,6 +64,11 @@ type File struct {
 	LogFormat       string `yaml:"logFormat"`
 	LogLevel        string `yaml:"logLevel"`
 
+	// Execution provider and batching of the model (per model too: the
+	// models entries' keys of the same names win).
+	ExecutionProvider string `yaml:"executionProvider"`
+	Batching          string `yaml:"batching"`
+
 	// Several models (see file_models.go); exclusive with modelPath.
 	Models []ModelEntry `yaml:"models"`
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,6 +94,12 @@ func (f *File) validateModel(p *problems) {
 	}
 	if _, err := infer.ParsePostProcessing(f.PostProcessing); err != nil {
 		p.bad("postProcessing", "%q is not topN(n) or pickTopN(n)", f.PostProcessing)
+	}
+	if f.ExecutionProvider != "" && !slices.Contains(infer.Providers, f.ExecutionProvider) {
+		p.bad("executionProvider", "%q is not one of %s", f.ExecutionProvider, strings.Join(infer.Providers, ", "))
+	}
+	if f.Batching != "" && !slices.Contains(infer.Batchings, f.Batching) {
+		p.bad("batching", "%q is not one of %s", f.Batching, strings.Join(infer.Batchings, ", "))
 	}
 	if f.ImageResize != "" {
 		if _, _, err := parseResize(f.ImageResize); err != nil {

@@ -78,6 +78,8 @@ func (f *File) Engine() infer.Config {
 		ImageScale:          float32(f.ImageScale),
 		ImageMean:           mean,
 		ImageStd:            std,
+		ExecutionProvider:   f.ExecutionProvider,
+		Batching:            f.Batching,
 	}
 }
 

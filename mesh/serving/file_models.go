@@ -3,6 +3,7 @@ package serving
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -18,6 +19,10 @@ type ModelEntry struct {
 	Version string `yaml:"version"`
 	// Path is a directory holding exactly one .onnx model, or the file.
 	Path string `yaml:"path"`
+	// ExecutionProvider and Batching override the top-level keys of the
+	// same names for this model; empty: those.
+	ExecutionProvider string `yaml:"executionProvider"`
+	Batching          string `yaml:"batching"`
 }
 
 // modelsError is a models entry's error; ParseFile reports it as it is.
@@ -25,18 +30,18 @@ type modelsError struct{ msg string }
 
 func (e *modelsError) Error() string { return e.msg }
 
-var modelEntryKeys = []string{"name", "version", "path"}
+var modelEntryKeys = []string{"name", "version", "path", "executionProvider", "batching"}
 
 // UnmarshalYAML decodes one entry, rejecting keys other than name, version
 // and path by name.
 func (m *ModelEntry) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
-		return &modelsError{fmt.Sprintf("config key \"models\" (line %d): each entry is a mapping {name, version, path}", n.Line)}
+		return &modelsError{fmt.Sprintf("config key \"models\" (line %d): each entry is a mapping {name, version, path, executionProvider, batching}", n.Line)}
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !slices.Contains(modelEntryKeys, k.Value) {
-			return &modelsError{fmt.Sprintf("config key \"models\" (line %d): unknown key %q in a model entry: want name, version and path", k.Line, k.Value)}
+			return &modelsError{fmt.Sprintf("config key \"models\" (line %d): unknown key %q in a model entry: want name, version, path, executionProvider or batching", k.Line, k.Value)}
 		}
 		if v.Kind != yaml.ScalarNode {
 			return &modelsError{fmt.Sprintf("config key \"models\" (line %d): %s: want a string", v.Line, k.Value)}
@@ -48,6 +53,10 @@ func (m *ModelEntry) UnmarshalYAML(n *yaml.Node) error {
 			m.Version = v.Value
 		case "path":
 			m.Path = v.Value
+		case "executionProvider":
+			m.ExecutionProvider = v.Value
+		case "batching":
+			m.Batching = v.Value
 		}
 	}
 	return nil
@@ -70,6 +79,10 @@ func validateModels(models []ModelEntry) []error {
 			bad("path is required: a directory holding exactly one .onnx model")
 		case seen[m.Name+"/"+m.Version]:
 			bad("%s version %s is listed twice", m.Name, m.Version)
+		case m.ExecutionProvider != "" && !slices.Contains(infer.Providers, m.ExecutionProvider):
+			bad("executionProvider %q is not one of %s", m.ExecutionProvider, strings.Join(infer.Providers, ", "))
+		case m.Batching != "" && !slices.Contains(infer.Batchings, m.Batching):
+			bad("batching %q is not one of %s", m.Batching, strings.Join(infer.Batchings, ", "))
 		}
 		seen[m.Name+"/"+m.Version] = true
 	}
@@ -85,6 +98,9 @@ type Model struct {
 	Path string
 	// Job is the mesh job whose workers serve the model.
 	Job string
+	// ExecutionProvider and Batching are the model's own settings (its
+	// models entry); empty: the engine's (the top-level keys).
+	ExecutionProvider, Batching string
 	// Info describes the inputs and outputs: filled by a Unit once the
 	// model is loaded, or by a Node that describes models; zero otherwise.
 	Info infer.ModelInfo
@@ -105,7 +121,7 @@ func (f *File) ServedModels() []Model {
 		if i > 0 {
 			job = f.JobName + "-" + m.Name + "-v" + m.Version
 		}
-		out[i] = Model{Name: m.Name, Version: m.Version, Path: m.Path, Job: job}
+		out[i] = Model{Name: m.Name, Version: m.Version, Path: m.Path, Job: job, ExecutionProvider: m.ExecutionProvider, Batching: m.Batching}
 	}
 	return out
 }

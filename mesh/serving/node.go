@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -208,6 +209,10 @@ func (n *Node) loadModels() error {
 	for i, m := range n.models {
 		if !n.cfg.Serve {
 			info, err := ReadInfo(m.Path, n.cfg.Unit.Engine.ModelKey)
+			if err == nil {
+				// What the workers decide, given the same keys.
+				info, err = infer.DecideBatching(info, cmp.Or(m.Batching, n.cfg.Unit.Engine.Batching))
+			}
 			if err != nil {
 				return fmt.Errorf("model %s version %s: %w", m.Name, m.Version, err)
 			}

@@ -65,6 +65,19 @@ recordEncrypted: false
 # Path to libonnxruntime.so.1. Empty: $ONNXRUNTIME_LIB, then the cache that
 # "make ort" fills (~/.cache/cluster-serving/onnxruntime-1.24.1/).
 onnxruntimeLib: ""
+# Where ONNX Runtime runs the model: cpu, cuda, tensorrt or openvino. The
+# GPU ones need a library built with them (cuda and tensorrt: ONNX
+# Runtime's GPU release, onnxruntime-linux-x64-gpu-1.24.1, as
+# onnxruntimeLib); a library without it fails the load, naming what it
+# offers. A models entry may set its own: {name, path, executionProvider}.
+executionProvider: cpu
+# Whether concurrent requests are stacked along dim 0 into one run: auto
+# (when dim 0 of every input and output is dynamic), on (also when an
+# output's is fixed or unknown; refused when an input's is fixed) or off.
+# The decision and its reason show in the model metadata (/v2/models/<m>,
+# /models) and in "cluster-serving status". A models entry may set its
+# own: {name, path, batching: off}.
+batching: auto
 
 ## NATS and JetStream ##################################################
 # External NATS server(s), comma-separated. Empty: run an embedded NATS

@@ -63,6 +63,8 @@ func (c UnitConfig) Validate() error {
 func (c UnitConfig) engine() infer.Config {
 	e := c.Engine
 	e.ModelPath = cmp.Or(e.ModelPath, c.Model.Path)
+	e.ExecutionProvider = cmp.Or(c.Model.ExecutionProvider, e.ExecutionProvider)
+	e.Batching = cmp.Or(c.Model.Batching, e.Batching)
 	if c.Metrics != nil {
 		e.Hooks = engineHooks(c.Metrics, c.Model.Job, c.Model.Name)
 	}
@@ -80,6 +82,8 @@ func (c UnitConfig) worker() mesh.WorkerConfig {
 		Metrics:       c.Metrics,
 		Model:         c.Model.Name,
 		Version:       c.Version,
+		Batching:      c.Model.Info.DynamicBatch,
+		BatchReason:   c.Model.Info.BatchReason,
 	}
 }
 
@@ -139,6 +143,7 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 	cfg.Logger.Info("model loaded", "name", cfg.Model.Name, "version", cfg.Model.Version, "job", cfg.Model.Job, "model", info.Path,
 		"inputs", FormatIO(info.Inputs), "outputs", FormatIO(info.Outputs),
 		"sessions", cmp.Or(ecfg.Parallelism, infer.DefaultParallelism), "threads", cmp.Or(ecfg.Threads, infer.DefaultThreads),
+		"provider", cmp.Or(ecfg.ExecutionProvider, infer.ProviderCPU), "batching", info.DynamicBatch, "batching_reason", info.BatchReason,
 		"took", time.Since(began).Round(time.Millisecond))
 	return u, nil
 }

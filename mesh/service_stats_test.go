@@ -1,0 +1,78 @@
+package mesh_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
+)
+
+// TestServiceStatsCountErrorReplies: the door answers from a goroutine of
+// its own, after the subscription's callback returned; $SRV.STATS still
+// counts each reply when it goes out, an error reply in num_errors and
+// last_error, with the time the request took (the worker's included).
+func TestServiceStatsCountErrorReplies(t *testing.T) {
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
+	sc := mesh.StreamConfig{Job: "stats"}
+	ensure(t, nc, sc)
+	slow := newFake()
+	slow.delay = 20 * time.Millisecond
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, slow)
+	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"stats"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Run(t, svc.Run)
+	caller := meshtest.Connect(t, s)
+	meshtest.WaitFor(t, "the door", func() bool { return svc.ID() != "" })
+
+	if m, err := caller.Request(mesh.PredictSubject("stats"), []byte("good"), 10*time.Second); err != nil || string(m.Data) != "GOOD" {
+		t.Fatalf("good request: got %v, %v; want GOOD", m, err)
+	}
+	m, err := caller.Request(mesh.PredictSubject("stats"), []byte("bad body"), 10*time.Second)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "400" {
+		t.Fatalf("bad request: got %v, %v; want a 400 error reply", m, err)
+	}
+
+	for _, subj := range []string{"$SRV.STATS." + mesh.ServiceName, "$SRV.STATS." + mesh.ServiceName + "." + svc.ID()} {
+		m, err = caller.Request(subj, nil, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", subj, err)
+		}
+		var st micro.Stats
+		if err := json.Unmarshal(m.Data, &st); err != nil || st.Type != micro.StatsResponseType || len(st.Endpoints) != 1 {
+			t.Fatalf("%s: got %s (%v), want micro stats of one endpoint", subj, m.Data, err)
+		}
+		e := st.Endpoints[0]
+		if e.Name != mesh.EndpointName || e.NumRequests != 2 || e.NumErrors != 1 {
+			t.Errorf("%s: got %s %d requests %d errors, want %s 2 requests 1 error", subj, e.Name, e.NumRequests, e.NumErrors, mesh.EndpointName)
+		}
+		if !strings.HasPrefix(e.LastError, "400:") || !strings.Contains(e.LastError, "bad payload") {
+			t.Errorf("%s: last_error %q, want 400:<the reply's description>", subj, e.LastError)
+		}
+		// Counted when the reply went out: each request waited for the
+		// worker's 20ms.
+		if e.ProcessingTime < 2*slow.delay || e.AverageProcessingTime < slow.delay {
+			t.Errorf("%s: processing time %v (average %v), want at least %v (average %v)", subj, e.ProcessingTime, e.AverageProcessingTime, 2*slow.delay, slow.delay)
+		}
+	}
+
+	// PING and INFO answer as micro's do.
+	m, err = caller.Request("$SRV.PING."+mesh.ServiceName+"."+svc.ID(), nil, 5*time.Second)
+	var ping micro.Ping
+	if err != nil || json.Unmarshal(m.Data, &ping) != nil || ping.Type != micro.PingResponseType || ping.ID != svc.ID() || ping.Name != mesh.ServiceName {
+		t.Errorf("PING: got %v, %v; want a micro ping of %s", m, err, svc.ID())
+	}
+	m, err = caller.Request("$SRV.INFO."+mesh.ServiceName, nil, 5*time.Second)
+	var info micro.Info
+	if err != nil || json.Unmarshal(m.Data, &info) != nil || info.Type != micro.InfoResponseType || len(info.Endpoints) != 1 ||
+		info.Endpoints[0].QueueGroup != mesh.ServiceQueueGroup || info.Endpoints[0].Subject != mesh.PredictSubject("stats") {
+		t.Errorf("INFO: got %v, %v; want micro info with the predict endpoint", m, err)
+	}
+}
