@@ -33,7 +33,7 @@ func (w *Worker) registerWorker() (stop func(), err error) {
 		Name:        WorkerServiceName,
 		Version:     w.cfg.version(),
 		Description: "cluster-serving inference worker",
-		Metadata:    map[string]string{MetadataJob: w.cfg.Stream.Job, "model": w.cfg.Model, "host": host, "pid": fmt.Sprint(os.Getpid())},
+		Metadata:    map[string]string{MetadataJob: w.cfg.Stream.Job, "model": w.cfg.Model, "modelVersion": w.cfg.ModelVersion, "host": host, "pid": fmt.Sprint(os.Getpid())},
 		StatsHandler: func(*micro.Endpoint) any {
 			return w.Stats()
 		},
@@ -59,6 +59,10 @@ type WorkerInfo struct {
 	Host  string
 	PID   string
 	Stats WorkerStats
+
+	// ModelVersion is the version of Model the worker serves; "" from
+	// a worker that does not say.
+	ModelVersion string
 }
 
 // DiscoverWorkers asks every worker on the mesh for its stats and returns
@@ -75,6 +79,7 @@ func DiscoverWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]
 			return
 		}
 		wi := WorkerInfo{ID: st.ID, Job: st.Metadata[MetadataJob], Model: st.Metadata["model"], Host: st.Metadata["host"], PID: st.Metadata["pid"]}
+		wi.ModelVersion = st.Metadata["modelVersion"]
 		for _, e := range st.Endpoints {
 			if len(e.Data) > 0 {
 				_ = json.Unmarshal(e.Data, &wi.Stats)

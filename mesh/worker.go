@@ -50,6 +50,10 @@ type WorkerConfig struct {
 	Metrics *telemetry.Metrics
 	// Model names the model in metrics, spans and worker discovery. Optional.
 	Model string
+	// ModelVersion is the version of Model the worker serves, announced
+	// in discovery (status shows it; a model repository swaps versions).
+	// Optional.
+	ModelVersion string
 	// Version is the SemVer the worker's micro service announces. Default 0.0.0.
 	Version string
 }

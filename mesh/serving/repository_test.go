@@ -283,6 +283,11 @@ func TestRepositoryPollSwapsVersionsUnderLoad(t *testing.T) {
 	if u := n.Units(); len(u) != 1 || u[0].Model().Version != "2" {
 		t.Errorf("units: got %d, want the one of version 2", len(u))
 	}
+	// status shows the version a worker serves: the old one left discovery.
+	waitFor(t, "discovery: the worker of version 2 alone", func() bool {
+		ws, err := mesh.DiscoverWorkers(context.Background(), n.Conn(), 200*time.Millisecond)
+		return err == nil && len(ws) == 1 && ws[0].Model == "add" && ws[0].ModelVersion == "2"
+	})
 	t.Logf("sent %d, answered %d: %v", sent.Load(), answered.Load(), versions)
 }
 

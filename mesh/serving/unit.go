@@ -79,6 +79,7 @@ func (c UnitConfig) worker() mesh.WorkerConfig {
 		Logger:        c.Logger,
 		Metrics:       c.Metrics,
 		Model:         c.Model.Name,
+		ModelVersion:  c.Model.Version,
 		Version:       c.Version,
 	}
 }
