@@ -112,7 +112,15 @@ type Worker struct {
 	processed, failed, retried, expired atomic.Uint64
 	inflight                            atomic.Int64
 	lat                                 latencyRing
+
+	// consuming is true from when Run pulls and shows in discovery until
+	// ctx ends (see Consuming).
+	consuming atomic.Bool
 }
+
+// Consuming reports whether Run pulls records and shows in discovery: a
+// model repository waits for it before the old version's worker drains.
+func (w *Worker) Consuming() bool { return w.consuming.Load() }
 
 // NewWorker validates cfg. It does not touch the server until Run.
 func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
@@ -201,7 +209,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer unregister()
 
+	w.consuming.Store(true)
 	<-ctx.Done()
+	w.consuming.Store(false)
 	unregister() // leave discovery first: this worker takes no more work
 	w.stop(cs, g, cancelWork)
 	w.limit.Flush(context.WithoutCancel(ctx)) // counts of failures left out since their last line

@@ -345,8 +345,12 @@ func (r *Repository) poll(ctx context.Context) {
 	r.mu.Lock()
 	var gone []string
 	for name, m := range r.models {
-		if !on[name] && m.state == StateReady {
+		switch {
+		case on[name]:
+		case m.state == StateReady:
 			gone = append(gone, name)
+		case m.state == StateUnavailable:
+			delete(r.models, name) // gone from disk, and from the index
 		}
 	}
 	r.mu.Unlock()
@@ -454,9 +458,10 @@ func (r *Repository) load(model Model) (*Unit, infer.ModelInfo, error) {
 	return u, u.Info(), nil
 }
 
-// waitUnit waits until u's worker runs, or its Run returned.
+// waitUnit waits until u's worker pulls records and shows in discovery,
+// or its Run returned.
 func waitUnit(ctx context.Context, u *Unit, done chan struct{}) error {
-	for !u.Ready() {
+	for !u.consuming() {
 		select {
 		case <-done:
 			return fmt.Errorf("model %s version %s: its worker did not start", u.Model().Name, u.Model().Version)

@@ -289,6 +289,15 @@ func TestRepositoryPollSwapsVersionsUnderLoad(t *testing.T) {
 		return err == nil && len(ws) == 1 && ws[0].Model == "add" && ws[0].ModelVersion == "2"
 	})
 	t.Logf("sent %d, answered %d: %v", sent.Load(), answered.Load(), versions)
+
+	// A model whose directory goes unloads, then leaves the index.
+	if err := os.RemoveAll(filepath.Join(repo, "add")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed model to leave the index", func() bool { return len(n.Repository().Index(false)) == 0 })
+	if m := n.Models(); len(m) != 0 {
+		t.Errorf("models after removal: got %+v, want none", m)
+	}
 }
 
 // TestRepositoryLoadUnload loads a model added while polling is off,
