@@ -393,3 +393,27 @@ func TestRepositoryStartErrors(t *testing.T) {
 		t.Errorf("Models with Repository: got %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestRepositoryDescribeNode: a door-only node on the same repository
+// (cluster-serving http) describes the models at their serving version
+// and sends to the workers of a serving node.
+func TestRepositoryDescribeNode(t *testing.T) {
+	repo := t.TempDir()
+	putModel(t, repo, "add", "4", "model.onnx", addModel)
+	worker := runReady(t, repoConfig(t, repo, "dn", 0))
+	cfg := repoConfig(t, repo, "dn", 0)
+	cfg.URL, cfg.Serve, cfg.Describe = worker.URL(), false, true
+	door := runReady(t, cfg)
+	m := door.Models()
+	if len(m) != 1 || m[0].Version != "4" || m[0].Job != "dn-add" || len(m[0].Info.Inputs) != 1 || m[0].Info.Inputs[0].Name != "x" {
+		t.Fatalf("door models: got %+v, want add version 4 described", m)
+	}
+	if len(door.Units()) != 0 {
+		t.Errorf("door units: got %d, want none", len(door.Units()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if v, err := oipAdd(ctx, door.Client(), "dn-add"); err != nil || v != "4" {
+		t.Errorf("through the door node: got %q, %v; want version 4", v, err)
+	}
+}
