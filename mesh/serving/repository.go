@@ -96,6 +96,7 @@ type Repository struct {
 	node   *Node
 	log    *slog.Logger
 	ops    chan repoOp
+	ended  chan struct{} // closed when Run returns
 	mu     sync.Mutex
 	models map[string]*repoModel
 	// nc is the connection Run's workers use; set by Run.
@@ -106,7 +107,7 @@ type Repository struct {
 // dir cannot be read or when no model loads, so that a start with a
 // wrong path stops at once.
 func newRepository(n *Node, cfg RepositoryConfig) (*Repository, error) {
-	r := &Repository{cfg: cfg, node: n, log: n.log, ops: make(chan repoOp), models: map[string]*repoModel{}}
+	r := &Repository{cfg: cfg, node: n, log: n.log, ops: make(chan repoOp), ended: make(chan struct{}), models: map[string]*repoModel{}}
 	entries, err := ScanRepository(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -232,6 +233,8 @@ func (r *Repository) do(ctx context.Context, op repoOp) error {
 	op.reply = make(chan error, 1)
 	select {
 	case r.ops <- op:
+	case <-r.ended:
+		return ErrRepositoryStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -257,8 +260,10 @@ func (r *Repository) Run(ctx context.Context, nc *nats.Conn) error {
 		}
 	}
 	r.mu.Unlock()
+	defer close(r.ended)
 	for _, m := range start {
-		m.stop, m.done = r.runUnit(ctx, m.unit)
+		stop, done := r.runUnit(ctx, m.unit)
+		r.set(func() { m.stop, m.done = stop, done })
 	}
 	defer r.stopAll()
 	var tick <-chan time.Time

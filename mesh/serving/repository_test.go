@@ -367,6 +367,12 @@ func TestRepositoryLoadUnload(t *testing.T) {
 	if !n.Ready() {
 		t.Error("Ready: got false, want true")
 	}
+	if err := n.wait(t, serving.ErrShutdown); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Repository().Load(ctx, "other"); !errors.Is(err, serving.ErrRepositoryStopped) {
+		t.Errorf("load after Run returned: got %v, want ErrRepositoryStopped", err)
+	}
 }
 
 // TestRepositoryStartErrors: a repository that is missing or holds no
