@@ -118,10 +118,15 @@ func newRepository(n *Node, cfg RepositoryConfig) (*Repository, error) {
 			errs = append(errs, err)
 		}
 	}
-	if len(r.Models()) == 0 {
+	models := r.Models()
+	if len(models) == 0 {
 		errs = append([]error{fmt.Errorf("model repository %q: no model loads", cfg.Dir)}, errs...)
 		r.Close()
 		return nil, errors.Join(errs...)
+	}
+	if models[0].Job != cfg.Job {
+		r.log.Warn("model repository: no model is named like jobName, so nothing serves the job itself: the Redis door's requests "+
+			"wait unanswered and serving.<jobName>.predict has no responder; POST /predict goes to the first model by name", "jobName", cfg.Job, "first", models[0].Name)
 	}
 	return r, nil
 }
