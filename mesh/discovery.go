@@ -34,7 +34,7 @@ func (w *Worker) registerWorker() (stop func(), err error) {
 		Name:        WorkerServiceName,
 		Version:     w.cfg.version(),
 		Description: "cluster-serving inference worker",
-		Metadata: map[string]string{MetadataJob: w.cfg.Stream.Job, "model": w.cfg.Model, "host": host, "pid": fmt.Sprint(os.Getpid()),
+		Metadata: map[string]string{MetadataJob: w.cfg.Stream.Job, "model": w.cfg.Model, "modelVersion": w.cfg.ModelVersion, "host": host, "pid": fmt.Sprint(os.Getpid()),
 			MetadataBatching: strconv.FormatBool(w.cfg.Batching), MetadataBatchReason: w.cfg.BatchReason},
 		StatsHandler: func(*micro.Endpoint) any {
 			return w.Stats()
@@ -71,6 +71,10 @@ type WorkerInfo struct {
 	// BatchReason says why.
 	Batching, BatchReason string
 	Stats                 WorkerStats
+
+	// ModelVersion is the version of Model the worker serves; "" from
+	// a worker that does not say.
+	ModelVersion string
 }
 
 // DiscoverWorkers asks every worker on the mesh for its stats and returns
@@ -88,6 +92,7 @@ func DiscoverWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]
 		}
 		wi := WorkerInfo{ID: st.ID, Job: st.Metadata[MetadataJob], Model: st.Metadata["model"], Host: st.Metadata["host"], PID: st.Metadata["pid"],
 			Batching: st.Metadata[MetadataBatching], BatchReason: st.Metadata[MetadataBatchReason]}
+		wi.ModelVersion = st.Metadata["modelVersion"]
 		for _, e := range st.Endpoints {
 			if len(e.Data) > 0 {
 				_ = json.Unmarshal(e.Data, &wi.Stats)

@@ -13,7 +13,7 @@ import (
 func TestDiscoverWorkers(t *testing.T) {
 	s := meshtest.StartServer(t)
 	job := "disc"
-	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}, Model: "fake"}
+	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}, Model: "fake", ModelVersion: "7"}
 	ensure(t, meshtest.Connect(t, s), cfg.Stream)
 	runWorker(t, meshtest.Connect(t, s), cfg, newFake())
 	_, stop2 := runWorker(t, meshtest.Connect(t, s), cfg, newFake())
@@ -33,8 +33,8 @@ func TestDiscoverWorkers(t *testing.T) {
 	// (Processed is counted before each reply leaves, so all 20 show.)
 	var total uint64
 	for _, w := range ws {
-		if w.Job != job || w.Model != "fake" || w.PID == "" {
-			t.Errorf("got worker %+v, want job %q model fake and a pid", w, job)
+		if w.Job != job || w.Model != "fake" || w.ModelVersion != "7" || w.PID == "" {
+			t.Errorf("got worker %+v, want job %q model fake version 7 and a pid", w, job)
 		}
 		total += w.Stats.Processed
 	}

@@ -50,6 +50,10 @@ type WorkerConfig struct {
 	Metrics *telemetry.Metrics
 	// Model names the model in metrics, spans and worker discovery. Optional.
 	Model string
+	// ModelVersion is the version of Model the worker serves, announced
+	// in discovery (status shows it; a model repository swaps versions).
+	// Optional.
+	ModelVersion string
 	// Version is the SemVer the worker's micro service announces. Default 0.0.0.
 	Version string
 	// Batching and BatchReason tell worker discovery (status) whether the
@@ -112,7 +116,15 @@ type Worker struct {
 	processed, failed, retried, expired atomic.Uint64
 	inflight                            atomic.Int64
 	lat                                 latencyRing
+
+	// consuming is true from when Run pulls and shows in discovery until
+	// ctx ends (see Consuming).
+	consuming atomic.Bool
 }
+
+// Consuming reports whether Run pulls records and shows in discovery: a
+// model repository waits for it before the old version's worker drains.
+func (w *Worker) Consuming() bool { return w.consuming.Load() }
 
 // NewWorker validates cfg. It does not touch the server until Run.
 func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
@@ -201,7 +213,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer unregister()
 
+	w.consuming.Store(true)
 	<-ctx.Done()
+	w.consuming.Store(false)
 	unregister() // leave discovery first: this worker takes no more work
 	w.stop(cs, g, cancelWork)
 	w.limit.Flush(context.WithoutCancel(ctx)) // counts of failures left out since their last line

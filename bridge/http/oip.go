@@ -69,7 +69,7 @@ func legacyMeta(m Model) modelMeta {
 
 func (s *Server) oipMeta(m Model) oipMeta {
 	var versions []string
-	for _, o := range s.cfg.Models {
+	for _, o := range s.models() {
 		if o.Name == m.Name {
 			versions = append(versions, o.Version)
 		}

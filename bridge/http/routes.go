@@ -26,6 +26,7 @@ func (s *Server) routes() {
 	})
 	s.legacyRoutes(mux)
 	s.oipRoutes(mux)
+	s.repositoryRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)
@@ -55,18 +56,24 @@ func allowed(mux *http.ServeMux, r *http.Request) string {
 // model), GET /models and the per-version routes.
 func (s *Server) legacyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /predict", func(w http.ResponseWriter, r *http.Request) {
-		s.predict(w, r, s.cfg.Models[0])
+		models := s.models()
+		if len(models) == 0 {
+			s.writeError(w, wire.Errorf(wire.StatusNotFound, "no model is loaded"), "")
+			return
+		}
+		s.predict(w, r, models[0])
 	})
 	mux.HandleFunc("GET /models", func(w http.ResponseWriter, _ *http.Request) {
-		out := make([]modelMeta, len(s.cfg.Models))
-		for i, m := range s.cfg.Models {
+		models := s.models()
+		out := make([]modelMeta, len(models))
+		for i, m := range models {
 			out[i] = legacyMeta(m)
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /models/{name}", func(w http.ResponseWriter, r *http.Request) {
 		var out []modelMeta
-		for _, m := range s.cfg.Models {
+		for _, m := range s.models() {
 			if m.Name == r.PathValue("name") {
 				out = append(out, legacyMeta(m))
 			}
@@ -86,7 +93,7 @@ func (s *Server) legacyRoutes(mux *http.ServeMux) {
 // oipRoutes are the Open Inference Protocol (KServe v2) REST routes.
 func (s *Server) oipRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version, "extensions": []string{}})
+		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version, "extensions": s.extensions()})
 	})
 	// The health routes answer with the status alone, 200 and an empty
 	// body, as OIP's REST health API and Triton do.
@@ -97,8 +104,9 @@ func (s *Server) oipRoutes(mux *http.ServeMux) {
 		s.writeReady(w, "")
 	})
 	mux.HandleFunc("GET /v2/models", func(w http.ResponseWriter, _ *http.Request) {
-		out := make([]oipMeta, len(s.cfg.Models))
-		for i, m := range s.cfg.Models {
+		models := s.models()
+		out := make([]oipMeta, len(models))
+		for i, m := range models {
 			out[i] = s.oipMeta(m)
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"models": out})

@@ -86,6 +86,11 @@ type Config struct {
 	// Metrics counts inference requests at this door; nil records none.
 	Metrics *telemetry.Metrics
 
+	// Repository, when set, lists the served models instead of Models
+	// (which may then be empty) and answers the model repository
+	// extension's routes (repository.go).
+	Repository Repository
+
 	// TLSCertFile and TLSKeyFile, PEM files, make the door serve HTTPS
 	// only (TLS 1.2 at least); set both or neither. Default: plain HTTP.
 	TLSCertFile, TLSKeyFile string
@@ -108,7 +113,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
 func (c Config) Validate() error {
-	if len(c.Models) == 0 {
+	if len(c.Models) == 0 && c.Repository == nil {
 		return fmt.Errorf("%w: Models is empty", ErrInvalidConfig)
 	}
 	seen := map[string]bool{}
@@ -261,7 +266,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("HTTP door listening", "addr", ln.Addr().String(), "models", len(s.cfg.Models),
+	s.log.Info("HTTP door listening", "addr", ln.Addr().String(), "models", len(s.models()),
 		"tls", s.tls != nil, "clientCerts", s.cfg.TLSClientCAFile != "", "tokens", s.tokens != nil)
 	select {
 	case err := <-errc:
@@ -281,8 +286,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // model finds name at version ("" = the last listed version of name).
 func (s *Server) model(name, version string) (Model, error) {
 	var found *Model
-	for i := range s.cfg.Models {
-		m := &s.cfg.Models[i]
+	models := s.models()
+	for i := range models {
+		m := &models[i]
 		if m.Name != name {
 			continue
 		}
@@ -293,12 +299,12 @@ func (s *Server) model(name, version string) (Model, error) {
 	if found != nil {
 		return *found, nil
 	}
-	for _, m := range s.cfg.Models {
+	for _, m := range models {
 		if m.Name == name {
 			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
 		}
 	}
-	return Model{}, wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
+	return Model{}, s.unknownModel(name)
 }
 
 // submit reads the body (at most MaxBodyBytes: bounded caps it), waits for a token and

@@ -23,7 +23,7 @@ import (
 // (TestBannerCommandsRun runs them): the binary and config by absolute
 // path, the -shape and -d body made from the model's real inputs.
 func printHowToCall(w io.Writer, file *serving.File, cfgPath string, node *serving.Node) {
-	subject := mesh.PredictSubject(file.JobName)
+	subject := mesh.PredictSubject(node.Models()[0].Job)
 	info := node.Models()[0].Info
 	self := shellJoin(selfPath())
 	cfg := shellJoin("-c", cfgPath)

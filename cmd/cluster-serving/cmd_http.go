@@ -62,6 +62,9 @@ func httpRunner(d doorDeps) (func(context.Context) error, error) {
 	}
 	hc := httpConfig(d.p.file, d.node.Models())
 	hc.Ready, hc.Logger, hc.Metrics = d.node.Ready, d.log, d.metrics
+	if repo := d.node.Repository(); repo != nil {
+		hc.Repository = doorRepository{repo}
+	}
 	door, err := httpdoor.New(d.node.Client(), hc)
 	if err != nil {
 		return nil, httpFileError(err)

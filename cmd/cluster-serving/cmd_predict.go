@@ -106,7 +106,11 @@ func fillRequest(cfg *serving.File, value, shapeFlag string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	info, err := serving.ReadInfo(cfg.ModelPath, key)
+	path, err := defaultModelPath(cfg)
+	if err != nil {
+		return nil, err
+	}
+	info, err := serving.ReadInfo(path, key)
 	if err != nil {
 		return nil, err
 	}

@@ -144,10 +144,10 @@ func (s *snapshot) print(w io.Writer, prev *snapshot, url string) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tJOB\tMODEL\tHOST\tPID\tPROCESSED\tFAILED\tRETRIED\tIN FLIGHT\tLATENCY P50\tLATENCY P90\tLATENCY P99")
+	fmt.Fprintln(tw, "WORKER\tJOB\tMODEL\tVERSION\tHOST\tPID\tPROCESSED\tFAILED\tRETRIED\tIN FLIGHT\tLATENCY P50\tLATENCY P90\tLATENCY P99")
 	for _, wk := range s.workers {
 		st := wk.Stats
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", shortID(wk.ID), wk.Job, wk.Model, wk.Host, wk.PID,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", shortID(wk.ID), wk.Job, wk.Model, cmp.Or(wk.ModelVersion, "-"), wk.Host, wk.PID,
 			st.Processed, st.Failed, st.Retried, st.Inflight, latency(st.P50), latency(st.P90), latency(st.P99))
 	}
 	tw.Flush()

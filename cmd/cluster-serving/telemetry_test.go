@@ -235,7 +235,8 @@ func TestStatusShowsWorkers(t *testing.T) {
 	// The job's row and one worker row that served the 7 requests. A
 	// worker counts and acks a request just after replying, so poll.
 	jobRow := regexp.MustCompile(`(?m)^` + job + `\s+-\s+0\s+0\s+0\s+1\s`)
-	workerRow := regexp.MustCompile(`(?m)^\S+\s+` + job + `\s+` + job + `\s+\S+\s+\d+\s+7\s+0\s`)
+	// The VERSION column says which version of the model serves.
+	workerRow := regexp.MustCompile(`(?m)^\S+\s+` + job + `\s+` + job + `\s+1\s+\S+\s+\d+\s+7\s+0\s`)
 	var out string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		st := spawn(t, env, "status", "-c", cfg, "-once")

@@ -72,6 +72,11 @@ type File struct {
 	// Several models (see file_models.go); exclusive with modelPath.
 	Models []ModelEntry `yaml:"models"`
 
+	// Model repository (see file_repository.go); exclusive with modelPath
+	// and models.
+	ModelRepository     string `yaml:"modelRepository"`
+	ModelRepositoryPoll int    `yaml:"modelRepositoryPoll"`
+
 	// HTTP door (SPEC §3 start options). timeWindow and countWindow are the
 	// original's names of maxWait and maxBatch: aliases folded into those
 	// two fields by resolveAliases, so the batching window has one source

@@ -52,8 +52,8 @@ func (p *problems) bad(key, format string, a ...any) {
 func (f *File) validate() error {
 	var p problems
 	switch {
-	case f.ModelPath == "" && len(f.Models) == 0:
-		p.bad("modelPath", "required: a directory holding exactly one .onnx model (or list several under \"models\")")
+	case f.ModelPath == "" && len(f.Models) == 0 && f.ModelRepository == "":
+		p.bad("modelPath", "required: a directory holding exactly one .onnx model (or list several under \"models\", or set \"modelRepository\")")
 	case f.ModelPath != "" && len(f.Models) > 0:
 		p.bad("models", "set modelPath (one model) or models (several), not both")
 	}
@@ -62,6 +62,7 @@ func (f *File) validate() error {
 		p.bad("jobName", "%q may hold only letters, digits, '_' and '-' (it names a NATS subject and stream)", f.JobName)
 	}
 	f.validateModel(&p)
+	f.validateRepository(&p)
 	f.validateMesh(&p)
 	f.validateDoors(&p)
 	f.validateTelemetry(&p)

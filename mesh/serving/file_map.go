@@ -45,6 +45,8 @@ func (f *File) Node(getenv func(string) string) Config {
 		Auth:     f.NATSAuth(getenv),
 		Embedded: f.Embedded(),
 		Models:   f.ServedModels(),
+		// Model repository (file_repository.go).
+		Repository: f.Repository(),
 		Unit: UnitConfig{
 			Engine:        f.Engine(),
 			Stream:        f.Stream(),

@@ -112,6 +112,9 @@ type Model struct {
 // one, named jobName, version 1. Other entries of models get the job
 // <jobName>-<name>-v<version>.
 func (f *File) ServedModels() []Model {
+	if f.ModelRepository != "" {
+		return nil // the node's Repository finds them
+	}
 	if len(f.Models) == 0 {
 		return []Model{{Name: f.JobName, Version: "1", Path: f.ModelPath, Job: f.JobName}}
 	}

@@ -44,8 +44,12 @@ type Config struct {
 	// Name names the NATS connection. Default "cluster-serving".
 	Name string
 	// Models lists the process's models, the default model first; each
-	// Job gets its streams. Required.
+	// Job gets its streams. Required, unless Repository.Dir is set, which
+	// excludes it.
 	Models []Model
+	// Repository serves the models of a model repository instead of
+	// Models, loading new versions as they appear (see Repository).
+	Repository RepositoryConfig
 	// Serve loads every model and runs its worker: a Unit per model
 	// (start, worker).
 	Serve bool
@@ -82,7 +86,14 @@ type Config struct {
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
 func (c Config) Validate() error {
-	if len(c.Models) == 0 {
+	switch {
+	case c.Repository.Dir != "" && len(c.Models) > 0:
+		return fmt.Errorf("%w: Models and Repository.Dir exclude each other", ErrInvalidConfig)
+	case c.Repository.Dir != "":
+		if err := mesh.ValidateJob(c.Repository.Job); err != nil {
+			return fmt.Errorf("%w: Repository.Job: %w", ErrInvalidConfig, err)
+		}
+	case len(c.Models) == 0:
 		return fmt.Errorf("%w: Models is empty", ErrInvalidConfig)
 	}
 	for _, m := range c.Models {
@@ -121,6 +132,8 @@ type Node struct {
 	log    *slog.Logger
 	models []Model
 	units  []*Unit
+	repo   *Repository // nil without Config.Repository
+	js     jetstream.JetStream
 	srv    *embedded.Server
 	nc     *nats.Conn
 	client *mesh.Client
@@ -164,6 +177,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.js = js
 	if n.srv != nil && n.cfg.Embedded.ConfigFile != "" {
 		// An account without JetStream is a config to fix, not an
 		// outage to wait out as EnsureStreams would.
@@ -201,10 +215,21 @@ func (n *Node) start(ctx context.Context) error {
 func (n *Node) loadModels() error {
 	n.models = append([]Model(nil), n.cfg.Models...)
 	if !n.cfg.Serve && !n.cfg.Describe {
+		if n.cfg.Repository.Dir != "" {
+			return fmt.Errorf("%w: a model repository needs a node that serves or describes models", ErrInvalidConfig)
+		}
 		return nil
 	}
 	if err := InitRuntime(n.cfg.Library, n.cfg.LibraryEnv); err != nil {
 		return err
+	}
+	if n.cfg.Repository.Dir != "" {
+		repo, err := newRepository(n, n.cfg.Repository)
+		if err != nil {
+			return err
+		}
+		n.repo, n.models = repo, repo.Models()
+		return nil
 	}
 	for i, m := range n.models {
 		if !n.cfg.Serve {
@@ -349,8 +374,9 @@ func (n *Node) PasswordAuth() bool {
 // autoscale workers on.
 func (n *Node) observeQueues(js jetstream.JetStream) error {
 	reg, err := n.cfg.Metrics.ObserveQueues(func(ctx context.Context) ([]telemetry.QueueDepth, error) {
-		out := make([]telemetry.QueueDepth, 0, len(n.models))
-		for _, m := range n.models {
+		models := n.Models()
+		out := make([]telemetry.QueueDepth, 0, len(models))
+		for _, m := range models {
 			info, err := mesh.WorkersInfo(ctx, js, m.Job)
 			if err != nil {
 				return nil, err
@@ -380,11 +406,34 @@ func (n *Node) Conn() *nats.Conn { return n.nc }
 func (n *Node) Client() *mesh.Client { return n.client }
 
 // Models lists the node's models, the default first, with their
-// descriptions when the node serves or describes them.
-func (n *Node) Models() []Model { return n.models }
+// descriptions when the node serves or describes them. With a model
+// repository, the models that serve now, at the version that serves.
+func (n *Node) Models() []Model {
+	if n.repo != nil {
+		return n.repo.Models()
+	}
+	return n.models
+}
 
 // Units lists the units of a serving node; none for a door-only node.
-func (n *Node) Units() []*Unit { return n.units }
+// With a model repository, the units that serve now.
+func (n *Node) Units() []*Unit {
+	if n.repo != nil {
+		return n.repo.units()
+	}
+	return n.units
+}
+
+// Repository is the node's model repository; nil without one.
+func (n *Node) Repository() *Repository { return n.repo }
+
+// ensureStreams ensures job's streams (a model new to the repository).
+func (n *Node) ensureStreams(ctx context.Context, job string) error {
+	if err := mesh.EnsureStreams(ctx, n.js, n.cfg.stream(job)); err != nil {
+		return n.refused(err)
+	}
+	return nil
+}
 
 // Ready reports whether the node serves: connected, the NATS door
 // answering (when it runs one) and every unit's worker running. Doors use
@@ -398,7 +447,7 @@ func (n *Node) Ready() bool {
 			return false
 		}
 	}
-	return true
+	return n.repo == nil || n.repo.Ready()
 }
 
 // WaitReady blocks until Run has started serving (for a node with the NATS
@@ -422,6 +471,9 @@ func (n *Node) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, u := range n.units {
 		g.Go(func() error { return u.Run(gctx, n.nc) })
+	}
+	if n.repo != nil {
+		g.Go(func() error { return n.repo.Run(gctx, n.nc) })
 	}
 	if n.svc != nil {
 		g.Go(func() error { return n.svc.Run(gctx) })
@@ -473,7 +525,7 @@ func (n *Node) stopping(cause error) {
 	grace := cmp.Or(n.cfg.Unit.ShutdownGrace, mesh.DefaultShutdownGrace)
 	asked := errors.Is(cause, ErrStopNow) || errors.Is(cause, ErrShutdown)
 	switch {
-	case asked && len(n.units) == 0:
+	case asked && len(n.Units()) == 0:
 		n.log.Info("stopping: finishing the work in flight", "grace", grace)
 	case errors.Is(cause, ErrStopNow):
 		n.log.Info("stopping now: in-flight requests go back to the queue")
@@ -488,6 +540,9 @@ func (n *Node) stopping(cause error) {
 func (n *Node) StopNow() {
 	for _, u := range n.units {
 		u.StopNow()
+	}
+	if n.repo != nil {
+		n.repo.StopNow()
 	}
 }
 
@@ -520,6 +575,9 @@ func (n *Node) Close() error {
 		var errs []error
 		for _, u := range n.units {
 			errs = append(errs, u.Close())
+		}
+		if n.repo != nil {
+			errs = append(errs, n.repo.Close())
 		}
 		n.closeErr = errors.Join(errs...)
 	})

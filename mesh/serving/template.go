@@ -24,6 +24,19 @@ modelPath: %s
 #   - {name: resnet, version: "1", path: models/resnet}
 #   - {name: cls, path: models/cls}
 models: []
+# A model repository instead of modelPath and models (set one of the
+# three): a directory with one sub-directory per model and numeric version
+# directories inside, as Triton lays them out: <dir>/<name>/<version>/model.onnx
+# (or the one .onnx file of the version directory). The highest version
+# serves; a new one swaps in without dropping a request. The model named
+# jobName takes the job jobName (/predict, the Redis door and
+# serving.<jobName>.predict reach it); every other model the job
+# <jobName>-<name>. POST /v2/repository/index, /v2/repository/models/<name>/load
+# and /unload control it (README "Model repository").
+modelRepository: ""
+# Seconds between scans of modelRepository for new versions and new
+# models. 0: the default, 10; -1: no polling (only load changes what serves).
+modelRepositoryPoll: 0
 # Name of the serving job: the Redis stream, the NATS subjects
 # (serving.<jobName>.predict) and the JetStream stream SERVING_<jobName>.
 jobName: serving_stream

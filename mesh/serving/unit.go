@@ -81,6 +81,7 @@ func (c UnitConfig) worker() mesh.WorkerConfig {
 		Logger:        c.Logger,
 		Metrics:       c.Metrics,
 		Model:         c.Model.Name,
+		ModelVersion:  c.Model.Version,
 		Version:       c.Version,
 		Batching:      c.Model.Info.DynamicBatch,
 		BatchReason:   c.Model.Info.BatchReason,
@@ -174,6 +175,13 @@ func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
 
 // Ready reports whether Run serves and the engine is open.
 func (u *Unit) Ready() bool { return u.running.Load() && !u.stopped.Load() }
+
+// consuming reports whether the worker pulls records and shows in
+// discovery (a model repository's swap waits for it).
+func (u *Unit) consuming() bool {
+	w := u.worker.Load()
+	return w != nil && w.Consuming() && !u.stopped.Load()
+}
 
 // Stats returns the worker's counters; zero before Run.
 func (u *Unit) Stats() mesh.WorkerStats {

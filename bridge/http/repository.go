@@ -1,0 +1,191 @@
+package httpdoor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+)
+
+// Repository is the model control behind the model repository extension
+// of the Open Inference Protocol (Triton's "model_repository"): the models
+// that serve now, the index of the repository, and load and unload. cmd
+// passes an adapter of the node's model repository. Its methods must be
+// safe for concurrent use.
+type Repository interface {
+	// Models lists the models that serve now, at their serving version,
+	// the default model (POST /predict) first.
+	Models() []Model
+	// Index lists every model of the repository, loaded or not; with
+	// ready, only those that serve.
+	Index(ready bool) []RepositoryEntry
+	// Load loads or reloads a model's newest version and returns once it
+	// serves; Unload stops serving it. They return a *wire.Error (404 for
+	// an unknown model, 400 for one that fails to load, with the reason)
+	// or ctx's error.
+	Load(ctx context.Context, name string) error
+	Unload(ctx context.Context, name string) error
+}
+
+// RepositoryEntry is one model of the repository index, as the extension
+// answers it: state READY, UNAVAILABLE, LOADING or UNLOADING, and the
+// reason a model does not serve (or a newer version failed).
+type RepositoryEntry struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// models lists the served models: the repository's when there is one.
+func (s *Server) models() []Model {
+	if s.cfg.Repository == nil {
+		return s.cfg.Models
+	}
+	models := s.cfg.Repository.Models()
+	for i := range models {
+		if models[i].Version == "" {
+			models[i].Version = "1"
+		}
+	}
+	return models
+}
+
+// extensions are the /v2 server metadata extensions.
+func (s *Server) extensions() []string {
+	if s.cfg.Repository == nil {
+		return []string{}
+	}
+	return []string{"model_repository"}
+}
+
+// unknownModel is the 404 of a model that does not serve, saying why
+// when the repository knows it.
+func (s *Server) unknownModel(name string) error {
+	if s.cfg.Repository != nil {
+		for _, e := range s.cfg.Repository.Index(false) {
+			if e.Name == name {
+				why := strings.ToLower(e.State)
+				if e.Reason != "" {
+					why += ": " + e.Reason
+				}
+				return wire.Errorf(wire.StatusNotFound, "model %q is not loaded (%s)", name, why)
+			}
+		}
+	}
+	return wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
+}
+
+// repositoryRoutes are the model repository extension's routes, when the
+// door has a Repository:
+//
+//	POST /v2/repository/index                 {"ready": bool} (optional) → [{name, version, state, reason}]
+//	POST /v2/repository/models/{m}/load       {} (optional) → 200, empty body
+//	POST /v2/repository/models/{m}/unload     {} (optional) → 200, empty body
+//
+// Failures answer {"error": "..."}: 404 for an unknown model, 400 for a
+// model that fails to load or a body that cannot be read.
+func (s *Server) repositoryRoutes(mux *http.ServeMux) {
+	if s.cfg.Repository == nil {
+		return
+	}
+	mux.HandleFunc("POST /v2/repository/index", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			RepositoryName string `json:"repository_name"`
+			Ready          bool   `json:"ready"`
+		}
+		if err := readOptionalJSON(r, &req); err != nil {
+			s.writeError(w, err, "")
+			return
+		}
+		if req.RepositoryName != "" {
+			s.writeError(w, wire.Errorf(wire.StatusBadInput, "unknown repository_name %q: this server has one model repository; leave it out", req.RepositoryName), "")
+			return
+		}
+		out := s.cfg.Repository.Index(req.Ready)
+		if out == nil {
+			out = []RepositoryEntry{}
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("POST /v2/repository/models/{m}/load", func(w http.ResponseWriter, r *http.Request) {
+		if err := readControl(r, nil); err != nil {
+			s.writeError(w, err, "")
+			return
+		}
+		s.control(w, r.PathValue("m"), "load", s.cfg.Repository.Load(r.Context(), r.PathValue("m")))
+	})
+	mux.HandleFunc("POST /v2/repository/models/{m}/unload", func(w http.ResponseWriter, r *http.Request) {
+		// unload_dependents is Triton's, for ensembles; there are none here.
+		if err := readControl(r, []string{"unload_dependents"}); err != nil {
+			s.writeError(w, err, "")
+			return
+		}
+		s.control(w, r.PathValue("m"), "unload", s.cfg.Repository.Unload(r.Context(), r.PathValue("m")))
+	})
+}
+
+// control answers a load or unload: 200 with an empty body, or the error.
+func (s *Server) control(w http.ResponseWriter, name, what string, err error) {
+	if err != nil {
+		var we *wire.Error
+		if !errors.As(err, &we) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			err = wire.Errorf(wire.StatusBusy, "%s model %q: %v", what, name, err)
+		}
+		s.writeError(w, err, "")
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// readControl reads a load or unload body, {"parameters": {...}}, empty
+// allowed; a parameter not in known is refused by name, since it would
+// otherwise be silently ignored (Triton's config and file: overrides).
+func readControl(r *http.Request, known []string) error {
+	var req struct {
+		Parameters map[string]json.RawMessage `json:"parameters"`
+	}
+	if err := readOptionalJSON(r, &req); err != nil {
+		return err
+	}
+	var unknown []string
+	for k := range req.Parameters {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return wire.Errorf(wire.StatusBadInput, "unsupported parameters %s: models load from the repository directory as they are",
+			strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+// readOptionalJSON decodes r's body into v; an empty body leaves v as it
+// is. Unknown fields are refused by name.
+func readOptionalJSON(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(mbe.Limit)
+		}
+		return wire.Errorf(wire.StatusBadInput, "read body: %v", err)
+	}
+	if strings.TrimSpace(string(body)) == "" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return wire.Errorf(wire.StatusBadInput, "request body: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
+)
+
+// doorRepository adapts the node's model repository to the HTTP door's
+// Repository (the door does not import serving).
+type doorRepository struct{ r *serving.Repository }
+
+func (d doorRepository) Models() []httpdoor.Model {
+	var out []httpdoor.Model
+	for _, m := range d.r.Models() {
+		out = append(out, httpdoor.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info})
+	}
+	return out
+}
+
+func (d doorRepository) Index(ready bool) []httpdoor.RepositoryEntry {
+	var out []httpdoor.RepositoryEntry
+	for _, e := range d.r.Index(ready) {
+		out = append(out, httpdoor.RepositoryEntry{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason})
+	}
+	return out
+}
+
+func (d doorRepository) Load(ctx context.Context, name string) error   { return d.r.Load(ctx, name) }
+func (d doorRepository) Unload(ctx context.Context, name string) error { return d.r.Unload(ctx, name) }
+
+// defaultModelPath is the model file `predict -fill` describes: modelPath,
+// the first of models, or the model of modelRepository named jobName.
+func defaultModelPath(file *serving.File) (string, error) {
+	if file.ModelRepository == "" {
+		if len(file.Models) > 0 {
+			return file.Models[0].Path, nil
+		}
+		return file.ModelPath, nil
+	}
+	entries, err := serving.ScanRepository(file.ModelRepository)
+	if err != nil {
+		return "", fmt.Errorf("config key \"modelRepository\": %w", err)
+	}
+	for _, e := range entries {
+		if e.Name == file.JobName {
+			return e.Path, e.Err
+		}
+	}
+	return "", fmt.Errorf("config key \"modelRepository\": no model directory named %q (jobName), the model predict calls", file.JobName)
+}

@@ -1,0 +1,574 @@
+package serving
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+)
+
+// Model states of the repository index, Triton's names.
+const (
+	StateReady       = "READY"
+	StateUnavailable = "UNAVAILABLE"
+	StateLoading     = "LOADING"
+	StateUnloading   = "UNLOADING"
+)
+
+// DefaultRepositoryPoll is how often a node looks for new versions and
+// models in its repository when the config does not say (modelRepositoryPoll).
+const DefaultRepositoryPoll = 10 * time.Second
+
+// RepositoryConfig configures the model repository of a Node: a directory
+// with one sub-directory per model and numeric version directories inside
+// (see ScanRepository). The highest version of each model serves.
+type RepositoryConfig struct {
+	// Dir is the repository directory. Empty: no repository (the node
+	// serves Config.Models).
+	Dir string
+	// Poll is how often the node rescans Dir and loads new versions and
+	// new models (and unloads models whose directory went); 0 turns
+	// polling off: only the load API changes what serves.
+	Poll time.Duration
+	// Job is the job name of the deployment (jobName): the model named
+	// Job serves on the job Job itself (the Redis door, POST /predict and
+	// serving.<Job>.predict reach it); every other model on <Job>-<name>.
+	Job string
+}
+
+// IndexEntry is one model of the repository index.
+type IndexEntry struct {
+	// Name is the model's name; Version the version that serves (READY),
+	// else the highest found on disk ("" when none).
+	Name, Version string
+	// State is StateReady, StateUnavailable, StateLoading or StateUnloading.
+	State string
+	// Reason says why a model is not ready, or why a newer version does
+	// not serve while an older one does.
+	Reason string
+}
+
+// repoModel is the repository's record of one model. Guarded by
+// Repository.mu; unit and its worker's life are the Run loop's.
+type repoModel struct {
+	name, state, reason string
+	version             int64 // serving version; 0: none
+	found               int64 // highest version on disk at the last scan
+	model               Model // the serving version's Model (READY)
+	unit                *Unit // nil on a node that only describes models
+	stop                context.CancelFunc
+	done                chan struct{}
+	unloaded            bool   // explicitly unloaded: polling leaves it alone
+	failedAt            string // "<path> <size> <mtime>" of the version that last failed
+}
+
+// repoOp is a load or unload the Run loop carries out.
+type repoOp struct {
+	name   string
+	unload bool
+	reply  chan error
+}
+
+// Repository serves the models of a model repository and swaps versions
+// without dropping a request: a new version loads and warms up, its
+// worker joins the job's consumer beside the old one, and only then the
+// old worker drains (records it pulled but did not start go back to the
+// queue for the new one; those it runs finish). A version that fails to
+// load leaves the serving one in place, with the reason in the index and
+// the log.
+//
+// The Node builds it (NewNode loads every model once), runs it (Run) and
+// closes it. Its methods are safe for concurrent use.
+type Repository struct {
+	cfg    RepositoryConfig
+	node   *Node
+	log    *slog.Logger
+	ops    chan repoOp
+	ended  chan struct{} // closed when Run returns
+	mu     sync.Mutex
+	models map[string]*repoModel
+	// nc is the connection Run's workers use; set by Run.
+	nc *nats.Conn
+}
+
+// newRepository scans dir and loads every model it can; it fails when
+// dir cannot be read or when no model loads, so that a start with a
+// wrong path stops at once.
+func newRepository(n *Node, cfg RepositoryConfig) (*Repository, error) {
+	r := &Repository{cfg: cfg, node: n, log: n.log, ops: make(chan repoOp), ended: make(chan struct{}), models: map[string]*repoModel{}}
+	entries, err := ScanRepository(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := r.apply(context.Background(), e, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	models := r.Models()
+	if len(models) == 0 {
+		errs = append([]error{fmt.Errorf("model repository %q: no model loads", cfg.Dir)}, errs...)
+		r.Close()
+		return nil, errors.Join(errs...)
+	}
+	if models[0].Job != cfg.Job {
+		r.log.Warn("model repository: no model is named like jobName, so nothing serves the job itself: the Redis door's requests "+
+			"wait unanswered and serving.<jobName>.predict has no responder; POST /predict goes to the first model by name", "jobName", cfg.Job, "first", models[0].Name)
+	}
+	return r, nil
+}
+
+// job is the job of model name.
+func (r *Repository) job(name string) string {
+	if name == r.cfg.Job {
+		return name
+	}
+	return r.cfg.Job + "-" + name
+}
+
+// Models lists the models that serve now, with their serving version:
+// the model named like the job first (the default model), then by name.
+func (r *Repository) Models() []Model {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Model
+	for _, m := range r.models {
+		if m.state == StateReady {
+			out = append(out, m.model)
+		}
+	}
+	slices.SortFunc(out, func(a, b Model) int {
+		if (a.Job == r.cfg.Job) != (b.Job == r.cfg.Job) {
+			if a.Job == r.cfg.Job {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// units lists the serving units.
+func (r *Repository) units() []*Unit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*Unit
+	for _, m := range r.models {
+		if m.unit != nil {
+			out = append(out, m.unit)
+		}
+	}
+	return out
+}
+
+// Index lists every model of the repository by name, loaded or not (the
+// directory is read again, so a model added while polling is off shows
+// as UNAVAILABLE until loaded); with ready, only the READY ones.
+func (r *Repository) Index(ready bool) []IndexEntry {
+	entries, _ := ScanRepository(r.cfg.Dir)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	var out []IndexEntry
+	for name, m := range r.models {
+		seen[name] = true
+		e := IndexEntry{Name: name, State: m.state, Reason: m.reason}
+		if v := cmp.Or(m.version, m.found); v > 0 {
+			e.Version = strconv.FormatInt(v, 10)
+		}
+		out = append(out, e)
+	}
+	for _, e := range entries {
+		if seen[e.Name] {
+			continue
+		}
+		ie := IndexEntry{Name: e.Name, State: StateUnavailable, Reason: "not loaded yet: POST /v2/repository/models/" + e.Name + "/load"}
+		if e.Version > 0 {
+			ie.Version = strconv.FormatInt(e.Version, 10)
+		}
+		if e.Err != nil {
+			ie.Reason = e.Err.Error()
+		}
+		out = append(out, ie)
+	}
+	if ready {
+		out = slices.DeleteFunc(out, func(e IndexEntry) bool { return e.State != StateReady })
+	}
+	slices.SortFunc(out, func(a, b IndexEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Load loads (or reloads) the highest version of model name from the
+// repository, waits until it serves and returns nil; the serving version,
+// if any, keeps serving until then, and keeps serving when the load
+// fails. A model not in the repository is a *wire.Error 404, one that
+// fails to load a *wire.Error 400 with the reason; ErrRepositoryStopped
+// when the node does not run.
+func (r *Repository) Load(ctx context.Context, name string) error {
+	return r.do(ctx, repoOp{name: name})
+}
+
+// Unload stops serving model name: the door stops routing to it at once,
+// its worker drains (requests it runs finish) and its engine closes.
+// Polling leaves it unloaded until Load. A model that does not serve is a
+// *wire.Error 404.
+func (r *Repository) Unload(ctx context.Context, name string) error {
+	return r.do(ctx, repoOp{name: name, unload: true})
+}
+
+// ErrRepositoryStopped is returned by Load and Unload when the node is
+// not running (before Run or after it returned).
+var ErrRepositoryStopped = errors.New("serving: model repository is not running")
+
+func (r *Repository) do(ctx context.Context, op repoOp) error {
+	op.reply = make(chan error, 1)
+	select {
+	case r.ops <- op:
+	case <-r.ended:
+		return ErrRepositoryStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-op.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err() // the op still completes in the Run loop
+	}
+}
+
+// Run starts the workers of the loaded models, then carries out loads,
+// unloads and polls until ctx ends; then it drains every worker (see
+// Unit.Run) and returns. A worker that cannot start stops Run with its
+// error, as for a node's static units.
+func (r *Repository) Run(ctx context.Context, nc *nats.Conn) error {
+	r.mu.Lock()
+	r.nc = nc
+	var start []*repoModel
+	for _, m := range r.models {
+		if m.unit != nil && m.stop == nil {
+			start = append(start, m)
+		}
+	}
+	r.mu.Unlock()
+	defer close(r.ended)
+	for _, m := range start {
+		stop, done := r.runUnit(ctx, m.unit)
+		r.set(func() { m.stop, m.done = stop, done })
+	}
+	defer r.stopAll()
+	var tick <-chan time.Time
+	if r.cfg.Poll > 0 {
+		t := time.NewTicker(r.cfg.Poll)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case op := <-r.ops:
+			op.reply <- r.run(ctx, op)
+		case <-tick:
+			r.poll(ctx)
+		}
+	}
+}
+
+// runUnit runs u's worker until the returned cancel is called; done
+// closes once Run returned.
+func (r *Repository) runUnit(ctx context.Context, u *Unit) (context.CancelFunc, chan struct{}) {
+	uctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := u.Run(uctx, r.nc); err != nil {
+			r.log.Error("model repository: worker stopped", "name", u.Model().Name, "version", u.Model().Version, "err", err)
+		}
+	}()
+	return cancel, done
+}
+
+// stopAll drains every worker once Run's ctx ended (their ctx ended with
+// it) and waits for them.
+func (r *Repository) stopAll() {
+	r.mu.Lock()
+	var dones []chan struct{}
+	for _, m := range r.models {
+		if m.done != nil {
+			dones = append(dones, m.done)
+		}
+	}
+	r.mu.Unlock()
+	for _, d := range dones {
+		<-d
+	}
+}
+
+// run carries out op in the Run loop.
+func (r *Repository) run(ctx context.Context, op repoOp) error {
+	if op.unload {
+		return r.unload(op.name, "unloaded (POST /v2/repository/models/"+op.name+"/unload)", true)
+	}
+	entries, err := ScanRepository(r.cfg.Dir)
+	if err != nil {
+		return wire.Errorf(wire.StatusBadInput, "%v", err)
+	}
+	for _, e := range entries {
+		if e.Name == op.name {
+			if err := r.apply(ctx, e, true); err != nil {
+				return wire.Errorf(wire.StatusBadInput, "load model %q: %v", op.name, err)
+			}
+			return nil
+		}
+	}
+	return wire.Errorf(wire.StatusNotFound, "unknown model %q: no such directory in the model repository", op.name)
+}
+
+// poll rescans the repository: new models and new versions load; models
+// whose directory is gone unload. Errors are in the index and the log.
+func (r *Repository) poll(ctx context.Context) {
+	entries, err := ScanRepository(r.cfg.Dir)
+	if err != nil {
+		r.log.Warn("model repository: cannot read it; the models keep serving", "err", err)
+		return
+	}
+	on := map[string]bool{}
+	for _, e := range entries {
+		on[e.Name] = true
+		_ = r.apply(ctx, e, false) // logged and in the index
+	}
+	r.mu.Lock()
+	var gone []string
+	for name, m := range r.models {
+		switch {
+		case on[name]:
+		case m.state == StateReady:
+			gone = append(gone, name)
+		case m.state == StateUnavailable:
+			delete(r.models, name) // gone from disk, and from the index
+		}
+	}
+	r.mu.Unlock()
+	for _, name := range gone {
+		_ = r.unload(name, "its directory left the model repository", false)
+	}
+}
+
+// record returns the model's record, made UNAVAILABLE when new.
+func (r *Repository) record(name string) *repoModel {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.models[name]
+	if m == nil {
+		m = &repoModel{name: name, state: StateUnavailable}
+		r.models[name] = m
+	}
+	return m
+}
+
+func (r *Repository) set(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f()
+}
+
+// apply brings model e to its highest version. explicit (the load API)
+// reloads even the version that serves and loads a model that was
+// unloaded; a poll loads only what changed and does not retry a version
+// that failed until its file changes. ctx is Run's (Background before
+// Run: the unit's worker starts with Run).
+func (r *Repository) apply(ctx context.Context, e RepoEntry, explicit bool) error {
+	m := r.record(e.Name)
+	r.mu.Lock()
+	m.found = e.Version
+	serving, unloaded, failedAt := m.version, m.unloaded, m.failedAt
+	r.mu.Unlock()
+	if !explicit && (unloaded || (serving == e.Version && serving > 0)) {
+		return nil
+	}
+	if e.Err != nil {
+		r.failed(m, e.Version, e.Err, explicit || failedAt != e.Err.Error())
+		r.set(func() { m.failedAt = e.Err.Error() })
+		return e.Err
+	}
+	stamp := fileStamp(e.Path)
+	if !explicit && stamp == failedAt {
+		return errors.New(m.reason)
+	}
+	version := strconv.FormatInt(e.Version, 10)
+	if serving == 0 {
+		r.set(func() { m.state, m.reason = StateLoading, "" })
+	}
+	model := Model{Name: e.Name, Version: version, Path: e.Path, Job: r.job(e.Name)}
+	unit, info, err := r.load(model)
+	if err != nil {
+		r.set(func() { m.failedAt = stamp })
+		r.failed(m, e.Version, err, true)
+		return err
+	}
+	model.Info = info
+	var stop context.CancelFunc
+	var done chan struct{}
+	if r.nc != nil {
+		if err := r.node.ensureStreams(ctx, model.Job); err != nil {
+			if unit != nil {
+				_ = unit.Close()
+			}
+			r.failed(m, e.Version, err, true)
+			return err
+		}
+	}
+	if unit != nil && r.nc != nil {
+		stop, done = r.runUnit(ctx, unit)
+		if err := waitUnit(ctx, unit, done); err != nil {
+			stop()
+			<-done
+			_ = unit.Close()
+			r.failed(m, e.Version, err, true)
+			return err
+		}
+	}
+	var old *repoModel
+	r.set(func() {
+		prev := *m
+		old = &prev
+		m.state, m.reason, m.version, m.model, m.unit, m.stop, m.done = StateReady, "", e.Version, model, unit, stop, done
+		m.unloaded, m.failedAt = false, ""
+	})
+	r.log.Info("model repository: version serves", "name", e.Name, "version", version, "was", old.version, "job", model.Job, "path", e.Path)
+	r.retire(old)
+	return nil
+}
+
+// load loads model: a Unit on a serving node, else its description.
+func (r *Repository) load(model Model) (*Unit, infer.ModelInfo, error) {
+	if !r.node.cfg.Serve {
+		info, err := ReadInfo(model.Path, r.node.cfg.Unit.Engine.ModelKey)
+		return nil, info, err
+	}
+	u, err := NewUnit(r.node.cfg.unit(model))
+	if err != nil {
+		return nil, infer.ModelInfo{}, err
+	}
+	return u, u.Info(), nil
+}
+
+// waitUnit waits until u's worker pulls records and shows in discovery,
+// or its Run returned.
+func waitUnit(ctx context.Context, u *Unit, done chan struct{}) error {
+	for !u.consuming() {
+		select {
+		case <-done:
+			return fmt.Errorf("model %s version %s: its worker did not start", u.Model().Name, u.Model().Version)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// retire drains the worker of a version that no longer serves and closes
+// its engine.
+func (r *Repository) retire(old *repoModel) {
+	if old.stop != nil {
+		old.stop()
+		<-old.done
+	}
+	if old.unit != nil {
+		if err := old.unit.Close(); err != nil {
+			r.log.Warn("model repository: close the old version", "name", old.name, "version", old.version, "err", err)
+		}
+	}
+}
+
+// failed records that version of m did not load; log says whether to log
+// it (a poll logs a failure once, not at every poll).
+func (r *Repository) failed(m *repoModel, version int64, err error, log bool) {
+	var serving int64
+	r.set(func() {
+		serving = m.version
+		if serving > 0 {
+			m.reason = fmt.Sprintf("version %d failed to load, version %d serves: %v", version, serving, err)
+			return
+		}
+		m.state, m.reason = StateUnavailable, err.Error()
+	})
+	if !log {
+		return
+	}
+	if serving > 0 {
+		r.log.Warn("model repository: new version failed to load; the old one keeps serving", "name", m.name, "version", version,
+			"serving", serving, "err", err)
+		return
+	}
+	r.log.Warn("model repository: model failed to load", "name", m.name, "version", version, "err", err)
+}
+
+// unload stops serving name; explicit marks it unloaded for polls.
+func (r *Repository) unload(name, reason string, explicit bool) error {
+	r.mu.Lock()
+	m := r.models[name]
+	if m == nil || m.state != StateReady {
+		r.mu.Unlock()
+		return wire.Errorf(wire.StatusNotFound, "model %q is not loaded", name)
+	}
+	prev := *m
+	m.state, m.reason, m.unloaded = StateUnloading, "", explicit
+	m.unit, m.stop, m.done, m.version = nil, nil, nil, 0
+	r.mu.Unlock()
+	r.retire(&prev)
+	r.set(func() { m.state, m.reason = StateUnavailable, reason })
+	r.log.Info("model repository: model unloaded", "name", name, "version", prev.version, "reason", reason)
+	return nil
+}
+
+// fileStamp identifies a model file's content cheaply: path, size, mtime.
+func fileStamp(path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return path
+	}
+	return fmt.Sprintf("%s %d %d", path, st.Size(), st.ModTime().UnixNano())
+}
+
+// StopNow closes every serving engine (see Unit.StopNow).
+func (r *Repository) StopNow() {
+	for _, u := range r.units() {
+		u.StopNow()
+	}
+}
+
+// Ready reports whether every serving model's worker runs.
+func (r *Repository) Ready() bool {
+	for _, u := range r.units() {
+		if !u.Ready() {
+			return false
+		}
+	}
+	return true
+}
+
+// Close closes the engines once Run has returned; idempotent.
+func (r *Repository) Close() error {
+	var errs []error
+	for _, u := range r.units() {
+		errs = append(errs, u.Close())
+	}
+	return errors.Join(errs...)
+}
