@@ -51,7 +51,7 @@ func RequireLibrary(tb testing.TB) string {
 // infer/testdata/<name>.onnx (see gen_models.py there), from whichever
 // package directory the test runs in.
 func Model(name string) string {
-	return filepath.Join(repoRoot(), "infer", "testdata", name+".onnx")
+	return filepath.Join(RepoRoot(), "infer", "testdata", name+".onnx")
 }
 
 // Fixture reads rel under the shared fixtures folder: the original
@@ -60,7 +60,7 @@ func Model(name string) string {
 // or skips (see Missing).
 func Fixture(tb testing.TB, rel string) []byte {
 	tb.Helper()
-	dir := filepath.Join(repoRoot(), "..", "shared", "fixtures")
+	dir := filepath.Join(RepoRoot(), "..", "shared", "fixtures")
 	if _, err := os.Stat(dir); err != nil {
 		Missing(tb, fmt.Sprintf("fixtures folder %s missing (it sits beside the repository as shared/fixtures): %v", dir, err))
 		return nil
@@ -72,9 +72,9 @@ func Fixture(tb testing.TB, rel string) []byte {
 	return b
 }
 
-// repoRoot is the directory holding go.mod, found upwards from the working
+// RepoRoot is the directory holding go.mod, found upwards from the working
 // directory (a test runs in its package's directory); "." when none is.
-func repoRoot() string {
+func RepoRoot() string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "."
@@ -106,7 +106,7 @@ func EncryptLikeOriginal(tb testing.TB, mode, secret, salt string, plain []byte)
 		Missing(tb, "python3-cryptography not installed (make deps)")
 		return ""
 	}
-	script := filepath.Join(repoRoot(), "infer", "testdata", "gen_encrypted.py")
+	script := filepath.Join(RepoRoot(), "infer", "testdata", "gen_encrypted.py")
 	cmd := exec.Command("python3", script, mode, secret, salt)
 	cmd.Stdin = bytes.NewReader(plain)
 	var stderr bytes.Buffer
