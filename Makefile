@@ -24,7 +24,7 @@ DEMO_TGZ_SHA256 := 9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd
 DEMO_DIR := $(CACHE)/models/ppocr-cls
 DEMO_MODEL := $(DEMO_DIR)/ch_ppocr_mobile_v2.0_cls_infer.onnx
 
-DEB_PACKAGES := redis-server python3 python3-numpy python3-onnx python3-redis python3-cryptography
+DEB_PACKAGES := redis-server python3 python3-numpy python3-onnx python3-redis python3-cryptography locales
 PY := /usr/bin/python3
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -32,7 +32,7 @@ LDFLAGS := -X main.version=$(VERSION)
 
 export ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: all build run test test-short bench fuzz lint tidy clean deps ort demo-model debs models docker chaos soak onnx-crash manifests
+.PHONY: all build run test test-short bench fuzz lint tidy clean deps ort demo-model debs models docker chaos soak onnx-crash conformance manifests
 
 all: build
 
@@ -63,6 +63,11 @@ manifests:
 ## through load and one OIP request: 0 process deaths, whatever the pass rate.
 onnx-crash: deps
 	CLUSTER_SERVING_REQUIRE_DEPS=1 CLUSTER_SERVING_ONNX_NODE=all $(GO) test -count=1 -run '^TestONNXNodeSuite$$' -v ./infer/wire
+
+## conformance: every case of ONNX's node test suite through the doors of a real
+## cluster-serving (OIP over HTTP and gRPC): pass / fail / not applicable by reason.
+conformance: deps
+	CLUSTER_SERVING_REQUIRE_DEPS=1 CLUSTER_SERVING_CONFORMANCE=all $(GO) test -count=1 -timeout 30m -v -run '^TestConformance$$' ./bridge/conformance
 
 test-short:
 	$(GO) test -count=1 -short ./...
@@ -110,6 +115,14 @@ debs:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else \
 	    echo "missing Debian packages:$$missing — run: sudo apt-get install$$missing" >&2; exit 1; \
+	  fi; \
+	fi
+	@# ONNX Runtime's StringNormalizer refuses to run without the en_US.UTF-8 locale.
+	@if ! locale -a 2>/dev/null | grep -qix 'en_US\.utf-\?8'; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    sed -i 's/^# *\(en_US\.UTF-8\)/\1/' /etc/locale.gen && locale-gen >/dev/null && echo "generated the en_US.UTF-8 locale"; \
+	  else \
+	    echo "the en_US.UTF-8 locale is missing (ONNX Runtime's StringNormalizer needs it): sudo locale-gen en_US.UTF-8" >&2; \
 	  fi; \
 	fi
 

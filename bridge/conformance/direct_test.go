@@ -13,17 +13,20 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest/onnxnode"
 )
 
 // direct is what a child reports of one case: whether ONNX Runtime, called
-// directly with the case's test data, runs it (NA holds why not), and
-// whether cluster-serving's infer loads it (Load holds its error).
+// directly with the case's test data, runs it (NA holds why not) and
+// matches the expected outputs (Differs holds how not), and whether
+// cluster-serving's infer loads it (Load holds its error).
 type direct struct {
-	Case  string     `json:"case"`
-	NA    string     `json:"na,omitempty"`    // why the case is not applicable
-	Load  string     `json:"load,omitempty"`  // infer.New's error, when ONNX Runtime runs the case
-	Panic string     `json:"panic,omitempty"` // a panic in the harness or in infer.New
-	Ins   []infer.IO `json:"ins,omitempty"`   // the inputs as infer reads them, for the door runs
+	Case    string     `json:"case"`
+	NA      string     `json:"na,omitempty"`      // why the case is not applicable
+	Differs string     `json:"differs,omitempty"` // how ONNX Runtime's own outputs differ from the expected ones
+	Load    string     `json:"load,omitempty"`    // infer.New's error, when ONNX Runtime runs the case
+	Panic   string     `json:"panic,omitempty"`   // a panic in the harness or in infer.New
+	Ins     []infer.IO `json:"ins,omitempty"`     // the inputs as infer reads them, for the door runs
 }
 
 // runDirect runs the case on ONNX Runtime through onnxruntime_go alone
@@ -48,46 +51,11 @@ func runDirect(dir string) (d direct) {
 			return d
 		}
 	}
-	inNames, outNames := ioNames(ins), ioNames(outs)
-	sess, err := ort.NewDynamicAdvancedSession(model, inNames, outNames, nil)
-	if err != nil {
-		d.NA = "ONNX Runtime cannot load it: " + err.Error()
+	if msg, na := runORT(dir, model, ins, outs); na {
+		d.NA = msg
 		return d
-	}
-	defer sess.Destroy()
-	values, err := directInputs(dir)
-	defer func() {
-		for _, v := range values {
-			_ = v.Destroy()
-		}
-	}()
-	if err != nil {
-		d.NA = "test data is not tensors: " + err.Error()
-		return d
-	}
-	if len(values) != len(inNames) {
-		d.NA = fmt.Sprintf("ONNX Runtime cannot run it: the test data has %d inputs, the model %d", len(values), len(inNames))
-		return d
-	}
-	// Rank-0 outputs get a Scalar of their own, as infer does: ort cannot
-	// wrap a rank-0 value it allocated itself.
-	results := make([]ort.Value, len(outNames))
-	for i, o := range outs {
-		if len(o.Dimensions) == 0 {
-			if results[i], err = emptyScalar(o.DataType); err != nil {
-				d.NA = "ONNX Runtime cannot run it: rank-0 output: " + err.Error()
-				return d
-			}
-		}
-	}
-	if err := sess.Run(values, results); err != nil {
-		d.NA = "ONNX Runtime cannot run it: " + err.Error()
-		return d
-	}
-	for _, v := range results {
-		if v != nil {
-			_ = v.Destroy()
-		}
+	} else {
+		d.Differs = msg
 	}
 	e, err := infer.New(infer.Config{ModelPath: model})
 	if err != nil {
@@ -99,6 +67,67 @@ func runDirect(dir string) (d direct) {
 	return d
 }
 
+// runORT runs the model on the case's inputs. It returns why the case is
+// not applicable (na true), or how ONNX Runtime's outputs differ from the
+// expected ones ("" when they match).
+func runORT(dir, model string, ins, outs []ort.InputOutputInfo) (msg string, na bool) {
+	sess, err := ort.NewDynamicAdvancedSession(model, ioNames(ins), ioNames(outs), nil)
+	if err != nil {
+		return "ONNX Runtime cannot load it: " + err.Error(), true
+	}
+	defer sess.Destroy()
+	if len(ins) == 0 {
+		// onnxruntime_go cannot Run a session without inputs (it indexes
+		// the first); the case stays applicable, the doors decide.
+		return "", false
+	}
+	values, err := directValues(dir, "input", ins)
+	defer destroy(values)
+	if err != nil {
+		return "test data is not tensors: " + err.Error(), true
+	}
+	if len(values) != len(ins) {
+		return fmt.Sprintf("ONNX Runtime cannot run it: the test data has %d inputs, the model %d", len(values), len(ins)), true
+	}
+	// Rank-0 outputs get a Scalar of their own and float16 or bfloat16
+	// ones a buffer of the expected shape, as infer does: onnxruntime_go
+	// can wrap neither when ONNX Runtime allocates it.
+	results := make([]ort.Value, len(outs))
+	defer destroy(results)
+	expected, err := directShapes(dir)
+	if err != nil {
+		return "test data is not tensors: " + err.Error(), true
+	}
+	for i, o := range outs {
+		switch {
+		case len(o.Dimensions) == 0:
+			results[i], err = emptyScalar(o.DataType)
+		case (o.DataType == ort.TensorElementDataTypeFloat16 || o.DataType == ort.TensorElementDataTypeBFloat16) && i < len(expected):
+			shape := ort.NewShape(expected[i]...)
+			results[i], err = ort.NewCustomDataTensor(shape, make([]byte, 2*max(1, shape.FlattenedSize())), o.DataType)
+		}
+		if err != nil {
+			return "ONNX Runtime cannot run it: output " + o.Name + ": " + err.Error(), true
+		}
+	}
+	if err := sess.Run(values, results); err != nil {
+		return "ONNX Runtime cannot run it: " + err.Error(), true
+	}
+	got := make([]onnxnode.Output, len(outs))
+	for i, v := range results {
+		got[i] = ortOutput(outs[i], v)
+	}
+	return onnxnode.Compare(dir, got), false
+}
+
+func destroy(vs []ort.Value) {
+	for _, v := range vs {
+		if v != nil {
+			_ = v.Destroy()
+		}
+	}
+}
+
 func ioNames(ios []ort.InputOutputInfo) []string {
 	names := make([]string, len(ios))
 	for i, io := range ios {
@@ -107,28 +136,145 @@ func ioNames(ios []ort.InputOutputInfo) []string {
 	return names
 }
 
-// directInputs reads test_data_set_0/input_N.pb as ort values.
-func directInputs(dir string) ([]ort.Value, error) {
+// directValues reads test_data_set_0/<kind>_N.pb as ort values; the model
+// inputs ios say when a uint16 file holds bfloat16 bits (onnx 1.12 writes
+// them so, as numpy has no bfloat16).
+func directValues(dir, kind string, ios []ort.InputOutputInfo) ([]ort.Value, error) {
 	var values []ort.Value
 	for i := 0; ; i++ {
-		b, err := os.ReadFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("input_%d.pb", i)))
+		b, err := os.ReadFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("%s_%d.pb", kind, i)))
 		if errors.Is(err, os.ErrNotExist) {
 			return values, nil
 		}
 		if err != nil {
 			return values, err
 		}
-		v, err := ortValue(b)
+		p, err := parseTensor(b)
+		if err == nil && p.dataType == uint64(ort.TensorElementDataTypeUint16) && i < len(ios) && ios[i].DataType == ort.TensorElementDataTypeBFloat16 {
+			p.dataType = uint64(ort.TensorElementDataTypeBFloat16)
+		}
+		var v ort.Value
+		if err == nil {
+			v, err = p.value()
+		}
 		if err != nil {
-			return values, fmt.Errorf("input_%d.pb: %w", i, err)
+			return values, fmt.Errorf("%s_%d.pb: %w", kind, i, err)
 		}
 		values = append(values, v)
 	}
 }
 
-// ONNX TensorProto fields and data types this reader knows; ONNX
-// Runtime's element type enum is ONNX's, so a data_type goes to
-// ort.NewCustomDataTensor as it is.
+// directShapes reads the shapes of test_data_set_0/output_N.pb.
+func directShapes(dir string) ([][]int64, error) {
+	var shapes [][]int64
+	for i := 0; ; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("output_%d.pb", i)))
+		if errors.Is(err, os.ErrNotExist) {
+			return shapes, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		p, err := parseTensor(b)
+		if err != nil {
+			return nil, fmt.Errorf("output_%d.pb: %w", i, err)
+		}
+		shapes = append(shapes, p.dims)
+	}
+}
+
+// ortOutput reads an output value as onnxnode compares it.
+func ortOutput(io ort.InputOutputInfo, v ort.Value) onnxnode.Output {
+	o := onnxnode.Output{Name: io.Name}
+	if v == nil {
+		return o
+	}
+	o.Shape = []int64(v.GetShape())
+	var t infer.Tensor
+	switch x := v.(type) {
+	case *ort.StringTensor:
+		o.Datatype = "BYTES"
+		o.Strings, _ = x.GetContents()
+		return o
+	case *ort.CustomDataTensor:
+		raw := x.GetData()
+		h := make([]uint16, len(raw)/2)
+		_, _ = binary.Decode(raw, binary.LittleEndian, h)
+		if io.DataType == ort.TensorElementDataTypeFloat16 {
+			t = infer.Tensor{DType: infer.Float16, Data: asHalf[infer.F16](h)}
+		} else {
+			t = infer.Tensor{DType: infer.BFloat16, Data: asHalf[infer.BF16](h)}
+		}
+	default:
+		t = tensorOf(v)
+	}
+	o.Values, _ = infer.Float64s(t)
+	return o
+}
+
+// asHalf reads float16 or bfloat16 bits as infer's type of them.
+func asHalf[T infer.F16 | infer.BF16](bits []uint16) []T {
+	out := make([]T, len(bits))
+	for i, b := range bits {
+		out[i] = T(b)
+	}
+	return out
+}
+
+// tensorOf reads an ort tensor or scalar of a Go element type as an
+// infer.Tensor, whose Float64s the comparison uses.
+func tensorOf(v ort.Value) infer.Tensor {
+	switch x := v.(type) {
+	case *ort.Tensor[float32]:
+		return infer.Tensor{DType: infer.Float32, Data: x.GetData()}
+	case *ort.Tensor[float64]:
+		return infer.Tensor{DType: infer.Float64, Data: x.GetData()}
+	case *ort.Tensor[int8]:
+		return infer.Tensor{DType: infer.Int8, Data: x.GetData()}
+	case *ort.Tensor[int16]:
+		return infer.Tensor{DType: infer.Int16, Data: x.GetData()}
+	case *ort.Tensor[int32]:
+		return infer.Tensor{DType: infer.Int32, Data: x.GetData()}
+	case *ort.Tensor[int64]:
+		return infer.Tensor{DType: infer.Int64, Data: x.GetData()}
+	case *ort.Tensor[uint8]:
+		return infer.Tensor{DType: infer.Uint8, Data: x.GetData()}
+	case *ort.Tensor[uint16]:
+		return infer.Tensor{DType: infer.Uint16, Data: x.GetData()}
+	case *ort.Tensor[uint32]:
+		return infer.Tensor{DType: infer.Uint32, Data: x.GetData()}
+	case *ort.Tensor[uint64]:
+		return infer.Tensor{DType: infer.Uint64, Data: x.GetData()}
+	case *ort.Tensor[bool]:
+		return infer.Tensor{DType: infer.Bool, Data: x.GetData()}
+	case *ort.Scalar[float32]:
+		return infer.Tensor{DType: infer.Float32, Data: []float32{x.GetData()}}
+	case *ort.Scalar[float64]:
+		return infer.Tensor{DType: infer.Float64, Data: []float64{x.GetData()}}
+	case *ort.Scalar[int8]:
+		return infer.Tensor{DType: infer.Int8, Data: []int8{x.GetData()}}
+	case *ort.Scalar[int16]:
+		return infer.Tensor{DType: infer.Int16, Data: []int16{x.GetData()}}
+	case *ort.Scalar[int32]:
+		return infer.Tensor{DType: infer.Int32, Data: []int32{x.GetData()}}
+	case *ort.Scalar[int64]:
+		return infer.Tensor{DType: infer.Int64, Data: []int64{x.GetData()}}
+	case *ort.Scalar[uint8]:
+		return infer.Tensor{DType: infer.Uint8, Data: []uint8{x.GetData()}}
+	case *ort.Scalar[uint16]:
+		return infer.Tensor{DType: infer.Uint16, Data: []uint16{x.GetData()}}
+	case *ort.Scalar[uint32]:
+		return infer.Tensor{DType: infer.Uint32, Data: []uint32{x.GetData()}}
+	case *ort.Scalar[uint64]:
+		return infer.Tensor{DType: infer.Uint64, Data: []uint64{x.GetData()}}
+	case *ort.Scalar[bool]:
+		return infer.Tensor{DType: infer.Bool, Data: []bool{x.GetData()}}
+	}
+	return infer.Tensor{}
+}
+
+// ONNX TensorProto fields this reader knows. ONNX Runtime's element type
+// enum is ONNX's, so a data_type goes to ort as it is.
 const (
 	fieldDims       = 1
 	fieldDataType   = 2
@@ -139,101 +285,90 @@ const (
 	fieldRawData    = 9
 	fieldDoubleData = 10
 	fieldUint64Data = 11
-	dataTypeString  = 8
 )
 
-// ortValue makes an ort value of a serialized TensorProto: raw_data as it
-// is (what numpy_helper.from_array writes for numbers), or string_data.
-// Typed fields other than raw_data are refused by name: the node cases do
-// not use them for inputs.
-func ortValue(b []byte) (ort.Value, error) {
-	var (
-		dims     []int64
-		dataType uint64
-		raw      []byte
-		hasRaw   bool
-		strs     []string
-		typed    string
-	)
+// tensorProto is what this reader takes of a serialized TensorProto.
+type tensorProto struct {
+	dims     []int64
+	dataType uint64
+	raw      []byte
+	hasRaw   bool
+	strs     []string
+	typed    string // a typed data field other than raw_data, which is refused
+}
+
+func parseTensor(b []byte) (*tensorProto, error) {
+	p := &tensorProto{}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return nil, protowire.ParseError(n)
 		}
 		b = b[n:]
+		var m int
 		switch {
 		case num == fieldDims && typ == protowire.VarintType:
-			v, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return nil, protowire.ParseError(m)
-			}
-			dims, b = append(dims, int64(v)), b[m:]
-			continue
+			var v uint64
+			v, m = protowire.ConsumeVarint(b)
+			p.dims = append(p.dims, int64(v))
 		case num == fieldDims && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return nil, protowire.ParseError(m)
-			}
+			var v []byte
+			v, m = protowire.ConsumeBytes(b)
 			for len(v) > 0 {
 				x, k := protowire.ConsumeVarint(v)
 				if k < 0 {
 					return nil, protowire.ParseError(k)
 				}
-				dims, v = append(dims, int64(x)), v[k:]
+				p.dims, v = append(p.dims, int64(x)), v[k:]
 			}
-			b = b[m:]
-			continue
 		case num == fieldDataType && typ == protowire.VarintType:
-			v, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return nil, protowire.ParseError(m)
-			}
-			dataType, b = v, b[m:]
-			continue
+			p.dataType, m = protowire.ConsumeVarint(b)
 		case num == fieldRawData && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return nil, protowire.ParseError(m)
-			}
-			raw, hasRaw, b = v, true, b[m:]
-			continue
+			p.raw, m = protowire.ConsumeBytes(b)
+			p.hasRaw = true
 		case num == fieldStringData && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return nil, protowire.ParseError(m)
+			var v []byte
+			v, m = protowire.ConsumeBytes(b)
+			p.strs = append(p.strs, string(v))
+		default:
+			if num == fieldFloatData || num == fieldInt32Data || num == fieldInt64Data || num == fieldDoubleData || num == fieldUint64Data {
+				p.typed = fmt.Sprintf("field %d", num)
 			}
-			strs, b = append(strs, string(v)), b[m:]
-			continue
-		case num == fieldFloatData || num == fieldInt32Data || num == fieldInt64Data || num == fieldDoubleData || num == fieldUint64Data:
-			typed = fmt.Sprintf("field %d", num)
+			m = protowire.ConsumeFieldValue(num, typ, b)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
 		if m < 0 {
 			return nil, protowire.ParseError(m)
 		}
 		b = b[m:]
 	}
-	shape := ort.NewShape(dims...)
+	if p.dataType == 0 {
+		return nil, errors.New("not a TensorProto (no data_type): a sequence, map or optional")
+	}
+	return p, nil
+}
+
+// value makes the ort value: raw_data as it is (what
+// numpy_helper.from_array writes for numbers), or string_data. Typed
+// fields other than raw_data are refused by name: the node cases do not
+// use them for inputs.
+func (p *tensorProto) value() (ort.Value, error) {
 	switch {
-	case dataType == dataTypeString:
-		t, err := ort.NewStringTensor(shape)
+	case p.dataType == uint64(ort.TensorElementDataTypeString):
+		t, err := ort.NewStringTensor(ort.NewShape(p.dims...))
 		if err != nil {
 			return nil, err
 		}
-		if err := t.SetContents(strs); err != nil {
+		if err := t.SetContents(p.strs); err != nil {
 			_ = t.Destroy()
 			return nil, err
 		}
 		return t, nil
-	case typed != "":
-		return nil, fmt.Errorf("TensorProto data in %s, not raw_data: not read by this harness", typed)
-	case dataType == 0:
-		return nil, errors.New("not a TensorProto (no data_type): a sequence, map or optional")
-	}
-	if !hasRaw && shape.FlattenedSize() != 0 {
+	case p.typed != "":
+		return nil, fmt.Errorf("TensorProto data in %s, not raw_data: not read by this harness", p.typed)
+	case !p.hasRaw && ort.NewShape(p.dims...).FlattenedSize() != 0:
 		return nil, errors.New("TensorProto without raw_data")
 	}
-	return rawValue(dims, ort.TensorElementDataType(dataType), raw)
+	return rawValue(p.dims, ort.TensorElementDataType(p.dataType), p.raw)
 }
 
 // rawValue makes an ort value of little-endian raw data: typed, so that a
@@ -254,16 +389,10 @@ func rawValue(dims []int64, dt ort.TensorElementDataType, raw []byte) (ort.Value
 		return typedValue[int32](dims, raw)
 	case ort.TensorElementDataTypeInt64:
 		return typedValue[int64](dims, raw)
-	case ort.TensorElementDataTypeUint8, ort.TensorElementDataTypeBool:
-		v, err := typedValue[uint8](dims, raw)
-		if err != nil || dt == ort.TensorElementDataTypeUint8 {
-			return v, err
-		}
-		_ = v.Destroy()
-		if len(raw) == 0 || len(dims) == 0 {
-			return nil, errors.New("a rank-0 or empty bool tensor, which onnxruntime_go v1.27 cannot make")
-		}
-		return ort.NewCustomDataTensor(ort.NewShape(dims...), raw, dt)
+	case ort.TensorElementDataTypeUint8:
+		return typedValue[uint8](dims, raw)
+	case ort.TensorElementDataTypeBool:
+		return typedValue[bool](dims, raw)
 	case ort.TensorElementDataTypeUint16:
 		return typedValue[uint16](dims, raw)
 	case ort.TensorElementDataTypeUint32:
