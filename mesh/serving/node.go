@@ -494,18 +494,24 @@ func (n *Node) Run(ctx context.Context) error {
 	return err
 }
 
-// probe marks the node probed once its own NATS door answers a ping, or
-// at once without a door. It pings its instance by id: other processes
-// of the mesh answer the service's name before this one serves.
+// probe marks the node probed once its own NATS door answers a ping (or
+// at once without a door) and every unit's worker runs, so that
+// WaitReady never returns before Ready holds. It pings its instance by
+// id: other processes of the mesh answer the service's name before this
+// one serves.
 func (n *Node) probe(ctx context.Context) {
-	for n.svc != nil && ctx.Err() == nil {
-		if id := n.svc.ID(); id != "" {
-			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err := n.nc.RequestWithContext(pctx, "$SRV.PING."+mesh.ServiceName+"."+id, nil)
-			cancel()
-			if err == nil {
-				break
+	pinged := n.svc == nil
+	for ctx.Err() == nil {
+		if !pinged {
+			if id := n.svc.ID(); id != "" {
+				pctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, err := n.nc.RequestWithContext(pctx, "$SRV.PING."+mesh.ServiceName+"."+id, nil)
+				cancel()
+				pinged = err == nil
 			}
+		}
+		if pinged && n.unitsRunning() {
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -516,6 +522,16 @@ func (n *Node) probe(ctx context.Context) {
 		n.probed.Store(true)
 		close(n.ready)
 	}
+}
+
+// unitsRunning reports whether every unit started at Run serves.
+func (n *Node) unitsRunning() bool {
+	for _, u := range n.units {
+		if !u.Ready() {
+			return false
+		}
+	}
+	return true
 }
 
 // stopping logs how the node stops and, for ErrStopNow, closes the
