@@ -168,7 +168,9 @@ func TestGRPCCodecErrors(t *testing.T) {
 	x := func(dt string, shape []int64, c *kservepb.InferTensorContents) *inferInput {
 		return &inferInput{Name: "x", Datatype: dt, Shape: shape, Contents: c}
 	}
-	fp32 := func(v ...float32) *kservepb.InferTensorContents { return &kservepb.InferTensorContents{Fp32Contents: v} }
+	fp32 := func(v ...float32) *kservepb.InferTensorContents {
+		return &kservepb.InferTensorContents{Fp32Contents: v}
+	}
 	tests := []struct {
 		name  string
 		model string

@@ -24,7 +24,7 @@ var rawCases = []struct {
 	{infer.Tensor{DType: infer.Int16, Shape: []int64{2}, Data: []int16{-2, 258}}, []byte{0xfe, 0xff, 2, 1}},
 	{infer.Tensor{DType: infer.Uint16, Shape: []int64{1}, Data: []uint16{0xabcd}}, []byte{0xcd, 0xab}},
 	{infer.Tensor{DType: infer.Float16, Shape: []int64{2}, Data: []infer.F16{0x3c00, 0xc000}}, []byte{0, 0x3c, 0, 0xc0}}, // 1, -2
-	{infer.Tensor{DType: infer.BFloat16, Shape: []int64{1}, Data: []infer.BF16{0x3f80}}, []byte{0x80, 0x3f}},              // 1
+	{infer.Tensor{DType: infer.BFloat16, Shape: []int64{1}, Data: []infer.BF16{0x3f80}}, []byte{0x80, 0x3f}},             // 1
 	{infer.Tensor{DType: infer.Int32, Shape: []int64{1, 1}, Data: []int32{-1}}, []byte{0xff, 0xff, 0xff, 0xff}},
 	{infer.Tensor{DType: infer.Uint32, Shape: []int64{1}, Data: []uint32{0x01020304}}, []byte{4, 3, 2, 1}},
 	{infer.Tensor{DType: infer.Float32, Shape: []int64{2}, Data: []float32{1, -0.5}}, []byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0xbf}},
