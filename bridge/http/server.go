@@ -305,6 +305,15 @@ func (s *Server) model(name, version string) (Model, error) {
 // sends the body as it came to m's job under contentType. It returns the
 // worker's answer or an error for writeError.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, contentType string) ([]byte, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.send(r, m, contentType, body)
+}
+
+// readBody reads r's body, which bounded caps.
+func readBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -313,6 +322,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, content
 		}
 		return nil, wire.Errorf(wire.StatusBadInput, "read body: %v", err)
 	}
+	return body, nil
+}
+
+// send waits for a token and sends body to m's job under contentType.
+func (s *Server) send(r *http.Request, m Model, contentType string, body []byte) ([]byte, error) {
 	if s.limiter != nil {
 		tctx, cancel := context.WithTimeout(r.Context(), s.cfg.TokenAcquireTimeout)
 		err := s.limiter.Wait(tctx)
