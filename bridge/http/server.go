@@ -97,7 +97,7 @@ type Config struct {
 	// comments skipped). When set, every route but GET /,
 	// /v2/health/live and /v2/health/ready answers 401 to a request
 	// without "Authorization: Bearer <one of them>". The file is re-read
-	// when it changes (see tokens). Default: no authentication.
+	// when it changes (see Tokens). Default: no authentication.
 	TokenFile string
 }
 
@@ -149,7 +149,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	tls     *tls.Config // nil: plain HTTP
-	tokens  *tokens     // nil: no authentication
+	tokens  *Tokens     // nil: no authentication
 }
 
 // New validates cfg, loads its TLS and token files and builds the routes.
@@ -180,7 +180,7 @@ func New(s Submitter, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.TokenFile != "" {
-		if srv.tokens, err = newTokens(cfg.TokenFile, cfg.Logger); err != nil {
+		if srv.tokens, err = NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,13 @@
+// Package grpcdoor is the gRPC door: the Open Inference Protocol (KServe
+// v2) gRPC service inference.GRPCInferenceService (see
+// infer/wire/kservepb), with server reflection so that grpcurl and the
+// like need no proto file.
+//
+// ModelInfer goes to the model's job as the HTTP door sends OIP bodies:
+// the request, proto-encoded, under wire.MediaTypeKServeGRPC, which the
+// worker's codec decodes; its ModelInferResponse comes back the same way.
+// The metadata and health RPCs are answered by the door from its Config.
+// The door shares the HTTP door's TLS files and token file (see
+// httpdoor.ServerTLS and httpdoor.Tokens): a token comes as the metadata
+// "authorization: Bearer TOKEN".
+package grpcdoor
