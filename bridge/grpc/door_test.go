@@ -54,7 +54,10 @@ func TestHealthAndMetadata(t *testing.T) {
 	}
 	for _, call := range []func() error{
 		func() error { _, err := c.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: "nope"}); return err },
-		func() error { _, err := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add", Version: "9"}); return err },
+		func() error {
+			_, err := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add", Version: "9"})
+			return err
+		},
 	} {
 		if err := call(); status.Code(err) != codes.NotFound {
 			t.Errorf("unknown model: got %v, want NotFound", err)
