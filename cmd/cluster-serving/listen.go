@@ -30,6 +30,9 @@ func (p *process) listeners() []listenAddr {
 	if (p.role == "start" || p.role == "http") && httpOn(p.file) {
 		out = append(out, httpListen(p.file))
 	}
+	if (p.role == "start" || p.role == "http") && grpcOn(p.file) {
+		out = append(out, grpcListen(p.file))
+	}
 	return out
 }
 
