@@ -118,7 +118,7 @@ func TestBinaryExtensionErrors(t *testing.T) {
 		{"header length past body", "1000", append([]byte(header), raw...), "Inference-Header-Content-Length: \\\"1000\\\" is not a length within the body's 110 bytes"},
 		{"header length not a number", "x", append([]byte(header), raw...), "is not a length"},
 		{"header length cuts the JSON", strconv.Itoa(len(header) - 1), append([]byte(header), raw...), "malformed OIP request header"},
-		{"short tensor", strconv.Itoa(len(header)), append([]byte(header), raw[:15]...), "binary_data_size 16 runs past the body: 15 bytes"},
+		{"short tensor", strconv.Itoa(len(header)), append([]byte(header), raw[:15]...), "binary_data_size 16 runs past the body: only 15 bytes"},
 		{"long tensor", strconv.Itoa(len(header)), append([]byte(header), make([]byte, 17)...), "17 bytes of binary data after the JSON header"},
 		{"size not shape", strconv.Itoa(len(header)), append([]byte(strings.Replace(header, "[1,4]", "[1,3]", 1)), raw...), "does not match model"},
 	}

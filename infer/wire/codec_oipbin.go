@@ -114,7 +114,7 @@ func (oipBinCodec) Decode(body []byte, s *Spec) (*Request, error) {
 		case size != nil && *size < 0:
 			return nil, infer.NewInputError(-1, in.Name, "parameters.binary_data_size %d is negative", *size)
 		case size != nil && *size > int64(len(tail))-off:
-			return nil, infer.NewInputError(-1, in.Name, "parameters.binary_data_size %d runs past the body: %d bytes of binary data are left after the inputs before it", *size, int64(len(tail))-off)
+			return nil, infer.NewInputError(-1, in.Name, "parameters.binary_data_size %d runs past the body: only %d bytes of binary data are left for it", *size, int64(len(tail))-off)
 		}
 		names[i] = in.Name
 		if size != nil {

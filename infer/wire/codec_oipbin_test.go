@@ -113,7 +113,7 @@ func TestOIPBinaryErrors(t *testing.T) {
 		{"no frame", []byte{1, 2}, "has no header length"},
 		{"header past body", wire.FrameOIPBinary(100, []byte(`{}`)), "Inference-Header-Content-Length is 100 but the body has only 2 bytes"},
 		{"malformed header", binBody(`{"inputs":`, raw16), "malformed OIP request header"},
-		{"size past body", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":20}}]}`, raw16), "binary_data_size 20 runs past the body: 16 bytes"},
+		{"size past body", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":20}}]}`, raw16), "binary_data_size 20 runs past the body: only 16 bytes"},
 		{"bytes left over", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":16}}]}`, raw16, []byte{1}), "17 bytes of binary data after the JSON header, the inputs' binary_data_size add up to 16"},
 		{"size not shape", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":12}}]}`, raw16[:12]), "raw data has 12 bytes, FP32 of shape [1 4] needs 16"},
 		{"negative size", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":-1}}]}`), "binary_data_size -1 is negative"},
