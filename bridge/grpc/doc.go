@@ -1,7 +1,8 @@
 // Package grpcdoor is the gRPC door: the Open Inference Protocol (KServe
 // v2) gRPC service inference.GRPCInferenceService (see
 // infer/wire/kservepb), with server reflection so that grpcurl and the
-// like need no proto file.
+// like need no proto file, and the standard grpc.health.v1 service for
+// Kubernetes' gRPC probes.
 //
 // ModelInfer goes to the model's job as the HTTP door sends OIP bodies:
 // the request, proto-encoded, under wire.MediaTypeKServeGRPC, which the
@@ -9,5 +10,6 @@
 // The metadata and health RPCs are answered by the door from its Config.
 // The door shares the HTTP door's TLS files and token file (see
 // httpdoor.ServerTLS and httpdoor.Tokens): a token comes as the metadata
-// "authorization: Bearer TOKEN".
+// "authorization: Bearer TOKEN"; the health probes and reflection need
+// none.
 package grpcdoor

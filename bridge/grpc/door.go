@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
@@ -84,7 +85,8 @@ type Config struct {
 	// with TLSClientCAFile it requires client certificates.
 	TLSCertFile, TLSKeyFile, TLSClientCAFile string
 	// TokenFile is the HTTP door's token file (see httpdoor.Config):
-	// every RPC but ServerLive and ServerReady needs the metadata
+	// every RPC but the health probes (ServerLive, ServerReady,
+	// grpc.health.v1) and server reflection needs the metadata
 	// "authorization: Bearer <one of its tokens>", or gets
 	// Unauthenticated. Default: no authentication.
 	TokenFile string
@@ -162,8 +164,8 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	return d, nil
 }
 
-// Server returns a new *grpc.Server with the door's service, server
-// reflection, TLS, the message size limit and the interceptors (span,
+// Server returns a new *grpc.Server with the door's service, the
+// standard health service (see health), server reflection, TLS, the message size limit and the interceptors (span,
 // panic recovery, token) registered. Serve uses it; tests may too.
 func (d *Door) Server() *grpc.Server {
 	opts := []grpc.ServerOption{
@@ -176,6 +178,7 @@ func (d *Door) Server() *grpc.Server {
 	}
 	gs := grpc.NewServer(opts...)
 	kservepb.RegisterGRPCInferenceServiceServer(gs, d)
+	healthpb.RegisterHealthServer(gs, health{d: d})
 	reflection.Register(gs)
 	return gs
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -30,6 +31,13 @@ func TestHealthAndMetadata(t *testing.T) {
 	}
 	if r, err := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add", Version: "2"}); err != nil || !r.Ready {
 		t.Errorf("ModelReady: got %v %v, want ready", r, err)
+	}
+	h := healthpb.NewHealthClient(dial(t, addr, nil))
+	if r, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: "inference.GRPCInferenceService"}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("grpc.health.v1 Check: got %v %v, want SERVING", r, err)
+	}
+	if _, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: "nope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("grpc.health.v1 Check of an unknown service: got %v, want NotFound", err)
 	}
 	r, err := c.ServerMetadata(ctx, &kservepb.ServerMetadataRequest{})
 	if err != nil || r.Name != "cluster-serving" || r.Version != "1.2.3" {
@@ -167,5 +175,25 @@ func TestModelInferErrors(t *testing.T) {
 				t.Errorf("got %v, want %v with %q", err, tt.code, tt.want)
 			}
 		})
+	}
+}
+
+// TestNotReady: until Config.Ready says so, the readiness RPCs say not
+// ready and the health service NOT_SERVING; liveness holds.
+func TestNotReady(t *testing.T) {
+	addr := startDoor(t, grpcdoor.Config{Ready: func() bool { return false }}, served{name: "add", file: "add_f32"})
+	cc := dial(t, addr, nil)
+	c, ctx := kservepb.NewGRPCInferenceServiceClient(cc), callCtx(t)
+	if r, err := c.ServerLive(ctx, &kservepb.ServerLiveRequest{}); err != nil || !r.Live {
+		t.Errorf("ServerLive: got %v %v, want live", r, err)
+	}
+	if r, err := c.ServerReady(ctx, &kservepb.ServerReadyRequest{}); err != nil || r.Ready {
+		t.Errorf("ServerReady: got %v %v, want not ready", r, err)
+	}
+	if r, err := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add"}); err != nil || r.Ready {
+		t.Errorf("ModelReady: got %v %v, want not ready", r, err)
+	}
+	if r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("grpc.health.v1 Check: got %v %v, want NOT_SERVING", r, err)
 	}
 }

@@ -93,11 +93,20 @@ func (d *Door) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	return handler(srv, ss)
 }
 
-// Methods that need no token: the health probes, which load balancers
-// and orchestrators call bare, as the HTTP door exempts /v2/health/*.
-var exempt = map[string]bool{
-	"/inference.GRPCInferenceService/ServerLive":  true,
-	"/inference.GRPCInferenceService/ServerReady": true,
+// kserveService is the OIP service's full name.
+const kserveService = "inference.GRPCInferenceService"
+
+// exempt reports whether method needs no token: the health probes, which
+// load balancers and orchestrators call bare, as the HTTP door exempts
+// /v2/health/*; and server reflection, which tells only the public OIP
+// schema (as GET / tells the routes) and which grpcurl needs before any
+// call, a bare ServerLive included.
+func exempt(method string) bool {
+	switch method {
+	case "/" + kserveService + "/ServerLive", "/" + kserveService + "/ServerReady", "/grpc.health.v1.Health/Check":
+		return true
+	}
+	return strings.HasPrefix(method, "/grpc.reflection.")
 }
 
 // authUnary refuses an RPC without a valid bearer token (Config.TokenFile)
@@ -110,8 +119,8 @@ func (d *Door) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	return handler(ctx, req)
 }
 
-// authStream is authUnary for streams: server reflection is one, and
-// needs a token like the model RPCs.
+// authStream is authUnary for streams (none needs a token today: server
+// reflection is exempt, Health.Watch is not served).
 func (d *Door) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := d.authorize(ss.Context(), info.FullMethod); err != nil {
 		return err
@@ -120,7 +129,7 @@ func (d *Door) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 }
 
 func (d *Door) authorize(ctx context.Context, method string) error {
-	if d.tokens == nil || exempt[method] {
+	if d.tokens == nil || exempt(method) {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)

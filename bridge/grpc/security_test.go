@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
@@ -49,8 +50,8 @@ func TestReflection(t *testing.T) {
 }
 
 // TestTLSAndToken: over TLS with client certificates and a token file,
-// the health probes need no token, every other RPC and reflection do; a
-// client without a certificate is refused at the handshake.
+// the health probes and reflection need no token, every other RPC does;
+// a client without a certificate is refused at the handshake.
 func TestTLSAndToken(t *testing.T) {
 	pki := tlstest.New(t, "grpc")
 	tokens := filepath.Join(t.TempDir(), "tokens")
@@ -67,6 +68,12 @@ func TestTLSAndToken(t *testing.T) {
 	}
 	if r, err := c.ServerReady(ctx, &kservepb.ServerReadyRequest{}); err != nil || !r.Ready {
 		t.Errorf("ServerReady without a token: got %v %v, want ready", r, err)
+	}
+	if r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("grpc.health.v1 Check without a token: got %v %v, want SERVING", r, err)
+	}
+	if got, err := listServices(ctx, rpb.NewServerReflectionClient(cc)); err != nil || !slices.Contains(got, "inference.GRPCInferenceService") {
+		t.Errorf("reflection without a token: got %v %v, want the service listed", got, err)
 	}
 	req := &kservepb.ModelInferRequest{ModelName: "add", Inputs: []*inferInput{{Name: "x", Datatype: "FP32", Shape: []int64{1, 4},
 		Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}}
@@ -87,8 +94,9 @@ func TestTLSAndToken(t *testing.T) {
 			}
 			_, err := c.ModelInfer(ctx, req)
 			_, merr := c.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: "add"})
-			_, lerr := listServices(ctx, rpb.NewServerReflectionClient(cc))
-			for what, err := range map[string]error{"ModelInfer": err, "ModelMetadata": merr, "reflection": lerr} {
+			_, rerr := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add"})
+			_, serr := c.ServerMetadata(ctx, &kservepb.ServerMetadataRequest{})
+			for what, err := range map[string]error{"ModelInfer": err, "ModelMetadata": merr, "ModelReady": rerr, "ServerMetadata": serr} {
 				if status.Code(err) != tc.want {
 					t.Errorf("%s: got %v, want %v", what, err, tc.want)
 				}

@@ -173,10 +173,10 @@ tokenAcquireTimeout: 100
 
 ## gRPC door (Open Inference Protocol / KServe v2 gRPC) ###############
 # The port of the gRPC door (inference.GRPCInferenceService, with server
-# reflection) on httpInterface; 0: no gRPC door. It uses the HTTP door's
-# httpTlsCert, httpTlsKey, httpTlsClientCa, httpAuthTokenFile (metadata
-# "authorization: Bearer <token>"), httpRequestTimeout and
-# httpMaxBodyBytes (largest message).
+# reflection and grpc.health.v1) on httpInterface; 0: no gRPC door. It
+# uses the HTTP door's httpTlsCert, httpTlsKey, httpTlsClientCa,
+# httpAuthTokenFile (metadata "authorization: Bearer <token>"),
+# httpRequestTimeout and httpMaxBodyBytes (largest message).
 grpcPort: 0
 
 ## Image pre-processing ################################################
