@@ -164,11 +164,13 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	return d, nil
 }
 
-// Server returns a new *grpc.Server with the door's service, the
+// Server returns a new *grpc.Server with the door's service (ModelInfer
+// passing its bytes through, see passCodec), the
 // standard health service (see health), server reflection, TLS, the message size limit and the interceptors (span,
 // panic recovery, token) registered. Serve uses it; tests may too.
 func (d *Door) Server() *grpc.Server {
 	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newPassCodec()),
 		grpc.MaxRecvMsgSize(d.cfg.MaxRecvBytes),
 		grpc.ChainUnaryInterceptor(d.tracedUnary, d.recoverUnary, d.authUnary),
 		grpc.ChainStreamInterceptor(d.recoverStream, d.authStream),
@@ -177,7 +179,7 @@ func (d *Door) Server() *grpc.Server {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(d.tls)))
 	}
 	gs := grpc.NewServer(opts...)
-	kservepb.RegisterGRPCInferenceServiceServer(gs, d)
+	gs.RegisterService(serviceDesc(), d)
 	healthpb.RegisterHealthServer(gs, health{d: d})
 	reflection.Register(gs)
 	return gs

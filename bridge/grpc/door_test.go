@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -195,5 +196,58 @@ func TestNotReady(t *testing.T) {
 	}
 	if r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("grpc.health.v1 Check: got %v %v, want NOT_SERVING", r, err)
+	}
+}
+
+// rawCodec sends and receives messages as their bytes, as a client with a
+// broken encoder would.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	return *v.(*[]byte), nil
+}
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+
+// TestModelInferBytes: the door routes ModelInfer by the model named in
+// the request's bytes and passes them through; bytes that are no proto
+// message are InvalidArgument, at the door or at the worker.
+func TestModelInferBytes(t *testing.T) {
+	addr, door := startDoorAndGet(t, grpcdoor.Config{}, served{name: "add", file: "add_f32"}, served{name: "add", version: "2", file: "add_f64"})
+	cc := dial(t, addr, nil)
+	ctx := callCtx(t)
+	req := &kservepb.ModelInferRequest{ModelName: "add", ModelVersion: "2", Inputs: []*inferInput{
+		{Name: "x", Datatype: "FP64", Shape: []int64{1, 4}, Contents: &kservepb.InferTensorContents{Fp64Contents: []float64{1, 2, 3, 4}}}}}
+	body, _ := proto.Marshal(req)
+	var out []byte
+	if err := cc.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", &body, &out, grpc.ForceCodec(rawCodec{})); err != nil {
+		t.Fatal(err)
+	}
+	resp := &kservepb.ModelInferResponse{}
+	if err := proto.Unmarshal(out, resp); err != nil || resp.ModelVersion != "2" || !reflect.DeepEqual(resp.Outputs[0].Contents.GetFp64Contents(), []float64{3, 5, 7, 9}) {
+		t.Errorf("got %v %v, want version 2 and y [3 5 7 9]", resp, err)
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"truncated field", []byte{0x0a, 0x05, 'a'}, "malformed ModelInferRequest"},
+		// model_name "add", then a truncated inputs field: the door
+		// routes it, the worker refuses it.
+		{"bad body after the name", append([]byte{0x0a, 0x03, 'a', 'd', 'd'}, 0x2a, 0x09, 0x0a), "malformed ModelInferRequest"},
+	} {
+		err := cc.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", &tc.body, &out, grpc.ForceCodec(rawCodec{}))
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.want) {
+			t.Errorf("%s: got %v, want InvalidArgument with %q", tc.name, err, tc.want)
+		}
+	}
+	// The typed method, for a caller holding a decoded request.
+	typed, err := door.ModelInfer(ctx, req)
+	if err != nil || typed.ModelVersion != "2" || !reflect.DeepEqual(typed.Outputs[0].Contents.GetFp64Contents(), []float64{3, 5, 7, 9}) {
+		t.Errorf("Door.ModelInfer: got %v %v", typed, err)
 	}
 }

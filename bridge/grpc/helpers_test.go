@@ -35,6 +35,13 @@ type served struct{ name, version, file string }
 // cfg.Models are filled in) on 127.0.0.1:0, and returns its address.
 func startDoor(tb testing.TB, cfg grpcdoor.Config, models ...served) string {
 	tb.Helper()
+	addr, _ := startDoorAndGet(tb, cfg, models...)
+	return addr
+}
+
+// startDoorAndGet is startDoor that returns the door too.
+func startDoorAndGet(tb testing.TB, cfg grpcdoor.Config, models ...served) (string, *grpcdoor.Door) {
+	tb.Helper()
 	infertest.RequireLibrary(tb)
 	s := meshtest.StartServer(tb)
 	nc := meshtest.Connect(tb, s)
@@ -90,7 +97,7 @@ func startDoor(tb testing.TB, cfg grpcdoor.Config, models ...served) string {
 			tb.Errorf("Serve: %v", err)
 		}
 	})
-	return cfg.Addr
+	return cfg.Addr, door
 }
 
 // dial connects a client to addr, plaintext unless creds are given.

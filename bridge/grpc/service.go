@@ -71,16 +71,33 @@ func tensorMetas(ios []infer.IO) []*kservepb.ModelMetadataResponse_TensorMetadat
 
 // ModelInfer sends the request, proto-encoded, to the model's job under
 // wire.MediaTypeKServeGRPC and returns the worker's ModelInferResponse.
-// A request the worker cannot decode is InvalidArgument; see grpcError
-// for the other codes.
+// The server the door builds (Server) does not call it: its ModelInfer
+// passes the bytes through (see inferFrame). A request the worker cannot
+// decode is InvalidArgument; see grpcError for the other codes.
 func (d *Door) ModelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
-	m, err := d.model(req.ModelName, req.ModelVersion)
-	if err != nil {
-		return nil, grpcError(err)
-	}
 	body, err := proto.Marshal(req)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode request: %v", err)
+	}
+	answer, err := d.infer(ctx, req.ModelName, req.ModelVersion, body)
+	if err != nil {
+		return nil, err
+	}
+	out := &kservepb.ModelInferResponse{}
+	if err := proto.Unmarshal(answer, out); err != nil {
+		d.log.Warn("gRPC door: the worker's answer is no ModelInferResponse", "model", req.ModelName, "err", err)
+		return nil, status.Errorf(codes.Internal, "the worker's answer is no ModelInferResponse: %v", err)
+	}
+	return out, nil
+}
+
+// infer sends body, a proto-encoded ModelInferRequest, to the job of
+// model name at version and returns the worker's answer, a proto-encoded
+// ModelInferResponse, or a gRPC status error.
+func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]byte, error) {
+	m, err := d.model(name, version)
+	if err != nil {
+		return nil, grpcError(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
@@ -93,12 +110,7 @@ func (d *Door) ModelInfer(ctx context.Context, req *kservepb.ModelInferRequest) 
 		}
 		return nil, grpcError(err)
 	}
-	out := &kservepb.ModelInferResponse{}
-	if err := proto.Unmarshal(res.Body, out); err != nil {
-		d.log.Warn("gRPC door: the worker's answer is no ModelInferResponse", "job", m.Job, "err", err)
-		return nil, status.Errorf(codes.Internal, "the worker's answer is no ModelInferResponse: %v", err)
-	}
-	return out, nil
+	return res.Body, nil
 }
 
 // model finds name at version ("" = the last listed version of name).

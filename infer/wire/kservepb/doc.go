@@ -3,10 +3,8 @@
 // and the Go code protoc generates from it. It is the contract between
 // the gRPC door (bridge/grpc), which serves the service, and the worker's
 // codec (wire.MediaTypeKServeGRPC), which decodes ModelInferRequest and
-// encodes ModelInferResponse. The door re-encodes the request gRPC
-// decoded for it and decodes the worker's answer for gRPC to encode:
-// about 2 to 3 ms per 4 MiB message each way on 2 cores, which a
-// pass-through codec could save.
+// encodes ModelInferResponse; the door passes both through as bytes,
+// reading only the model's name and version.
 //
 // Regenerate after editing the proto (protoc and the plugins on PATH,
 // see the README):
