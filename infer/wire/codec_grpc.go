@@ -58,6 +58,9 @@ func (grpcCodec) Decode(body []byte, s *Spec) (*Request, error) {
 	}
 	full, rows, err := decodeOIPInputs(names, s.Info, func(i int, mi infer.IO) (infer.Tensor, error) {
 		in := req.Inputs[i]
+		if in.Datatype == "BYTES" {
+			return infer.Tensor{}, errBytes(mi.Name)
+		}
 		n, err := checkOIPTensor(in.Datatype, in.Shape, mi)
 		if err != nil {
 			return infer.Tensor{}, err
@@ -91,6 +94,9 @@ func (grpcCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, e
 	resp := &kservepb.ModelInferResponse{ModelName: s.Model.Name, ModelVersion: s.Model.Version, Id: req.ID}
 	raw := len(req.Raw) > 0
 	for _, o := range sel {
+		if RawSize(o.Tensor.DType) == 0 {
+			return nil, fmt.Errorf("output %s: %s cannot be answered over gRPC yet", o.Name, o.Tensor.DType)
+		}
 		raw = raw || !hasContents(o.Tensor.DType)
 	}
 	for _, o := range sel {
@@ -107,7 +113,13 @@ func (grpcCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, e
 
 // hasContents reports whether d has a typed contents field (FP16 and
 // BF16 have none).
-func hasContents(d infer.DType) bool { return d != infer.Float16 && d != infer.BFloat16 }
+func hasContents(d infer.DType) bool {
+	switch d {
+	case infer.Bool, infer.Int8, infer.Int16, infer.Int32, infer.Int64, infer.Uint8, infer.Uint16, infer.Uint32, infer.Uint64, infer.Float32, infer.Float64:
+		return true
+	}
+	return false
+}
 
 // decodeContents reads input mi's typed contents, which must hold the n
 // elements of shape in the field of mi's dtype.

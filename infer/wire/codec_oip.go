@@ -251,11 +251,7 @@ func oipRecords(full []infer.Tensor, rows int64, s *Spec) ([][]infer.Tensor, err
 // model input mi, whatever form its data comes in, and returns its
 // element count.
 func checkOIPTensor(datatype string, shape []int64, mi infer.IO) (int64, error) {
-	want := OIPDatatype(mi.DType)
-	switch {
-	case datatype == "BYTES" && want != "BYTES":
-		return 0, errBytes(mi.Name)
-	case datatype != want:
+	if want := OIPDatatype(mi.DType); datatype != want {
 		return 0, infer.NewInputError(-1, mi.Name, "datatype %q does not match the model's %s", datatype, want)
 	}
 	n, err := rawElems(shape, mi.Name)

@@ -146,6 +146,9 @@ func (oipBinCodec) Decode(body []byte, s *Spec) (*Request, error) {
 		if in.Parameters.BinaryDataSize == nil {
 			return decodeOIPTensor(in.oipInput, mi)
 		}
+		if in.Datatype == "BYTES" {
+			return infer.Tensor{}, errBytes(mi.Name)
+		}
 		if _, err := checkOIPTensor(in.Datatype, in.Shape, mi); err != nil {
 			return infer.Tensor{}, err
 		}
@@ -180,7 +183,8 @@ func (oipBinCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte,
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if !req.Raw[o.Name] {
+		// A dtype without raw form (none yet) stays in the JSON header.
+		if !req.Raw[o.Name] || RawSize(o.Tensor.DType) == 0 {
 			b = appendOIPTensor(b, o.Name, o.Tensor)
 			continue
 		}

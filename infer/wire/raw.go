@@ -42,7 +42,9 @@ func OIPDType(name string) (infer.DType, bool) {
 	return infer.Invalid, false
 }
 
-// errBytes is the answer to a BYTES tensor until infer has strings.
+// errBytes is the answer to a BYTES tensor in raw form (gRPC contents or
+// raw_input_contents, binary_data_size), which the raw codecs do not
+// read yet.
 func errBytes(input string) error {
 	return infer.NewInputError(-1, input, "datatype BYTES is not supported yet")
 }
