@@ -31,6 +31,7 @@
 // # Spans, one per hop (names are the Span* constants)
 //
 //	door          "POST /predict" (HTTP semconv), SpanDoorRedis, SpanDoorNATS   kind server/consumer
+//	              "inference.GRPCInferenceService/ModelInfer" (gRPC semconv)     kind server
 //	mesh.Client   SpanPublish  "jetstream publish"   producer, child of the door span; injects headers
 //	worker        SpanQueueWait "queue wait"          internal, started at the JetStream
 //	                                                  publish timestamp, ended at pull

@@ -20,6 +20,7 @@ const (
 	DoorRedis = "redis"
 	DoorNATS  = "nats"
 	DoorHTTP  = "http"
+	DoorGRPC  = "grpc"
 )
 
 // Values of AttrOutcome. Keep the set small: it multiplies series.

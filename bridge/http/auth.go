@@ -26,9 +26,10 @@ const tokenRecheck = time.Second
 // errNoTokens is FileError's Err for a token file with no token in it.
 var errNoTokens = errors.New("holds no token (one per line; blank lines and # comments are skipped): it would refuse every request")
 
-// tokens holds the SHA-256 of each token of Config.TokenFile and re-reads
-// the file when its size, modification time or identity changes, checked
-// at most every tokenRecheck on the way of a request (no goroutine). It is
+// Tokens holds the SHA-256 of each token of a token file (Config.TokenFile,
+// which the gRPC door shares) and re-reads the file when its size,
+// modification time or identity changes, checked at most every
+// tokenRecheck on the way of a request (no goroutine). It is
 // safe for concurrent use. Token values are never logged nor put in an
 // error: only the file's path and the number of tokens are.
 //
@@ -41,7 +42,7 @@ var errNoTokens = errors.New("holds no token (one per line; blank lines and # co
 //     warning is logged. Emptying the file is how a deployer revokes every
 //     token, so the old set must not live on. Replace the file atomically
 //     (write a new one, rename it over) so no client sees a half-written one.
-type tokens struct {
+type Tokens struct {
 	path string
 	log  *slog.Logger
 
@@ -52,9 +53,11 @@ type tokens struct {
 	broken  bool // a warning about the file was logged and stands
 }
 
-// newTokens reads path once; an unreadable or empty file is an error.
-func newTokens(path string, log *slog.Logger) (*tokens, error) {
-	t := &tokens{path: path, log: log}
+// NewTokens reads the token file at path once; an unreadable or empty
+// file is a *FileError of field TokenFile. log gets the warnings about
+// the file changing later.
+func NewTokens(path string, log *slog.Logger) (*Tokens, error) {
+	t := &Tokens{path: path, log: log}
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, &FileError{"TokenFile", path, err}
@@ -90,10 +93,10 @@ func readTokens(path string) ([][sha256.Size]byte, error) {
 	return out, sc.Err()
 }
 
-// valid reports whether token is one of the file's. Every digest is
+// Valid reports whether token is one of the file's. Every digest is
 // compared, in constant time, whatever matches: the answer's timing tells
 // neither which token nor how much of one matched.
-func (t *tokens) valid(token string) bool {
+func (t *Tokens) Valid(token string) bool {
 	d := t.current()
 	got := sha256.Sum256([]byte(token))
 	ok := 0
@@ -105,7 +108,7 @@ func (t *tokens) valid(token string) bool {
 
 // current returns the token digests in force, re-reading the file first
 // when it changed since the last look.
-func (t *tokens) current() [][sha256.Size]byte {
+func (t *Tokens) current() [][sha256.Size]byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if time.Since(t.checked) < tokenRecheck {
@@ -122,21 +125,21 @@ func (t *tokens) current() [][sha256.Size]byte {
 	}
 	switch {
 	case err != nil:
-		t.warnOnce("HTTP door: the token file cannot be read; the tokens read last stay in force", "err", err)
+		t.warnOnce("httpAuthTokenFile: the token file cannot be read; the tokens read last stay in force", "err", err)
 	case len(d) == 0:
 		t.digests, t.info = nil, info
-		t.warnOnce("HTTP door: the token file holds no token; every request needing one is refused")
+		t.warnOnce("httpAuthTokenFile: the token file holds no token; every request needing one is refused")
 	default:
 		if t.broken {
-			t.log.Info("HTTP door: the token file is in order again", "file", t.path, "tokens", len(d))
+			t.log.Info("httpAuthTokenFile: the token file is in order again", "file", t.path, "tokens", len(d))
 		}
 		t.digests, t.info, t.broken = d, info, false
-		t.log.Debug("HTTP door: token file re-read", "file", t.path, "tokens", len(d))
+		t.log.Debug("httpAuthTokenFile: token file re-read", "file", t.path, "tokens", len(d))
 	}
 	return t.digests
 }
 
-func (t *tokens) warnOnce(msg string, args ...any) {
+func (t *Tokens) warnOnce(msg string, args ...any) {
 	if !t.broken {
 		t.log.Warn(msg, append([]any{"file", t.path}, args...)...)
 	}
@@ -174,7 +177,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			return
 		}
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "Bearer") || !s.tokens.valid(strings.TrimSpace(token)) {
+		if !strings.EqualFold(scheme, "Bearer") || !s.tokens.Valid(strings.TrimSpace(token)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cluster-serving"`)
 			s.writeError(w, wire.Errorf(http.StatusUnauthorized, "missing or invalid bearer token: send the header 'Authorization: Bearer TOKEN' with a token of httpAuthTokenFile"), "")
 			return

@@ -1,7 +1,9 @@
 package httpdoor
 
 import (
+	"bytes"
 	"net/http"
+	"strconv"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -80,13 +82,62 @@ func (s *Server) oipMeta(m Model) oipMeta {
 
 // infer serves POST /v2/models/{m}[/versions/{v}]/infer: the body goes
 // through to m's job as it came, and the worker's answer (the whole OIP
-// response, see wire.MediaTypeOIP) comes back as it is.
+// response, see wire.MediaTypeOIP) comes back as it is. A body with the
+// binary tensor data extension goes through inferBinary.
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, m Model) {
 	defer s.timed("cluster-serving.http.infer", m)()
-	body, err := s.submit(w, r, m, wire.MediaTypeOIP)
+	body, err := readBody(r)
 	if err != nil {
 		s.writeError(w, err, "")
 		return
 	}
-	writeRaw(w, http.StatusOK, body)
+	if r.Header.Get(wire.HeaderInferenceContentLength) != "" || bytes.Contains(body, []byte("binary_data")) {
+		s.inferBinary(w, r, m, body)
+		return
+	}
+	answer, err := s.send(r, m, wire.MediaTypeOIP, body)
+	if err != nil {
+		s.writeError(w, err, "")
+		return
+	}
+	writeRaw(w, http.StatusOK, answer)
+}
+
+// inferBinary serves an OIP request with the binary tensor data
+// extension (wire.MediaTypeOIPBinary): Inference-Header-Content-Length
+// bytes of JSON, then the raw tensors of the inputs that say
+// parameters.binary_data_size. Without the header the body is all JSON,
+// which may still ask for binary outputs (binary_data,
+// binary_data_output, as Triton's clients do by default; the door looks
+// for the word in the body). An answer with binary outputs has the same
+// form under Content-Type application/octet-stream; one without is plain
+// JSON.
+func (s *Server) inferBinary(w http.ResponseWriter, r *http.Request, m Model, body []byte) {
+	headerLen := len(body)
+	if h := r.Header.Get(wire.HeaderInferenceContentLength); h != "" {
+		n, err := strconv.Atoi(h)
+		if err != nil || n < 0 || n > len(body) {
+			s.writeError(w, wire.Errorf(wire.StatusBadInput, "header %s: %q is not a length within the body's %d bytes", wire.HeaderInferenceContentLength, h, len(body)), "")
+			return
+		}
+		headerLen = n
+	}
+	answer, err := s.send(r, m, wire.MediaTypeOIPBinary, wire.FrameOIPBinary(headerLen, body))
+	if err == nil {
+		var header, tensors []byte
+		if header, tensors, err = wire.SplitOIPBinary(answer); err == nil {
+			if tensors == nil {
+				writeRaw(w, http.StatusOK, header)
+				return
+			}
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set(wire.HeaderInferenceContentLength, strconv.Itoa(len(header)))
+			w.Header().Set("Content-Length", strconv.Itoa(len(header)+len(tensors)))
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(header)
+			_, _ = w.Write(tensors)
+			return
+		}
+	}
+	s.writeError(w, err, "")
 }

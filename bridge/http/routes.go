@@ -90,10 +90,15 @@ func (s *Server) legacyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /models/{name}/versions/{v}/predict", s.withModel("name", s.predict))
 }
 
+// extensions are the OIP extensions the door serves, as GET /v2 lists
+// them: binary_tensor_data is the binary tensor data extension (see
+// inferBinary), under Triton's and KServe's name for it.
+var extensions = []string{"binary_tensor_data"}
+
 // oipRoutes are the Open Inference Protocol (KServe v2) REST routes.
 func (s *Server) oipRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version, "extensions": s.extensions()})
+		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version, "extensions": append(s.extensions(), extensions...)})
 	})
 	// The health routes answer with the status alone, 200 and an empty
 	// body, as OIP's REST health API and Triton do.

@@ -102,7 +102,7 @@ type Config struct {
 	// comments skipped). When set, every route but GET /,
 	// /v2/health/live and /v2/health/ready answers 401 to a request
 	// without "Authorization: Bearer <one of them>". The file is re-read
-	// when it changes (see tokens). Default: no authentication.
+	// when it changes (see Tokens). Default: no authentication.
 	TokenFile string
 }
 
@@ -154,7 +154,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	tls     *tls.Config // nil: plain HTTP
-	tokens  *tokens     // nil: no authentication
+	tokens  *Tokens     // nil: no authentication
 }
 
 // New validates cfg, loads its TLS and token files and builds the routes.
@@ -185,7 +185,7 @@ func New(s Submitter, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.TokenFile != "" {
-		if srv.tokens, err = newTokens(cfg.TokenFile, cfg.Logger); err != nil {
+		if srv.tokens, err = NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -311,6 +311,15 @@ func (s *Server) model(name, version string) (Model, error) {
 // sends the body as it came to m's job under contentType. It returns the
 // worker's answer or an error for writeError.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, contentType string) ([]byte, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.send(r, m, contentType, body)
+}
+
+// readBody reads r's body, which bounded caps.
+func readBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -319,6 +328,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, m Model, content
 		}
 		return nil, wire.Errorf(wire.StatusBadInput, "read body: %v", err)
 	}
+	return body, nil
+}
+
+// send waits for a token and sends body to m's job under contentType.
+func (s *Server) send(r *http.Request, m Model, contentType string, body []byte) ([]byte, error) {
 	if s.limiter != nil {
 		tctx, cancel := context.WithTimeout(r.Context(), s.cfg.TokenAcquireTimeout)
 		err := s.limiter.Wait(tctx)

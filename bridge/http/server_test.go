@@ -229,7 +229,7 @@ func TestMetadataRoutes(t *testing.T) {
 		st   int
 		want string
 	}{
-		{"/v2", 200, `{"extensions":[],"name":"cluster-serving","version":"1.2.3"}`},
+		{"/v2", 200, `{"extensions":["binary_tensor_data"],"name":"cluster-serving","version":"1.2.3"}`},
 		{"/v2/health/live", 200, ""},
 		{"/v2/health/ready", 200, ""},
 		{"/v2/models/add", 200, `{"name":"add","versions":["1","2"],"platform":"onnxruntime_onnx","inputs":[{"name":"x","datatype":"FP64","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP64","shape":[-1,4]}],"parameters":{"batching":true,"batching_reason":"dim 0 of every input and output is dynamic"}}`},

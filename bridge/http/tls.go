@@ -29,33 +29,42 @@ func (e *FileError) Unwrap() error { return e.Err }
 // CA its clients' certificates must chain to. It returns nil when
 // TLSCertFile is empty (plain HTTP). TLS 1.2 is the minimum.
 func (c Config) serverTLS() (*tls.Config, error) {
-	if c.TLSCertFile == "" {
+	return ServerTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile)
+}
+
+// ServerTLS loads a door's certificate and key and, with clientCAFile,
+// the CA its clients' certificates must chain to, as Config's TLS fields
+// name them (the gRPC door shares them). It returns nil when certFile is
+// empty (no TLS), and a *FileError naming the Config field of a file it
+// cannot use. TLS 1.2 is the minimum.
+func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	if certFile == "" {
 		return nil, nil
 	}
-	certPEM, err := os.ReadFile(c.TLSCertFile)
+	certPEM, err := os.ReadFile(certFile)
 	if err != nil {
-		return nil, &FileError{"TLSCertFile", c.TLSCertFile, err}
+		return nil, &FileError{"TLSCertFile", certFile, err}
 	}
-	keyPEM, err := os.ReadFile(c.TLSKeyFile)
+	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
-		return nil, &FileError{"TLSKeyFile", c.TLSKeyFile, err}
+		return nil, &FileError{"TLSKeyFile", keyFile, err}
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// The error names no PEM bytes, only what is wrong with them.
-		return nil, &FileError{"TLSCertFile", c.TLSCertFile, fmt.Errorf("with the key %s: %w", c.TLSKeyFile, err)}
+		return nil, &FileError{"TLSCertFile", certFile, fmt.Errorf("with the key %s: %w", keyFile, err)}
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if c.TLSClientCAFile == "" {
+	if clientCAFile == "" {
 		return tc, nil
 	}
-	caPEM, err := os.ReadFile(c.TLSClientCAFile)
+	caPEM, err := os.ReadFile(clientCAFile)
 	if err != nil {
-		return nil, &FileError{"TLSClientCAFile", c.TLSClientCAFile, err}
+		return nil, &FileError{"TLSClientCAFile", clientCAFile, err}
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, &FileError{"TLSClientCAFile", c.TLSClientCAFile, errors.New("no PEM certificate in it")}
+		return nil, &FileError{"TLSClientCAFile", clientCAFile, errors.New("no PEM certificate in it")}
 	}
 	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	return tc, nil
@@ -70,7 +79,7 @@ func (c Config) CheckFiles() error {
 		return err
 	}
 	if c.TokenFile != "" {
-		if _, err := newTokens(c.TokenFile, slog.New(slog.DiscardHandler)); err != nil {
+		if _, err := NewTokens(c.TokenFile, slog.New(slog.DiscardHandler)); err != nil {
 			return err
 		}
 	}

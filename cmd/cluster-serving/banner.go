@@ -40,6 +40,7 @@ Call it from another terminal:
 		fmt.Fprintf(w, "  (NATS asks who you are: export %s and %s first, or set natsCredentials; start itself needs neither)\n",
 			serving.EnvNATSUser, serving.EnvNATSPassword)
 	}
+	notes := false // curlNotes printed
 	value, shape := fillValue(info), fillShape(info, file.InputAlreadyBatched)
 	fmt.Fprintf(w, "  %s predict %s -fill %s%s   # one request, every value %s%s\n", self, cfg, value, shapeFlag(shape), value, dynamicNote(info, file.InputAlreadyBatched))
 	if body := fillBody(info, file.InputAlreadyBatched, value, nil); len(body) <= maxBannerBody {
@@ -47,10 +48,17 @@ Call it from another terminal:
 		fmt.Fprintf(w, "  %s predict %s -d %s\n", self, cfg, quoted)
 		fmt.Fprintf(w, "  nats req %s%s %s   # with the nats CLI\n", natsCLIFlags(file, node), subject, quoted)
 		if httpOn(file) {
+			notes = true
 			fmt.Fprint(w, curlNotes(file))
 			fmt.Fprintf(w, "  curl -s %s://%s/predict%s -H 'Content-Type: application/json' -d %s\n",
 				httpScheme(file), dialable(httpAddr(file)), curlAuth(file), quoted)
 		}
+	}
+	if grpcOn(file) {
+		if !notes {
+			fmt.Fprint(w, curlNotes(file))
+		}
+		fmt.Fprint(w, grpcurlLine(file))
 	}
 	fmt.Fprintf(w, `  %s status %s   # throughput, queue depth, latency, workers
 Stop with Ctrl-C (in-flight work goes back to the queue) or: %s shutdown %s

@@ -104,7 +104,8 @@ func httpScheme(file *serving.File) string {
 	return "http"
 }
 
-// cmdHTTP runs the HTTP door alone against an external NATS. Its node
+// cmdHTTP runs the HTTP door alone (with the gRPC door when grpcPort is
+// set) against an external NATS. Its node
 // reads each model's inputs and outputs (for metadata and examples) by
 // opening an ONNX Runtime session and closing it again; workers elsewhere
 // run the models.
@@ -126,10 +127,17 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if err != nil {
 				return nil, err
 			}
+			grpcDoor, err := grpcRunner(d)
+			if err != nil {
+				return nil, err
+			}
 			fmt.Fprintf(stdout, "HTTP door on %s://%s for %d model(s), queues on NATS %s\n",
 				httpScheme(file), httpAddr(file), len(d.node.Models()), telemetry.RedactURL(file.NatsURL))
+			if grpcOn(file) {
+				fmt.Fprintf(stdout, "gRPC door on %s\n", grpcAddr(file))
+			}
 			printOtherModels(stdout, file, d.node.Models())
-			return nonNil(door), nil
+			return nonNil(door, grpcDoor), nil
 		}}
 	return p.run(ctx)
 }

@@ -149,7 +149,8 @@ func (p *process) run(ctx context.Context) error {
 // cmdStart runs everything one machine needs: the embedded NATS server
 // (unless natsUrl names an external one), and for each model its job's
 // streams, engine and worker; then the NATS request-reply door, the Redis
-// door (when redisUrl is set) and the HTTP door (unless httpPort is -1).
+// door (when redisUrl is set), the HTTP door (unless httpPort is -1) and
+// the gRPC door (when grpcPort is set).
 func cmdStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, file, err := parseServeFlags("start", args, stderr)
 	if err != nil {
@@ -166,7 +167,7 @@ func cmdStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return p.run(ctx)
 }
 
-// startDoors builds the Redis and HTTP doors of `start`, and says how to
+// startDoors builds the Redis, HTTP and gRPC doors of `start`, and says how to
 // call the job once its NATS door answers, not before.
 func startDoors(d doorDeps) ([]func(context.Context) error, error) {
 	redisDoor, err := redisRunner(d)
@@ -177,6 +178,10 @@ func startDoors(d doorDeps) ([]func(context.Context) error, error) {
 	if err != nil {
 		return nil, err
 	}
+	grpcDoor, err := grpcRunner(d)
+	if err != nil {
+		return nil, err
+	}
 	banner := func(ctx context.Context) error {
 		if d.node.WaitReady(ctx) == nil {
 			printHowToCall(d.p.stdout, d.p.file, d.p.flags.config, d.node)
@@ -184,7 +189,7 @@ func startDoors(d doorDeps) ([]func(context.Context) error, error) {
 		}
 		return nil
 	}
-	return nonNil(redisDoor, httpDoor, banner), nil
+	return nonNil(redisDoor, httpDoor, grpcDoor, banner), nil
 }
 
 // nonNil drops the runners of doors that are off.

@@ -19,8 +19,8 @@ type listenAddr struct {
 }
 
 // listeners are the addresses the process must bind to serve: the
-// embedded NATS server of `start` (when natsUrl is empty) and the HTTP
-// door of `start` and `http`. metricsListen is not among them: a metrics
+// embedded NATS server of `start` (when natsUrl is empty), and the HTTP
+// and gRPC doors of `start` and `http`. metricsListen is not among them: a metrics
 // port in use is logged, not fatal (see serveMetrics).
 func (p *process) listeners() []listenAddr {
 	var out []listenAddr
@@ -29,6 +29,9 @@ func (p *process) listeners() []listenAddr {
 	}
 	if (p.role == "start" || p.role == "http") && httpOn(p.file) {
 		out = append(out, httpListen(p.file))
+	}
+	if (p.role == "start" || p.role == "http") && grpcOn(p.file) {
+		out = append(out, grpcListen(p.file))
 	}
 	return out
 }
@@ -60,7 +63,7 @@ func (p *process) checkListeners() error {
 			return nodeError(p.file, err)
 		}
 	}
-	if (p.role == "start" || p.role == "http") && httpOn(p.file) {
+	if (p.role == "start" || p.role == "http") && (httpOn(p.file) || grpcOn(p.file)) {
 		if err := httpConfig(p.file, nil).CheckFiles(); err != nil {
 			return httpFileError(err)
 		}

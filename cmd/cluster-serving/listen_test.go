@@ -30,12 +30,15 @@ func holdPort(t *testing.T) int {
 // that sets it, before any model loads.
 func TestPortInUseNamesTheKey(t *testing.T) {
 	skipIfShort(t)
-	for _, key := range []string{"natsListen", "httpPort"} {
+	for _, key := range []string{"natsListen", "httpPort", "grpcPort"} {
 		t.Run(key, func(t *testing.T) {
 			port := holdPort(t)
 			extra := ""
-			if key == "httpPort" {
+			switch key {
+			case "httpPort":
 				extra = fmt.Sprintf("httpInterface: 127.0.0.1\nhttpPort: %d\n", port)
+			case "grpcPort":
+				extra = fmt.Sprintf("grpcPort: %d\n", port)
 			}
 			cfg, _, _, env := testJob(t, extra)
 			if key == "natsListen" {

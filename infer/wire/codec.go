@@ -58,6 +58,10 @@ type Request struct {
 	// Whole means Records is the request's tensors as they came, one
 	// record: its outputs are the answer's as they are, not rows to stack.
 	Whole bool
+	// Raw names the outputs the answer carries as raw tensor bytes (the
+	// OIP binary tensor data extension, gRPC raw_output_contents); nil
+	// means none.
+	Raw map[string]bool
 }
 
 var (

@@ -82,19 +82,43 @@ func (oipCodec) Decode(body []byte, s *Spec) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	full, rows, err := decodeOIPInputs(req.Inputs, s.Info)
+	names := make([]string, len(req.Inputs))
+	for i, in := range req.Inputs {
+		names[i] = in.Name
+	}
+	full, rows, err := decodeOIPInputs(names, s.Info, func(i int, mi infer.IO) (infer.Tensor, error) {
+		return decodeOIPTensor(req.Inputs[i], mi)
+	})
 	if err != nil {
 		return nil, err
 	}
+	var outputs []string
+	for _, o := range req.Outputs {
+		outputs = append(outputs, o.Name)
+	}
+	return oipRequestOf(full, rows, req.ID, outputs, s)
+}
+
+// oipRequestOf is the Request of an OIP request whose inputs decoded to
+// full (model order, batch dim included; rows as decodeOIPInputs says),
+// shared by every OIP codec (JSON, binary, gRPC): its records, whole or
+// one per row (oipRecords), its id and requested outputs.
+func oipRequestOf(full []infer.Tensor, rows int64, id string, outputs []string, s *Spec) (*Request, error) {
 	records, err := oipRecords(full, rows, s)
 	if err != nil {
 		return nil, err
 	}
-	out := &Request{Records: records, ID: req.ID, Whole: oipWhole(rows, s)}
-	for _, o := range req.Outputs {
-		out.Outputs = append(out.Outputs, o.Name)
+	return &Request{Records: records, ID: id, Whole: oipWhole(rows, s), Outputs: outputs}, nil
+}
+
+// checkOIPOutputs refuses a requested output the model does not have.
+func checkOIPOutputs(names []string, info infer.ModelInfo) error {
+	for _, name := range names {
+		if !slices.Contains(info.OutputNames(), name) {
+			return infer.NewInputError(-1, "", "unknown output %q: the model's outputs are %v", name, info.OutputNames())
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // oipInputsExample is shown in errors about the request's overall form.
@@ -123,32 +147,34 @@ func parseOIPRequest(body []byte, info infer.ModelInfo) (*oipRequest, error) {
 		}
 	}
 	for _, o := range req.Outputs {
-		if !slices.Contains(info.OutputNames(), o.Name) {
-			return nil, infer.NewInputError(-1, "", "unknown output %q: the model's outputs are %v", o.Name, info.OutputNames())
+		if err := checkOIPOutputs([]string{o.Name}, info); err != nil {
+			return nil, err
 		}
 	}
 	return &req, nil
 }
 
-// decodeOIPInputs decodes the inputs in model order, each with its batch
-// dim; rows is their common dim 0, -1 when they have none (see
-// commonRows).
-func decodeOIPInputs(inputs []oipInput, info infer.ModelInfo) (full []infer.Tensor, rows int64, err error) {
+// decodeOIPInputs matches a request's inputs, named by names in request
+// order, to the model's and decodes each with decode (i indexes names)
+// in model order, each with its batch dim; rows is their common dim 0,
+// -1 when they have none (see commonRows). Every OIP codec shares it, so
+// they all refuse an unknown, missing or doubled input alike.
+func decodeOIPInputs(names []string, info infer.ModelInfo, decode func(i int, mi infer.IO) (infer.Tensor, error)) (full []infer.Tensor, rows int64, err error) {
 	known := make(map[string]bool, len(info.Inputs))
 	for _, mi := range info.Inputs {
 		known[mi.Name] = true
 	}
-	byName := make(map[string]int, len(inputs))
-	for i, in := range inputs {
-		if _, dup := byName[in.Name]; dup {
-			return nil, 0, infer.NewInputError(-1, in.Name, "given twice")
+	byName := make(map[string]int, len(names))
+	for i, name := range names {
+		if _, dup := byName[name]; dup {
+			return nil, 0, infer.NewInputError(-1, name, "given twice")
 		}
 		// An unknown name first: a misspelt input is unknown, not the
 		// model's input it was meant to be "missing".
-		if !known[in.Name] {
-			return nil, 0, infer.NewInputError(-1, in.Name, "unknown input: the model's inputs are %v", info.InputNames())
+		if !known[name] {
+			return nil, 0, infer.NewInputError(-1, name, "unknown input: the model's inputs are %v", info.InputNames())
 		}
-		byName[in.Name] = i
+		byName[name] = i
 	}
 	full = make([]infer.Tensor, len(info.Inputs))
 	rows = -1
@@ -158,7 +184,7 @@ func decodeOIPInputs(inputs []oipInput, info infer.ModelInfo) (full []infer.Tens
 			return nil, 0, infer.NewInputError(-1, mi.Name, "missing: the model's inputs are %v", info.InputNames())
 		}
 		delete(byName, mi.Name)
-		t, err := decodeOIPTensor(inputs[i], mi)
+		t, err := decode(i, mi)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -224,24 +250,29 @@ func oipRecords(full []infer.Tensor, rows int64, s *Spec) ([][]infer.Tensor, err
 	return records, nil
 }
 
+// checkOIPTensor checks an OIP input's datatype and shape against the
+// model input mi, whatever form its data comes in, and returns its
+// element count.
+func checkOIPTensor(datatype string, shape []int64, mi infer.IO) (int64, error) {
+	if want := OIPDatatype(mi.DType); datatype != want {
+		return 0, infer.NewInputError(-1, mi.Name, "datatype %q does not match the model's %s", datatype, want)
+	}
+	n, err := rawElems(shape, mi.Name)
+	if err != nil {
+		return 0, err
+	}
+	if !infer.FitsShape(shape, mi.Shape) {
+		return 0, infer.NewInputError(-1, mi.Name, "shape %s does not match model %s (OIP shapes include the batch dim)", infer.ShapeString(shape), infer.ShapeString(mi.Shape))
+	}
+	return n, nil
+}
+
 // decodeOIPTensor checks one OIP input against the model input and parses
 // its data, flat or nested, into a Tensor of the given shape.
 func decodeOIPTensor(in oipInput, mi infer.IO) (infer.Tensor, error) {
-	want := OIPDatatype(mi.DType)
-	if in.Datatype != want {
-		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "datatype %q does not match the model's %s", in.Datatype, want)
-	}
-	for _, d := range in.Shape {
-		if d < 0 {
-			return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s has a negative dim", infer.ShapeString(in.Shape))
-		}
-	}
-	if !infer.FitsShape(in.Shape, mi.Shape) {
-		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s does not match model %s (OIP shapes include the batch dim)", infer.ShapeString(in.Shape), infer.ShapeString(mi.Shape))
-	}
-	n := infer.NumElems(in.Shape)
-	if n > 1<<31 {
-		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "shape %s is too large", infer.ShapeString(in.Shape))
+	n, err := checkOIPTensor(in.Datatype, in.Shape, mi)
+	if err != nil {
+		return infer.Tensor{}, err
 	}
 	// The shape only hints at the leaves' count: a short body may claim a
 	// huge shape, and a hint of that size would end the process (out of
@@ -480,15 +511,24 @@ func parseIntLeaves[T int8 | int16 | int32 | int64 | uint8](leaves []any, dt inf
 // the records' rows. Post-processing does not apply to OIP answers: they
 // are typed tensors.
 func (oipCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error) {
-	if len(outs) == 0 {
-		return nil, fmt.Errorf("no records to encode")
+	sel, err := oipOutputs(req, outs, s)
+	if err != nil {
+		return nil, err
 	}
-	for r, rec := range outs {
-		if len(rec) != len(outs[0]) {
-			return nil, fmt.Errorf("record %d has %d outputs, record 0 has %d", r, len(rec), len(outs[0]))
+	b := appendOIPAnswerHead(make([]byte, 0, 256), req, s)
+	for i, o := range sel {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = appendOIPTensor(b, o.Name, o.Tensor)
 	}
-	b := make([]byte, 0, 256)
+	return append(b, "]}"...), nil
+}
+
+// appendOIPAnswerHead appends an OIP answer up to its outputs' '[':
+// model_name and model_version of s.Model and the request's id when it
+// had one.
+func appendOIPAnswerHead(b []byte, req *Request, s *Spec) []byte {
 	b = append(b, `{"model_name":`...)
 	b = appendQuoted(b, s.Model.Name)
 	b = append(b, `,"model_version":`...)
@@ -497,8 +537,29 @@ func (oipCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, er
 		b = append(b, `,"id":`...)
 		b = appendQuoted(b, req.ID)
 	}
-	b = append(b, `,"outputs":[`...)
-	first := true
+	return append(b, `,"outputs":[`...)
+}
+
+// oipOutput is one output of an OIP answer.
+type oipOutput struct {
+	Name   string
+	Tensor infer.Tensor
+}
+
+// oipOutputs returns the outputs an OIP answer holds, shared by every
+// OIP codec: the request's requested outputs (every output when it named
+// none), in model order, each stacked back along dim 0 from the records'
+// rows unless the request ran whole.
+func oipOutputs(req *Request, outs [][]infer.Tensor, s *Spec) ([]oipOutput, error) {
+	if len(outs) == 0 {
+		return nil, fmt.Errorf("no records to encode")
+	}
+	for r, rec := range outs {
+		if len(rec) != len(outs[0]) {
+			return nil, fmt.Errorf("record %d has %d outputs, record 0 has %d", r, len(rec), len(outs[0]))
+		}
+	}
+	var sel []oipOutput
 	for j := range outs[0] {
 		name := ""
 		if j < len(s.Info.Outputs) {
@@ -514,13 +575,9 @@ func (oipCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, er
 				return nil, err
 			}
 		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = appendOIPTensor(b, name, t)
+		sel = append(sel, oipOutput{Name: name, Tensor: t})
 	}
-	return append(b, "]}"...), nil
+	return sel, nil
 }
 
 // stackOutput stacks output j of every record along dim 0.
@@ -543,13 +600,20 @@ func stackOutput(outs [][]infer.Tensor, j int, info infer.ModelInfo) (infer.Tens
 
 // appendOIPTensor appends {"name","datatype","shape","data"} for t.
 func appendOIPTensor(b []byte, name string, t infer.Tensor) []byte {
+	b = appendOIPTensorHead(b, name, t)
+	b = append(b, `,"data":[`...)
+	b = appendData(b, t.Data)
+	return append(b, "]}"...)
+}
+
+// appendOIPTensorHead appends an OIP output up to its shape's ']':
+// {"name","datatype","shape" of t, without the closing brace.
+func appendOIPTensorHead(b []byte, name string, t infer.Tensor) []byte {
 	b = append(b, `{"name":`...)
 	b = appendQuoted(b, name)
 	b = append(b, `,"datatype":"`...)
 	b = append(b, OIPDatatype(t.DType)...)
 	b = append(b, `","shape":[`...)
 	b = appendList(b, t.Shape, appendInt[int64])
-	b = append(b, `],"data":[`...)
-	b = appendData(b, t.Data)
-	return append(b, "]}"...)
+	return append(b, ']')
 }

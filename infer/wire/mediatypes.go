@@ -14,6 +14,15 @@ const (
 	// in, {"model_name","model_version","id","outputs":[...]} out. The
 	// HTTP door sends the /v2/models/{m}/infer body under it.
 	MediaTypeOIP = "application/vnd.cluster-serving.oip+json"
+	// MediaTypeOIPBinary is an OIP REST body with the binary tensor data
+	// extension (a JSON header, then raw tensors), framed with the
+	// header's length: see FrameOIPBinary. The answer is framed alike.
+	MediaTypeOIPBinary = "application/vnd.cluster-serving.oip-binary"
+	// MediaTypeKServeGRPC is a proto-encoded OIP (KServe v2) gRPC
+	// inference.ModelInferRequest (see kservepb) in and a
+	// ModelInferResponse out. The gRPC door sends ModelInfer's request
+	// under it.
+	MediaTypeKServeGRPC = "application/vnd.cluster-serving.kserve-grpc+proto"
 	// MediaTypeRedisArrow is the data field of a Redis entry without
 	// serde: base64 of an Arrow IPC stream (see DecodeRedisArrow). The
 	// answer is the result hash's value (see EncodeRedisArrow).

@@ -91,6 +91,11 @@ type File struct {
 	TokensPerSecond     float64 `yaml:"tokensPerSecond"`
 	TokenAcquireTimeout int     `yaml:"tokenAcquireTimeout"`
 
+	// gRPC door: the Open Inference Protocol (KServe v2) gRPC service on
+	// httpInterface:grpcPort; 0 (the default) means none. It shares the
+	// HTTP door's TLS, token file, httpRequestTimeout and httpMaxBodyBytes.
+	GRPCPort int `yaml:"grpcPort"`
+
 	// Image pre-processing beyond the original's default (SPEC §7).
 	ImageLayout   string  `yaml:"imageLayout"`
 	ImageChannels string  `yaml:"imageChannels"`

@@ -132,6 +132,12 @@ func (f *File) validateDoors(p *problems) {
 	if f.HTTPPort < -1 || f.HTTPPort > 65535 {
 		p.bad("httpPort", "%d: want 1 to 65535, or -1 for no HTTP door", f.HTTPPort)
 	}
+	if f.GRPCPort < 0 || f.GRPCPort > 65535 {
+		p.bad("grpcPort", "%d: want 1 to 65535, or 0 for no gRPC door", f.GRPCPort)
+	}
+	if f.GRPCPort != 0 && f.GRPCPort == f.HTTPPort {
+		p.bad("grpcPort", "%d is httpPort too: give the gRPC door its own port", f.GRPCPort)
+	}
 	if f.HTTPMaxBodyBytes < 0 {
 		p.bad("httpMaxBodyBytes", "%d is negative", f.HTTPMaxBodyBytes)
 	}

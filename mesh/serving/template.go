@@ -197,6 +197,14 @@ tokenBucketEnabled: false
 tokensPerSecond: 100
 tokenAcquireTimeout: 100
 
+## gRPC door (Open Inference Protocol / KServe v2 gRPC) ###############
+# The port of the gRPC door (inference.GRPCInferenceService, with server
+# reflection and grpc.health.v1) on httpInterface; 0: no gRPC door. It
+# uses the HTTP door's httpTlsCert, httpTlsKey, httpTlsClientCa,
+# httpAuthTokenFile (metadata "authorization: Bearer <token>"),
+# httpRequestTimeout and httpMaxBodyBytes (largest message).
+grpcPort: 0
+
 ## Image pre-processing ################################################
 # Images decode as the original did: channel order BGR, values 0-255,
 # layout CHW. For ONNX models trained otherwise:

@@ -1,0 +1,17 @@
+// Package grpcdoor is the gRPC door: the Open Inference Protocol (KServe
+// v2) gRPC service inference.GRPCInferenceService (see
+// infer/wire/kservepb), with server reflection so that grpcurl and the
+// like need no proto file, and the standard grpc.health.v1 service for
+// Kubernetes' gRPC probes.
+//
+// ModelInfer goes to the model's job as the HTTP door sends OIP bodies:
+// the request's bytes as they came, under wire.MediaTypeKServeGRPC, which
+// the worker's codec decodes; the door reads only model_name and
+// model_version to route it (see passCodec). The worker's
+// ModelInferResponse bytes go back to the client the same way.
+// The metadata and health RPCs are answered by the door from its Config.
+// The door shares the HTTP door's TLS files and token file (see
+// httpdoor.ServerTLS and httpdoor.Tokens): a token comes as the metadata
+// "authorization: Bearer TOKEN"; the health probes and reflection need
+// none.
+package grpcdoor

@@ -1,0 +1,241 @@
+package grpcdoor
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+// Submitter sends one request to a job's work queue and waits for its
+// result. *mesh.Client implements it. It must be safe for concurrent use;
+// it returns a *wire.Error for a non-200 result, mesh.ErrQueueFull when
+// the queue is full and ctx.Err() when ctx ends first: the door answers
+// with the gRPC code of wire.Status of the error (see Code).
+type Submitter interface {
+	Submit(ctx context.Context, job string, req mesh.Request) (mesh.Result, error)
+}
+
+// Model is one served model: what the door describes and where it sends
+// work.
+type Model struct {
+	// Name and Version identify the model in requests. Version default "1".
+	Name    string
+	Version string
+	// Job is the mesh job whose workers serve the model.
+	Job string
+	// Info describes the inputs and outputs, for ModelMetadata.
+	Info infer.ModelInfo
+}
+
+// Defaults applied by Config for zero fields.
+const (
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultMaxRecvBytes   = 16 << 20
+	DefaultShutdownGrace  = 30 * time.Second
+)
+
+// Config configures a Door. The zero value, with Addr and Models set,
+// means all defaults.
+type Config struct {
+	// Addr is the host:port to listen on. Required: the door is off
+	// unless asked for (config key grpcPort).
+	Addr string
+	// Models lists the served models. Required.
+	Models []Model
+	// RequestTimeout bounds each ModelInfer; past it the door answers
+	// DeadlineExceeded and the work, carrying the deadline, is dropped
+	// unrun by the worker. A shorter client deadline wins. Default 30s.
+	RequestTimeout time.Duration
+	// MaxRecvBytes bounds a request message (grpc.MaxRecvMsgSize); a
+	// larger one gets ResourceExhausted. Default 16 MiB.
+	MaxRecvBytes int
+	// Ready reports whether every model is loaded and warmed; nil means
+	// always. ServerReady and ModelReady answer false until it is true.
+	Ready func() bool
+	// Version is the server version ServerMetadata reports. Default "0.0.0".
+	Version string
+	// ShutdownGrace bounds how long Serve waits for RPCs in flight after
+	// ctx ends. Default 30s.
+	ShutdownGrace time.Duration
+	// Logger logs listen, shutdown and internal errors. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Metrics counts ModelInfer requests at this door; nil records none.
+	Metrics *telemetry.Metrics
+
+	// TLSCertFile, TLSKeyFile and TLSClientCAFile are the HTTP door's
+	// (see httpdoor.Config): with them the door speaks TLS only, and
+	// with TLSClientCAFile it requires client certificates.
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	// TokenFile is the HTTP door's token file (see httpdoor.Config):
+	// every RPC but the health probes (ServerLive, ServerReady,
+	// grpc.health.v1) and server reflection needs the metadata
+	// "authorization: Bearer <one of its tokens>", or gets
+	// Unauthenticated. Default: no authentication.
+	TokenFile string
+}
+
+// ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
+var ErrInvalidConfig = errors.New("grpcdoor: invalid config")
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.Addr == "":
+		return fmt.Errorf("%w: Addr is empty", ErrInvalidConfig)
+	case len(c.Models) == 0:
+		return fmt.Errorf("%w: Models is empty", ErrInvalidConfig)
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", ErrInvalidConfig)
+	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
+		return fmt.Errorf("%w: TLSClientCAFile needs TLSCertFile and TLSKeyFile", ErrInvalidConfig)
+	}
+	for _, m := range c.Models {
+		if m.Name == "" {
+			return fmt.Errorf("%w: Models: a model has no name", ErrInvalidConfig)
+		}
+		if err := mesh.ValidateJob(m.Job); err != nil {
+			return fmt.Errorf("%w: Models: %s: %w", ErrInvalidConfig, m.Name, err)
+		}
+	}
+	return mesh.CheckLimits(ErrInvalidConfig, mesh.Limit{Name: "RequestTimeout", Value: c.RequestTimeout},
+		mesh.Limit{Name: "MaxRecvBytes", Value: int64(c.MaxRecvBytes)}, mesh.Limit{Name: "ShutdownGrace", Value: c.ShutdownGrace})
+}
+
+// Door is the gRPC door. Its RPCs are safe for concurrent use; Serve it
+// once.
+type Door struct {
+	kservepb.UnimplementedGRPCInferenceServiceServer
+
+	cfg    Config
+	sub    Submitter
+	log    *slog.Logger
+	tls    *tls.Config      // nil: plaintext
+	tokens *httpdoor.Tokens // nil: no authentication
+}
+
+// New validates cfg and loads its TLS and token files; a file it cannot
+// use is an *httpdoor.FileError naming its Config field.
+func New(s Submitter, cfg Config) (*Door, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
+	}
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	cfg.MaxRecvBytes = cmp.Or(cfg.MaxRecvBytes, DefaultMaxRecvBytes)
+	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace)
+	cfg.Version = cmp.Or(cfg.Version, "0.0.0")
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Models = append([]Model(nil), cfg.Models...)
+	for i := range cfg.Models {
+		cfg.Models[i].Version = cmp.Or(cfg.Models[i].Version, "1")
+	}
+	d := &Door{cfg: cfg, sub: s, log: cfg.Logger}
+	var err error
+	if d.tls, err = httpdoor.ServerTLS(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
+		return nil, err
+	}
+	if cfg.TokenFile != "" {
+		if d.tokens, err = httpdoor.NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Server returns a new *grpc.Server with the door's service (ModelInfer
+// passing its bytes through, see passCodec), the
+// standard health service (see health), server reflection, TLS, the message size limit and the interceptors (span,
+// panic recovery, token) registered. Serve uses it; tests may too.
+func (d *Door) Server() *grpc.Server {
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newPassCodec()),
+		grpc.MaxRecvMsgSize(d.cfg.MaxRecvBytes),
+		grpc.ChainUnaryInterceptor(d.tracedUnary, d.recoverUnary, d.authUnary),
+		grpc.ChainStreamInterceptor(d.recoverStream, d.authStream),
+	}
+	if d.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(d.tls)))
+	}
+	gs := grpc.NewServer(opts...)
+	gs.RegisterService(serviceDesc(), d)
+	healthpb.RegisterHealthServer(gs, health{d: d})
+	reflection.Register(gs)
+	return gs
+}
+
+// Run listens on Config.Addr and serves until ctx ends (see Serve).
+func (d *Door) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", d.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("grpcdoor: listen: %w", err)
+	}
+	return d.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then stops gracefully: no new RPCs,
+// those in flight finish within ShutdownGrace, then the rest are cut. It
+// closes ln and returns an error only when serving fails.
+func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
+	d.warnIfOpen(ln.Addr())
+	gs := d.Server()
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(ln) }()
+	d.log.Info("gRPC door listening", "addr", ln.Addr().String(), "models", len(d.cfg.Models),
+		"tls", d.tls != nil, "clientCerts", d.cfg.TLSClientCAFile != "", "tokens", d.tokens != nil)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("grpcdoor: serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(d.cfg.ShutdownGrace):
+		d.log.Warn("gRPC door: RPCs still in flight at the end of the grace period")
+		gs.Stop()
+		<-stopped
+	}
+	<-errc // nil after GracefulStop
+	return nil
+}
+
+// warnIfOpen logs one warning when the door, listening on addr beyond
+// loopback, lets anyone in: no token file and no client certificates.
+func (d *Door) warnIfOpen(addr net.Addr) {
+	if d.tokens != nil || d.cfg.TLSClientCAFile != "" {
+		return
+	}
+	where := addr.String()
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		if ta.IP.IsLoopback() {
+			return
+		}
+		if ta.IP.IsUnspecified() {
+			where = net.JoinHostPort("0.0.0.0", strconv.Itoa(ta.Port))
+		}
+	}
+	d.log.Warn(fmt.Sprintf("gRPC door on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", where))
+}

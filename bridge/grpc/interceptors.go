@@ -1,0 +1,143 @@
+package grpcdoor
+
+import (
+	"context"
+	"runtime/debug"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+var tracer = otel.Tracer(telemetry.ScopeName + "/bridge/grpc")
+
+// mdCarrier reads and writes trace context in gRPC metadata.
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+
+func (c mdCarrier) Keys() []string {
+	out := make([]string, 0, len(c))
+	for k := range c {
+		out = append(out, k)
+	}
+	return out
+}
+
+// tracedUnary runs each RPC in a server span named after its method
+// ("inference.GRPCInferenceService/ModelInfer"), the caller's child when
+// its metadata carries a traceparent; the mesh continues it.
+func (d *Door) tracedUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		ctx = otel.GetTextMapPropagator().Extract(ctx, mdCarrier(md))
+	}
+	name := strings.TrimPrefix(info.FullMethod, "/")
+	service, method, _ := strings.Cut(name, "/")
+	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.service", service), attribute.String("rpc.method", method)))
+	defer span.End()
+	resp, err := handler(ctx, req)
+	code := status.Code(err)
+	span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(code)))
+	if serverFault(code) {
+		span.SetStatus(otelcodes.Error, code.String())
+	}
+	return resp, err
+}
+
+// serverFault reports whether code is the server's fault, as OTel's gRPC
+// conventions mark server spans.
+func serverFault(code codes.Code) bool {
+	switch code {
+	case codes.Unknown, codes.DeadlineExceeded, codes.Unimplemented, codes.Internal, codes.Unavailable, codes.DataLoss:
+		return true
+	}
+	return false
+}
+
+// recoverUnary answers an RPC whose handling panicked with Internal,
+// logging the panic once with its stack, so that one bad request cannot
+// take the door down.
+func (d *Door) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.log.ErrorContext(ctx, "gRPC door: handler panicked", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
+			resp, err = nil, status.Errorf(codes.Internal, "internal error: %v", p)
+		}
+	}()
+	return handler(ctx, req)
+}
+
+func (d *Door) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.log.Error("gRPC door: stream handler panicked", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
+			err = status.Errorf(codes.Internal, "internal error: %v", p)
+		}
+	}()
+	return handler(srv, ss)
+}
+
+// kserveService is the OIP service's full name.
+const kserveService = "inference.GRPCInferenceService"
+
+// exempt reports whether method needs no token: the health probes, which
+// load balancers and orchestrators call bare, as the HTTP door exempts
+// /v2/health/*; and server reflection, which tells only the public OIP
+// schema (as GET / tells the routes) and which grpcurl needs before any
+// call, a bare ServerLive included.
+func exempt(method string) bool {
+	switch method {
+	case "/" + kserveService + "/ServerLive", "/" + kserveService + "/ServerReady", "/grpc.health.v1.Health/Check":
+		return true
+	}
+	return strings.HasPrefix(method, "/grpc.reflection.")
+}
+
+// authUnary refuses an RPC without a valid bearer token (Config.TokenFile)
+// with Unauthenticated, unless it is exempt. It neither logs nor echoes
+// the token.
+func (d *Door) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := d.authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// authStream is authUnary for streams (none needs a token today: server
+// reflection is exempt, Health.Watch is not served).
+func (d *Door) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := d.authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+func (d *Door) authorize(ctx context.Context, method string) error {
+	if d.tokens == nil || exempt(method) {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		scheme, token, _ := strings.Cut(v, " ")
+		if strings.EqualFold(scheme, "Bearer") && d.tokens.Valid(strings.TrimSpace(token)) {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, "missing or invalid bearer token: send the metadata 'authorization: Bearer TOKEN' with a token of httpAuthTokenFile")
+}

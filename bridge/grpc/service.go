@@ -1,0 +1,184 @@
+package grpcdoor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
+)
+
+// ServerLive answers live: the door is up.
+func (d *Door) ServerLive(context.Context, *kservepb.ServerLiveRequest) (*kservepb.ServerLiveResponse, error) {
+	return &kservepb.ServerLiveResponse{Live: true}, nil
+}
+
+// ServerReady answers whether every model is loaded and has a worker
+// (Config.Ready).
+func (d *Door) ServerReady(context.Context, *kservepb.ServerReadyRequest) (*kservepb.ServerReadyResponse, error) {
+	return &kservepb.ServerReadyResponse{Ready: d.ready()}, nil
+}
+
+func (d *Door) ready() bool { return d.cfg.Ready == nil || d.cfg.Ready() }
+
+// ModelReady answers whether the model is ready; NotFound for a model or
+// version the door does not serve.
+func (d *Door) ModelReady(_ context.Context, req *kservepb.ModelReadyRequest) (*kservepb.ModelReadyResponse, error) {
+	if _, err := d.model(req.Name, req.Version); err != nil {
+		return nil, grpcError(err)
+	}
+	return &kservepb.ModelReadyResponse{Ready: d.ready()}, nil
+}
+
+// ServerMetadata names the server, its version and extensions (none over
+// gRPC: raw contents are part of the protocol).
+func (d *Door) ServerMetadata(context.Context, *kservepb.ServerMetadataRequest) (*kservepb.ServerMetadataResponse, error) {
+	return &kservepb.ServerMetadataResponse{Name: "cluster-serving", Version: d.cfg.Version, Extensions: []string{}}, nil
+}
+
+// ModelMetadata describes the model as the HTTP door's
+// GET /v2/models/{m} does.
+func (d *Door) ModelMetadata(_ context.Context, req *kservepb.ModelMetadataRequest) (*kservepb.ModelMetadataResponse, error) {
+	m, err := d.model(req.Name, req.Version)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &kservepb.ModelMetadataResponse{Name: m.Name, Platform: "onnxruntime_onnx",
+		Inputs: tensorMetas(m.Info.Inputs), Outputs: tensorMetas(m.Info.Outputs)}
+	for _, o := range d.cfg.Models {
+		if o.Name == m.Name {
+			out.Versions = append(out.Versions, o.Version)
+		}
+	}
+	return out, nil
+}
+
+func tensorMetas(ios []infer.IO) []*kservepb.ModelMetadataResponse_TensorMetadata {
+	out := make([]*kservepb.ModelMetadataResponse_TensorMetadata, len(ios))
+	for i, io := range ios {
+		out[i] = &kservepb.ModelMetadataResponse_TensorMetadata{Name: io.Name, Datatype: wire.OIPDatatype(io.DType), Shape: io.Shape}
+	}
+	return out
+}
+
+// ModelInfer sends the request, proto-encoded, to the model's job under
+// wire.MediaTypeKServeGRPC and returns the worker's ModelInferResponse.
+// The server the door builds (Server) does not call it: its ModelInfer
+// passes the bytes through (see inferFrame). A request the worker cannot
+// decode is InvalidArgument; see grpcError for the other codes.
+func (d *Door) ModelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
+	body, err := proto.Marshal(req)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encode request: %v", err)
+	}
+	answer, err := d.infer(ctx, req.ModelName, req.ModelVersion, body)
+	if err != nil {
+		return nil, err
+	}
+	out := &kservepb.ModelInferResponse{}
+	if err := proto.Unmarshal(answer, out); err != nil {
+		d.log.Warn("gRPC door: the worker's answer is no ModelInferResponse", "model", req.ModelName, "err", err)
+		return nil, status.Errorf(codes.Internal, "the worker's answer is no ModelInferResponse: %v", err)
+	}
+	return out, nil
+}
+
+// infer sends body, a proto-encoded ModelInferRequest, to the job of
+// model name at version and returns the worker's answer, a proto-encoded
+// ModelInferResponse, or a gRPC status error.
+func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]byte, error) {
+	m, err := d.model(name, version)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := d.sub.Submit(ctx, m.Job, mesh.Request{ContentType: wire.MediaTypeKServeGRPC, Body: body})
+	d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorGRPC, m.Job, telemetry.OutcomeOf(wire.Status(err)), time.Since(start))
+	if err != nil {
+		if st := wire.Status(err); st >= 500 && st != wire.StatusBusy && st != wire.StatusTimeout {
+			d.log.Warn("gRPC door", "status", st, "err", err)
+		}
+		return nil, grpcError(err)
+	}
+	return res.Body, nil
+}
+
+// model finds name at version ("" = the last listed version of name).
+func (d *Door) model(name, version string) (Model, error) {
+	var found *Model
+	for i := range d.cfg.Models {
+		m := &d.cfg.Models[i]
+		if m.Name == name && (version == "" || m.Version == version) {
+			found = m
+		}
+	}
+	if found != nil {
+		return *found, nil
+	}
+	for _, m := range d.cfg.Models {
+		if m.Name == name {
+			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
+		}
+	}
+	return Model{}, wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
+}
+
+// Code maps a wire status to its gRPC code: 400 InvalidArgument, 401
+// Unauthenticated, 404 NotFound, 413 and 429 ResourceExhausted, 499
+// Canceled, 503 Unavailable, 504 DeadlineExceeded, anything else
+// Internal.
+func Code(st int) codes.Code {
+	switch st {
+	case wire.StatusOK:
+		return codes.OK
+	case wire.StatusBadInput:
+		return codes.InvalidArgument
+	case 401:
+		return codes.Unauthenticated
+	case wire.StatusNotFound:
+		return codes.NotFound
+	case wire.StatusTooLarge, wire.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	case wire.StatusClientClosed:
+		return codes.Canceled
+	case wire.StatusBusy:
+		return codes.Unavailable
+	case wire.StatusTimeout:
+		return codes.DeadlineExceeded
+	}
+	return codes.Internal
+}
+
+// grpcError is err as a gRPC status: the code of wire.Status(err) and the
+// message the HTTP door would answer with.
+func grpcError(err error) error {
+	st := wire.Status(err)
+	msg := err.Error()
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we):
+		msg = we.Message
+		if st == wire.StatusTimeout {
+			msg = "timed out (httpRequestTimeout): " + msg
+		}
+	case errors.Is(err, mesh.ErrQueueFull):
+		msg = "queue full: retry later"
+	case errors.Is(err, mesh.ErrClosed):
+		msg = "shutting down"
+	case errors.Is(err, context.DeadlineExceeded):
+		msg = "timed out waiting for a worker (httpRequestTimeout or the client's deadline)"
+	case errors.Is(err, context.Canceled):
+		msg = "client cancelled the call"
+	}
+	return status.Error(Code(st), msg)
+}

@@ -1,0 +1,213 @@
+package wire
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+)
+
+// maxRawElems bounds the elements of one tensor a request may claim, as
+// the OIP JSON codec does: a shape is checked before any memory is taken.
+const maxRawElems = 1 << 31
+
+// RawSize returns the bytes one element of d takes in OIP raw tensor
+// data (gRPC raw_input_contents, the binary tensor data extension): 1
+// for BOOL, INT8 and UINT8, 2 for INT16, UINT16, FP16 and BF16, 4 for
+// INT32, UINT32 and FP32, 8 for INT64, UINT64 and FP64; 0 for a dtype
+// that has no fixed size.
+func RawSize(d infer.DType) int {
+	switch d {
+	case infer.Bool, infer.Int8, infer.Uint8:
+		return 1
+	case infer.Int16, infer.Uint16, infer.Float16, infer.BFloat16:
+		return 2
+	case infer.Int32, infer.Uint32, infer.Float32:
+		return 4
+	case infer.Int64, infer.Uint64, infer.Float64:
+		return 8
+	}
+	return 0
+}
+
+// OIPDType returns the dtype of the OIP datatype name (see OIPDatatype),
+// false for a name infer has no dtype for.
+func OIPDType(name string) (infer.DType, bool) {
+	for d := infer.Float32; d <= infer.BFloat16; d++ {
+		if OIPDatatype(d) == name {
+			return d, true
+		}
+	}
+	return infer.Invalid, false
+}
+
+// errBytes is the answer to a BYTES tensor in raw form (gRPC contents or
+// raw_input_contents, binary_data_size), which the raw codecs do not
+// read yet.
+func errBytes(input string) error {
+	return infer.NewInputError(-1, input, "datatype BYTES is not supported yet")
+}
+
+// rawElems checks shape (no negative dim, at most maxRawElems elements,
+// counted without overflow) and returns its element count; input names
+// the tensor in the error.
+func rawElems(shape []int64, input string) (int64, error) {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, infer.NewInputError(-1, input, "shape %s has a negative dim", infer.ShapeString(shape))
+		}
+		if d > 0 && n > maxRawElems/d {
+			return 0, infer.NewInputError(-1, input, "shape %s is too large", infer.ShapeString(shape))
+		}
+		n *= d
+	}
+	if n > maxRawElems {
+		return 0, infer.NewInputError(-1, input, "shape %s is too large", infer.ShapeString(shape))
+	}
+	return n, nil
+}
+
+// DecodeRaw reads b, OIP raw tensor data (little-endian elements in
+// row-major order, no padding; a BOOL is one byte, 0 or 1), as a tensor
+// of dtype d and shape. A size that does not match the shape, a BOOL byte
+// other than 0 or 1 or a dtype without raw form is an *infer.InputError
+// naming input. The tensor owns its data: b may be reused.
+func DecodeRaw(b []byte, d infer.DType, shape []int64, input string) (infer.Tensor, error) {
+	size := RawSize(d)
+	if size == 0 {
+		return infer.Tensor{}, infer.NewInputError(-1, input, "datatype %s has no raw form", d)
+	}
+	n, err := rawElems(shape, input)
+	if err != nil {
+		return infer.Tensor{}, err
+	}
+	if int64(len(b)) != n*int64(size) {
+		return infer.Tensor{}, infer.NewInputError(-1, input, "raw data has %d bytes, %s of shape %s needs %d (%d elements of %d bytes)",
+			len(b), OIPDatatype(d), infer.ShapeString(shape), n*int64(size), n, size)
+	}
+	le := binary.LittleEndian
+	t := infer.NewTensor(d, shape)
+	switch v := t.Data.(type) {
+	case []bool:
+		for i, c := range b {
+			if c > 1 {
+				return infer.Tensor{}, infer.NewInputError(-1, input, "raw BOOL element %d is %d: want 0 or 1", i, c)
+			}
+			v[i] = c == 1
+		}
+	case []uint8:
+		copy(v, b)
+	case []int8:
+		for i, c := range b {
+			v[i] = int8(c)
+		}
+	case []int16:
+		for i := range v {
+			v[i] = int16(le.Uint16(b[2*i:]))
+		}
+	case []uint16:
+		for i := range v {
+			v[i] = le.Uint16(b[2*i:])
+		}
+	case []infer.F16:
+		for i := range v {
+			v[i] = infer.F16(le.Uint16(b[2*i:]))
+		}
+	case []infer.BF16:
+		for i := range v {
+			v[i] = infer.BF16(le.Uint16(b[2*i:]))
+		}
+	case []int32:
+		for i := range v {
+			v[i] = int32(le.Uint32(b[4*i:]))
+		}
+	case []uint32:
+		for i := range v {
+			v[i] = le.Uint32(b[4*i:])
+		}
+	case []float32:
+		for i := range v {
+			v[i] = math.Float32frombits(le.Uint32(b[4*i:]))
+		}
+	case []int64:
+		for i := range v {
+			v[i] = int64(le.Uint64(b[8*i:]))
+		}
+	case []uint64:
+		for i := range v {
+			v[i] = le.Uint64(b[8*i:])
+		}
+	case []float64:
+		for i := range v {
+			v[i] = math.Float64frombits(le.Uint64(b[8*i:]))
+		}
+	}
+	return t, nil
+}
+
+// AppendRaw appends t's data to b as OIP raw tensor data (see DecodeRaw)
+// and returns the extended slice; a dtype without raw form appends
+// nothing.
+func AppendRaw(b []byte, t infer.Tensor) []byte {
+	le := binary.LittleEndian
+	b = slices.Grow(b, t.Len()*RawSize(t.DType))
+	switch v := t.Data.(type) {
+	case []bool:
+		for _, x := range v {
+			if x {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
+		}
+	case []uint8:
+		b = append(b, v...)
+	case []int8:
+		for _, x := range v {
+			b = append(b, byte(x))
+		}
+	case []int16:
+		for _, x := range v {
+			b = le.AppendUint16(b, uint16(x))
+		}
+	case []uint16:
+		for _, x := range v {
+			b = le.AppendUint16(b, x)
+		}
+	case []infer.F16:
+		for _, x := range v {
+			b = le.AppendUint16(b, uint16(x))
+		}
+	case []infer.BF16:
+		for _, x := range v {
+			b = le.AppendUint16(b, uint16(x))
+		}
+	case []int32:
+		for _, x := range v {
+			b = le.AppendUint32(b, uint32(x))
+		}
+	case []uint32:
+		for _, x := range v {
+			b = le.AppendUint32(b, x)
+		}
+	case []float32:
+		for _, x := range v {
+			b = le.AppendUint32(b, math.Float32bits(x))
+		}
+	case []int64:
+		for _, x := range v {
+			b = le.AppendUint64(b, uint64(x))
+		}
+	case []uint64:
+		for _, x := range v {
+			b = le.AppendUint64(b, x)
+		}
+	case []float64:
+		for _, x := range v {
+			b = le.AppendUint64(b, math.Float64bits(x))
+		}
+	}
+	return b
+}
