@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/infertest/onnxnode"
@@ -208,6 +210,7 @@ type door struct {
 // doors are the doors every applicable case goes through.
 var doors = []door{
 	{"OIP over HTTP", httpInfer},
+	{"OIP over gRPC", grpcInfer},
 }
 
 // httpInfer posts the case's OIP JSON request to /v2/models/{m}/infer.
@@ -326,7 +329,9 @@ func buildBinary(t *testing.T) string {
 type node struct {
 	cmd  *exec.Cmd
 	log  string
-	http string
+	http string // the HTTP door's base URL
+	grpc string // the gRPC door's address
+	conn *grpc.ClientConn
 	done chan struct{}
 }
 
@@ -340,6 +345,9 @@ func (n *node) exited() bool {
 }
 
 func (n *node) stop() {
+	if n.conn != nil {
+		_ = n.conn.Close()
+	}
 	_ = n.cmd.Process.Kill()
 	<-n.done
 }
@@ -357,10 +365,10 @@ func (n *node) lastLines() string {
 func startNode(t *testing.T, bin string, batch []*served) (*node, error) {
 	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 2)
+	ports := freePorts(t, 3)
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "jobName: conformance\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nqueueMaxBytes: 16777216\n", ports[0], filepath.Join(dir, "js"))
-	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\nmetricsListen: off\nthreadPerModel: 1\nlogLevel: warn\nmodels:\n", ports[1])
+	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\ngrpcPort: %d\nmetricsListen: off\nthreadPerModel: 1\nlogLevel: warn\nmodels:\n", ports[1], ports[2])
 	for _, c := range batch {
 		fmt.Fprintf(&cfg, "  - name: %s\n    path: %s\n", c.name, filepath.Join(c.dir, "model.onnx"))
 	}
@@ -368,7 +376,8 @@ func startNode(t *testing.T, bin string, batch []*served) (*node, error) {
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := &node{log: filepath.Join(dir, "log"), http: fmt.Sprintf("http://127.0.0.1:%d", ports[1]), done: make(chan struct{})}
+	n := &node{log: filepath.Join(dir, "log"), http: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		grpc: fmt.Sprintf("127.0.0.1:%d", ports[2]), done: make(chan struct{})}
 	out, err := os.Create(n.log)
 	if err != nil {
 		t.Fatal(err)
