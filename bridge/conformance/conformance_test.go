@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -86,7 +85,7 @@ func TestConformance(t *testing.T) {
 	}
 	lib := infertest.RequireLibrary(t)
 	t.Setenv("ONNXRUNTIME_LIB", lib)
-	cases := selectCases(t, onnxnode.Cases(t))
+	cases := onnxnode.Select(t, onnxnode.Cases(t), suiteEnv, sample)
 	start := time.Now()
 	directs := runDirects(t, cases)
 	t.Logf("direct runs of %d cases in %v", len(cases), time.Since(start).Round(time.Millisecond))
@@ -142,38 +141,6 @@ func TestConformance(t *testing.T) {
 				100*float64(pass)/float64(applicable), 100*minPass)
 		}
 	}
-}
-
-func selectCases(t *testing.T, dirs []string) []string {
-	t.Helper()
-	sel := os.Getenv(suiteEnv)
-	if sel == "all" {
-		return dirs
-	}
-	keep := func(name string) bool { return slices.Contains(sample, name) }
-	if sel != "" {
-		re, err := regexp.Compile(sel)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", suiteEnv, sel, err)
-		}
-		keep = re.MatchString
-	}
-	var out []string
-	for _, d := range dirs {
-		if keep(filepath.Base(d)) {
-			out = append(out, d)
-		}
-	}
-	if sel == "" && len(out) != len(sample) {
-		var missing []string
-		for _, s := range sample {
-			if !slices.ContainsFunc(out, func(d string) bool { return filepath.Base(d) == s }) {
-				missing = append(missing, s)
-			}
-		}
-		t.Fatalf("sample cases missing from the generated suite: %v", missing)
-	}
-	return out
 }
 
 // runDirects runs every case on ONNX Runtime directly, in children.

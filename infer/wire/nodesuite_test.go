@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -67,7 +66,7 @@ var nodeSample = []string{
 func TestONNXNodeSuite(t *testing.T) {
 	lib := infertest.RequireLibrary(t)
 	t.Setenv("ONNXRUNTIME_LIB", lib) // the children find the library the same way
-	cases := selectNodeCases(t, onnxnode.Cases(t))
+	cases := onnxnode.Select(t, onnxnode.Cases(t), nodeSuiteEnv, nodeSample)
 	start := time.Now()
 	results := runNodeChildren(t, cases)
 	t.Logf("%d cases in %v", len(cases), time.Since(start).Round(time.Millisecond))
@@ -120,34 +119,6 @@ func nodeDetails(cases []string, results map[string]nodeResult) string {
 		fmt.Fprintf(&b, "%s: %s\n", r.Case, why)
 	}
 	return b.String()
-}
-
-// selectNodeCases keeps the cases nodeSuiteEnv asks for; every sample
-// case must exist.
-func selectNodeCases(t *testing.T, dirs []string) []string {
-	t.Helper()
-	sel := os.Getenv(nodeSuiteEnv)
-	if sel == "all" {
-		return dirs
-	}
-	keep := func(name string) bool { return slices.Contains(nodeSample, name) }
-	if sel != "" {
-		re, err := regexp.Compile(sel)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", nodeSuiteEnv, sel, err)
-		}
-		keep = re.MatchString
-	}
-	var out []string
-	for _, d := range dirs {
-		if keep(filepath.Base(d)) {
-			out = append(out, d)
-		}
-	}
-	if sel == "" && len(out) != len(nodeSample) {
-		t.Fatalf("found %d of the %d sample cases: the generator's cases changed", len(out), len(nodeSample))
-	}
-	return out
 }
 
 // runNodeChildren runs cases in child processes (onnxnode.RunChildren)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -313,4 +314,39 @@ func compareTensor(got Output, want infer.Tensor) string {
 		}
 	}
 	return ""
+}
+
+// Select keeps the cases the environment variable env asks for: unset,
+// those named in sample (every one must exist); "all", every case;
+// anything else, a regular expression of case names.
+func Select(tb testing.TB, dirs []string, env string, sample []string) []string {
+	tb.Helper()
+	sel := os.Getenv(env)
+	if sel == "all" {
+		return dirs
+	}
+	keep := func(name string) bool { return slices.Contains(sample, name) }
+	if sel != "" {
+		re, err := regexp.Compile(sel)
+		if err != nil {
+			tb.Fatalf("%s=%q: %v", env, sel, err)
+		}
+		keep = re.MatchString
+	}
+	var out []string
+	for _, d := range dirs {
+		if keep(filepath.Base(d)) {
+			out = append(out, d)
+		}
+	}
+	if sel == "" && len(out) != len(sample) {
+		var missing []string
+		for _, s := range sample {
+			if !slices.ContainsFunc(out, func(d string) bool { return filepath.Base(d) == s }) {
+				missing = append(missing, s)
+			}
+		}
+		tb.Fatalf("sample cases missing from the generated suite (its generator changed?): %v", missing)
+	}
+	return out
 }
