@@ -393,7 +393,8 @@ func (w *Worker) settleOK(ctx context.Context, msg jetstream.Msg, out []byte, de
 }
 
 // settleError settles a record whose Predict (under pctx) failed with err: a
-// request at fault, a passed caller deadline and a last attempt end it
+// request at fault, outputs no try can write (wire.ErrUnanswerable), a
+// passed caller deadline and a last attempt end it
 // with an error result; anything else goes back to the queue, at once when
 // the worker is stopping (ctx ended), else after a growing delay. It
 // returns the status the process span records.
@@ -404,6 +405,10 @@ func (w *Worker) settleError(ctx, pctx context.Context, msg jetstream.Msg, err e
 	case requestAtFault(st):
 		w.fail(ctx, msg, h, st, message(err))
 		return st
+	case errors.Is(err, wire.ErrUnanswerable):
+		// The model ran; its outputs cannot be written, on any try.
+		w.fail(ctx, msg, h, wire.StatusInternal, message(err))
+		return wire.StatusInternal
 	case ctx.Err() != nil:
 		// Shutdown grace ran out: hand the record to another worker now.
 		w.retried.Add(1)

@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +44,34 @@ func TestWorkerRecoversPanic(t *testing.T) {
 	}
 	if got, want := string(res.Body), "NEXT"; got != want {
 		t.Errorf("got body %q, want %q", got, want)
+	}
+}
+
+// unanswerablePredictor counts its calls and fails each one as a codec
+// does that cannot write the outputs (wire.ErrUnanswerable).
+type unanswerablePredictor struct{ calls chan struct{} }
+
+func (p unanswerablePredictor) Predict(context.Context, string, []byte) ([]byte, error) {
+	p.calls <- struct{}{}
+	return nil, fmt.Errorf("output %q: %w", "y", wire.ErrUnanswerable)
+}
+
+// TestWorkerAnswersUnanswerableAtOnce checks that outputs no try can
+// write are a 500 at the first delivery, not after MaxDeliver retries.
+func TestWorkerAnswersUnanswerableAtOnce(t *testing.T) {
+	sc := mesh.StreamConfig{Job: "unanswerable", MaxDeliver: 5, Backoff: 10 * time.Millisecond}
+	_, nc := startStreams(t, sc)
+	p := unanswerablePredictor{calls: make(chan struct{}, 10)}
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, p)
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.Submit(ctx, "unanswerable", mesh.Request{URI: "r1", Body: []byte("x")})
+	var me *wire.Error
+	if !errors.As(err, &me) || me.Status != 500 || strings.Contains(me.Message, "gave up") {
+		t.Fatalf("got error %v, want a 500 *wire.Error at the first delivery", err)
+	}
+	if n := len(p.calls); n != 1 {
+		t.Errorf("Predict ran %d times, want 1", n)
 	}
 }

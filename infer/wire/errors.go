@@ -44,7 +44,18 @@ var (
 	ErrBusy = errors.New("wire: busy")
 	// ErrTimeout means the deadline passed before an answer: status 504.
 	ErrTimeout = errors.New("wire: timeout")
+	// ErrUnanswerable means the model ran but a codec cannot write its
+	// outputs in the request's format: status 500, and the same on every
+	// try, so a worker answers it at once instead of retrying it.
+	ErrUnanswerable = errors.New("wire: outputs cannot be written in the request's format")
 )
+
+// unanswerable is an Encode failure of status 500: it reads as the
+// codec's error and unwraps to it and to ErrUnanswerable.
+type unanswerable struct{ err error }
+
+func (u unanswerable) Error() string   { return u.err.Error() }
+func (u unanswerable) Unwrap() []error { return []error{u.err, ErrUnanswerable} }
 
 // Error is a non-200 answer: its status and message, as a worker sends
 // them across the mesh (mesh.Result.Err returns one) or a door decides

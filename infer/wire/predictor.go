@@ -59,7 +59,8 @@ func (p *Predictor) Spec() Spec { return p.spec }
 // and an infer.Hooks stage ("decode", "encode"). An unknown content type,
 // and any body that does not fit the model, is an *infer.InputError; the
 // engine's errors (infer.ErrQueueFull, infer.ErrClosed, ctx's) come back
-// as they are. Status maps any of them to its status.
+// as they are; outputs the codec cannot write are a 500 that wraps
+// ErrUnanswerable. Status maps any of them to its status.
 func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte) ([]byte, error) {
 	codec, err := codecFor(contentType)
 	if err != nil {
@@ -82,6 +83,10 @@ func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte
 		out, err = codec.Encode(req, outs, &p.spec)
 		return err
 	})
+	if err != nil && Status(err) == StatusInternal {
+		// Encoding the same outputs fails the same way every time.
+		err = unanswerable{err}
+	}
 	return out, err
 }
 
