@@ -44,6 +44,18 @@ type Model struct {
 	Info infer.ModelInfo
 }
 
+// Catalog lists the served models when they change at runtime: a model
+// repository loads and unloads them. cmd passes the same adapter as the
+// HTTP door's Repository (which implements Catalog), so that both doors
+// see the same models. Its methods must be safe for concurrent use.
+type Catalog interface {
+	// Models lists the models that serve now (Version "" means "1").
+	Models() []httpdoor.Model
+	// Index lists every model known, loaded or not, with the reason one
+	// does not serve; NotFound answers say it.
+	Index(ready bool) []httpdoor.RepositoryEntry
+}
+
 // Defaults applied by Config for zero fields.
 const (
 	DefaultRequestTimeout = 30 * time.Second
@@ -51,14 +63,18 @@ const (
 	DefaultShutdownGrace  = 30 * time.Second
 )
 
-// Config configures a Door. The zero value, with Addr and Models set,
-// means all defaults.
+// Config configures a Door. The zero value, with Addr and Models (or
+// Catalog) set, means all defaults.
 type Config struct {
 	// Addr is the host:port to listen on. Required: the door is off
 	// unless asked for (config key grpcPort).
 	Addr string
-	// Models lists the served models. Required.
+	// Models lists the served models. Required unless Catalog is set.
 	Models []Model
+	// Catalog, when set, lists the served models instead of Models, at
+	// every call: models a model repository loads after start serve at
+	// once, unloaded ones answer NotFound with the reason.
+	Catalog Catalog
 	// RequestTimeout bounds each ModelInfer; past it the door answers
 	// DeadlineExceeded and the work, carrying the deadline, is dropped
 	// unrun by the worker. A shorter client deadline wins. Default 30s.
@@ -100,8 +116,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Addr == "":
 		return fmt.Errorf("%w: Addr is empty", ErrInvalidConfig)
-	case len(c.Models) == 0:
-		return fmt.Errorf("%w: Models is empty", ErrInvalidConfig)
+	case len(c.Models) == 0 && c.Catalog == nil:
+		return fmt.Errorf("%w: Models is empty and there is no Catalog", ErrInvalidConfig)
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
 		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", ErrInvalidConfig)
 	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
@@ -202,7 +218,7 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	gs := d.Server()
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(ln) }()
-	d.log.Info("gRPC door listening", "addr", ln.Addr().String(), "models", len(d.cfg.Models),
+	d.log.Info("gRPC door listening", "addr", ln.Addr().String(), "models", len(d.models()),
 		"tls", d.tls != nil, "clientCerts", d.cfg.TLSClientCAFile != "", "tokens", d.tokens != nil)
 	select {
 	case err := <-errc:

@@ -60,6 +60,11 @@ func grpcRunner(d doorDeps) (func(context.Context) error, error) {
 	}
 	gc := grpcConfig(d.p.file, d.node.Models())
 	gc.Ready, gc.Logger, gc.Metrics = d.node.Ready, d.log, d.metrics
+	if repo := d.node.Repository(); repo != nil {
+		// The models the repository loads or unloads after start, as the
+		// HTTP door sees them.
+		gc.Catalog = doorRepository{repo}
+	}
 	door, err := grpcdoor.New(d.node.Client(), gc)
 	if err != nil {
 		return nil, httpFileError(err)
