@@ -79,6 +79,12 @@ type Config struct {
 	// DeadlineExceeded and the work, carrying the deadline, is dropped
 	// unrun by the worker. A shorter client deadline wins. Default 30s.
 	RequestTimeout time.Duration
+	// TokensPerSecond, when > 0, turns on the HTTP door's token bucket
+	// (see httpdoor.Config; the door has a bucket of its own) in front of
+	// ModelInfer: a call that gets no token within TokenAcquireTimeout is
+	// answered ResourceExhausted.
+	TokensPerSecond     float64
+	TokenAcquireTimeout time.Duration
 	// MaxRecvBytes bounds a request message (grpc.MaxRecvMsgSize); a
 	// larger one gets ResourceExhausted. Default 16 MiB.
 	MaxRecvBytes int
@@ -132,7 +138,8 @@ func (c Config) Validate() error {
 		}
 	}
 	return mesh.CheckLimits(ErrInvalidConfig, mesh.Limit{Name: "RequestTimeout", Value: c.RequestTimeout},
-		mesh.Limit{Name: "MaxRecvBytes", Value: int64(c.MaxRecvBytes)}, mesh.Limit{Name: "ShutdownGrace", Value: c.ShutdownGrace})
+		mesh.Limit{Name: "MaxRecvBytes", Value: int64(c.MaxRecvBytes)}, mesh.Limit{Name: "ShutdownGrace", Value: c.ShutdownGrace},
+		mesh.Limit{Name: "TokensPerSecond", Value: c.TokensPerSecond}, mesh.Limit{Name: "TokenAcquireTimeout", Value: c.TokenAcquireTimeout})
 }
 
 // Door is the gRPC door. Its RPCs are safe for concurrent use; Serve it
@@ -143,8 +150,9 @@ type Door struct {
 	cfg    Config
 	sub    Submitter
 	log    *slog.Logger
-	tls    *tls.Config      // nil: plaintext
-	tokens *httpdoor.Tokens // nil: no authentication
+	tls    *tls.Config           // nil: plaintext
+	tokens *httpdoor.Tokens      // nil: no authentication
+	bucket *httpdoor.TokenBucket // nil: no rate limit
 }
 
 // New validates cfg and loads its TLS and token files; a file it cannot
@@ -167,7 +175,7 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	for i := range cfg.Models {
 		cfg.Models[i].Version = cmp.Or(cfg.Models[i].Version, "1")
 	}
-	d := &Door{cfg: cfg, sub: s, log: cfg.Logger}
+	d := &Door{cfg: cfg, sub: s, log: cfg.Logger, bucket: httpdoor.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)}
 	var err error
 	if d.tls, err = httpdoor.ServerTLS(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
 		return nil, err

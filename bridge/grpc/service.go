@@ -101,6 +101,9 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 	if err != nil {
 		return nil, grpcError(err)
 	}
+	if err := d.bucket.Take(ctx); err != nil {
+		return nil, grpcError(err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	start := time.Now()
