@@ -44,6 +44,18 @@ type Model struct {
 	Info infer.ModelInfo
 }
 
+// Catalog lists the served models when they change at runtime: a model
+// repository loads and unloads them. cmd passes the same adapter as the
+// HTTP door's Repository (which implements Catalog), so that both doors
+// see the same models. Its methods must be safe for concurrent use.
+type Catalog interface {
+	// Models lists the models that serve now (Version "" means "1").
+	Models() []httpdoor.Model
+	// Index lists every model known, loaded or not, with the reason one
+	// does not serve; NotFound answers say it.
+	Index(ready bool) []httpdoor.RepositoryEntry
+}
+
 // Defaults applied by Config for zero fields.
 const (
 	DefaultRequestTimeout = 30 * time.Second
@@ -51,18 +63,28 @@ const (
 	DefaultShutdownGrace  = 30 * time.Second
 )
 
-// Config configures a Door. The zero value, with Addr and Models set,
-// means all defaults.
+// Config configures a Door. The zero value, with Addr and Models (or
+// Catalog) set, means all defaults.
 type Config struct {
 	// Addr is the host:port to listen on. Required: the door is off
 	// unless asked for (config key grpcPort).
 	Addr string
-	// Models lists the served models. Required.
+	// Models lists the served models. Required unless Catalog is set.
 	Models []Model
+	// Catalog, when set, lists the served models instead of Models, at
+	// every call: models a model repository loads after start serve at
+	// once, unloaded ones answer NotFound with the reason.
+	Catalog Catalog
 	// RequestTimeout bounds each ModelInfer; past it the door answers
 	// DeadlineExceeded and the work, carrying the deadline, is dropped
 	// unrun by the worker. A shorter client deadline wins. Default 30s.
 	RequestTimeout time.Duration
+	// TokensPerSecond, when > 0, turns on the HTTP door's token bucket
+	// (see httpdoor.Config; the door has a bucket of its own) in front of
+	// ModelInfer: a call that gets no token within TokenAcquireTimeout is
+	// answered ResourceExhausted.
+	TokensPerSecond     float64
+	TokenAcquireTimeout time.Duration
 	// MaxRecvBytes bounds a request message (grpc.MaxRecvMsgSize); a
 	// larger one gets ResourceExhausted. Default 16 MiB.
 	MaxRecvBytes int
@@ -100,8 +122,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Addr == "":
 		return fmt.Errorf("%w: Addr is empty", ErrInvalidConfig)
-	case len(c.Models) == 0:
-		return fmt.Errorf("%w: Models is empty", ErrInvalidConfig)
+	case len(c.Models) == 0 && c.Catalog == nil:
+		return fmt.Errorf("%w: Models is empty and there is no Catalog", ErrInvalidConfig)
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
 		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", ErrInvalidConfig)
 	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
@@ -116,7 +138,8 @@ func (c Config) Validate() error {
 		}
 	}
 	return mesh.CheckLimits(ErrInvalidConfig, mesh.Limit{Name: "RequestTimeout", Value: c.RequestTimeout},
-		mesh.Limit{Name: "MaxRecvBytes", Value: int64(c.MaxRecvBytes)}, mesh.Limit{Name: "ShutdownGrace", Value: c.ShutdownGrace})
+		mesh.Limit{Name: "MaxRecvBytes", Value: int64(c.MaxRecvBytes)}, mesh.Limit{Name: "ShutdownGrace", Value: c.ShutdownGrace},
+		mesh.Limit{Name: "TokensPerSecond", Value: c.TokensPerSecond}, mesh.Limit{Name: "TokenAcquireTimeout", Value: c.TokenAcquireTimeout})
 }
 
 // Door is the gRPC door. Its RPCs are safe for concurrent use; Serve it
@@ -127,8 +150,9 @@ type Door struct {
 	cfg    Config
 	sub    Submitter
 	log    *slog.Logger
-	tls    *tls.Config      // nil: plaintext
-	tokens *httpdoor.Tokens // nil: no authentication
+	tls    *tls.Config           // nil: plaintext
+	tokens *httpdoor.Tokens      // nil: no authentication
+	bucket *httpdoor.TokenBucket // nil: no rate limit
 }
 
 // New validates cfg and loads its TLS and token files; a file it cannot
@@ -151,7 +175,7 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	for i := range cfg.Models {
 		cfg.Models[i].Version = cmp.Or(cfg.Models[i].Version, "1")
 	}
-	d := &Door{cfg: cfg, sub: s, log: cfg.Logger}
+	d := &Door{cfg: cfg, sub: s, log: cfg.Logger, bucket: httpdoor.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)}
 	var err error
 	if d.tls, err = httpdoor.ServerTLS(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
 		return nil, err
@@ -202,7 +226,7 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	gs := d.Server()
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(ln) }()
-	d.log.Info("gRPC door listening", "addr", ln.Addr().String(), "models", len(d.cfg.Models),
+	d.log.Info("gRPC door listening", "addr", ln.Addr().String(), "models", len(d.models()),
 		"tls", d.tls != nil, "clientCerts", d.cfg.TLSClientCAFile != "", "tokens", d.tokens != nil)
 	select {
 	case err := <-errc:

@@ -1,6 +1,7 @@
 package grpcdoor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
@@ -53,7 +55,7 @@ func (d *Door) ModelMetadata(_ context.Context, req *kservepb.ModelMetadataReque
 	}
 	out := &kservepb.ModelMetadataResponse{Name: m.Name, Platform: "onnxruntime_onnx",
 		Inputs: tensorMetas(m.Info.Inputs), Outputs: tensorMetas(m.Info.Outputs)}
-	for _, o := range d.cfg.Models {
+	for _, o := range d.models() {
 		if o.Name == m.Name {
 			out.Versions = append(out.Versions, o.Version)
 		}
@@ -99,6 +101,9 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 	if err != nil {
 		return nil, grpcError(err)
 	}
+	if err := d.bucket.Take(ctx); err != nil {
+		return nil, grpcError(err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	start := time.Now()
@@ -113,11 +118,25 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 	return res.Body, nil
 }
 
+// models lists the served models: the Catalog's now when there is one.
+func (d *Door) models() []Model {
+	if d.cfg.Catalog == nil {
+		return d.cfg.Models
+	}
+	hm := d.cfg.Catalog.Models()
+	out := make([]Model, len(hm))
+	for i, m := range hm {
+		out[i] = Model{Name: m.Name, Version: cmp.Or(m.Version, "1"), Job: m.Job, Info: m.Info}
+	}
+	return out
+}
+
 // model finds name at version ("" = the last listed version of name).
 func (d *Door) model(name, version string) (Model, error) {
+	models := d.models()
 	var found *Model
-	for i := range d.cfg.Models {
-		m := &d.cfg.Models[i]
+	for i := range models {
+		m := &models[i]
 		if m.Name == name && (version == "" || m.Version == version) {
 			found = m
 		}
@@ -125,12 +144,16 @@ func (d *Door) model(name, version string) (Model, error) {
 	if found != nil {
 		return *found, nil
 	}
-	for _, m := range d.cfg.Models {
+	for _, m := range models {
 		if m.Name == name {
 			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
 		}
 	}
-	return Model{}, wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
+	var index []httpdoor.RepositoryEntry
+	if d.cfg.Catalog != nil {
+		index = d.cfg.Catalog.Index(false)
+	}
+	return Model{}, httpdoor.UnknownModel(index, name)
 }
 
 // Code maps a wire status to its gRPC code: 400 InvalidArgument, 401

@@ -68,15 +68,25 @@ func (s *Server) extensions() []string {
 // unknownModel is the 404 of a model that does not serve, saying why
 // when the repository knows it.
 func (s *Server) unknownModel(name string) error {
+	var index []RepositoryEntry
 	if s.cfg.Repository != nil {
-		for _, e := range s.cfg.Repository.Index(false) {
-			if e.Name == name {
-				why := strings.ToLower(e.State)
-				if e.Reason != "" {
-					why += ": " + e.Reason
-				}
-				return wire.Errorf(wire.StatusNotFound, "model %q is not loaded (%s)", name, why)
+		index = s.cfg.Repository.Index(false)
+	}
+	return UnknownModel(index, name)
+}
+
+// UnknownModel is the 404 *wire.Error of model name, which does not
+// serve: "not loaded" with its state and reason when index (a
+// Repository's, loaded or not) lists it, else "unknown model". The gRPC
+// door answers the same.
+func UnknownModel(index []RepositoryEntry, name string) error {
+	for _, e := range index {
+		if e.Name == name {
+			why := strings.ToLower(e.State)
+			if e.Reason != "" {
+				why += ": " + e.Reason
 			}
+			return wire.Errorf(wire.StatusNotFound, "model %q is not loaded (%s)", name, why)
 		}
 	}
 	return wire.Errorf(wire.StatusNotFound, "unknown model %q", name)

@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -149,7 +147,7 @@ func (c Config) Validate() error {
 type Server struct {
 	cfg     Config
 	sub     Submitter
-	limiter *rate.Limiter
+	limiter *TokenBucket // nil: no limit
 	metrics *registry
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -189,9 +187,7 @@ func New(s Submitter, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	if cfg.TokensPerSecond > 0 {
-		srv.limiter = rate.NewLimiter(rate.Limit(cfg.TokensPerSecond), max(1, int(cfg.TokensPerSecond)))
-	}
+	srv.limiter = NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)
 	srv.routes()
 	return srv, nil
 }
@@ -333,13 +329,8 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // send waits for a token and sends body to m's job under contentType.
 func (s *Server) send(r *http.Request, m Model, contentType string, body []byte) ([]byte, error) {
-	if s.limiter != nil {
-		tctx, cancel := context.WithTimeout(r.Context(), s.cfg.TokenAcquireTimeout)
-		err := s.limiter.Wait(tctx)
-		cancel()
-		if err != nil {
-			return nil, wire.Errorf(wire.StatusTooManyRequests, "too many requests: no token within %v (tokensPerSecond %g)", s.cfg.TokenAcquireTimeout, s.cfg.TokensPerSecond)
-		}
+	if err := s.limiter.Take(r.Context()); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()

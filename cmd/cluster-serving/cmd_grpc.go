@@ -30,8 +30,8 @@ func grpcListen(file *serving.File) listenAddr {
 	return listenAddr{"grpcPort", grpcAddr(file), "gRPC server"}
 }
 
-// grpcConfig maps config.yaml's keys (the HTTP door's security, timeout
-// and size keys, which the gRPC door shares) and the node's models to the
+// grpcConfig maps config.yaml's keys (the HTTP door's security, timeout,
+// size and token bucket keys, which the gRPC door shares) and the node's models to the
 // door's Config.
 func grpcConfig(file *serving.File, models []serving.Model) grpcdoor.Config {
 	gc := grpcdoor.Config{
@@ -46,6 +46,7 @@ func grpcConfig(file *serving.File, models []serving.Model) grpcdoor.Config {
 		TLSClientCAFile: file.HTTPTLSClientCA,
 		TokenFile:       file.HTTPAuthTokenFile,
 	}
+	gc.TokensPerSecond, gc.TokenAcquireTimeout = file.TokenBucket()
 	for _, m := range models {
 		gc.Models = append(gc.Models, grpcdoor.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info})
 	}
@@ -60,6 +61,11 @@ func grpcRunner(d doorDeps) (func(context.Context) error, error) {
 	}
 	gc := grpcConfig(d.p.file, d.node.Models())
 	gc.Ready, gc.Logger, gc.Metrics = d.node.Ready, d.log, d.metrics
+	if repo := d.node.Repository(); repo != nil {
+		// The models the repository loads or unloads after start, as the
+		// HTTP door sees them.
+		gc.Catalog = doorRepository{repo}
+	}
 	door, err := grpcdoor.New(d.node.Client(), gc)
 	if err != nil {
 		return nil, httpFileError(err)

@@ -26,13 +26,15 @@ func TestGRPCConfigKeys(t *testing.T) {
 		t.Fatalf("template: got on %v (%v), want the gRPC door off", grpcOn(file), err)
 	}
 	file, err = serving.ParseFile([]byte("modelPath: m\nhttpInterface: 127.0.0.1\ngrpcPort: 9001\nhttpRequestTimeout: 1500\n" +
-		"httpMaxBodyBytes: 1024\nhttpTlsCert: c.pem\nhttpTlsKey: k.pem\nhttpTlsClientCa: ca.pem\nhttpAuthTokenFile: t\n"))
+		"httpMaxBodyBytes: 1024\nhttpTlsCert: c.pem\nhttpTlsKey: k.pem\nhttpTlsClientCa: ca.pem\nhttpAuthTokenFile: t\n" +
+		"tokenBucketEnabled: true\ntokensPerSecond: 7\ntokenAcquireTimeout: 250\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	gc := grpcConfig(file, file.ServedModels())
 	if !grpcOn(file) || gc.Addr != "127.0.0.1:9001" || gc.RequestTimeout != 1500*time.Millisecond || gc.MaxRecvBytes != 1024 ||
-		gc.TLSCertFile != "c.pem" || gc.TLSKeyFile != "k.pem" || gc.TLSClientCAFile != "ca.pem" || gc.TokenFile != "t" || len(gc.Models) != 1 {
+		gc.TLSCertFile != "c.pem" || gc.TLSKeyFile != "k.pem" || gc.TLSClientCAFile != "ca.pem" || gc.TokenFile != "t" || len(gc.Models) != 1 ||
+		gc.TokensPerSecond != 7 || gc.TokenAcquireTimeout != 250*time.Millisecond {
 		t.Errorf("keys: got %+v", gc)
 	}
 	for _, bad := range []string{"grpcPort: -1\n", "grpcPort: 70000\n", "httpPort: 9000\ngrpcPort: 9000\n"} {

@@ -16,9 +16,11 @@ import (
 // bodies. Inputs come as typed contents or as raw_input_contents (never
 // both); they are matched to the model, split into rows and stacked back
 // as the OIP JSON codec does (decodeOIPInputs, oipRequestOf, oipOutputs).
-// The answer is raw_output_contents when the request's inputs were raw,
-// or when an answered output has no typed contents (FP16, BF16: the
-// protocol allows no mix); typed contents otherwise.
+// BYTES (an ONNX STRING tensor) comes in bytes_contents, or framed in
+// raw_input_contents (see DecodeRaw). The answer is raw_output_contents
+// when the request's inputs were raw, or when an answered output has no
+// typed contents (FP16, BF16: the protocol allows no mix); typed
+// contents otherwise (BYTES in bytes_contents).
 type grpcCodec struct{}
 
 func init() { RegisterCodec(MediaTypeKServeGRPC, grpcCodec{}) }
@@ -58,9 +60,6 @@ func (grpcCodec) Decode(body []byte, s *Spec) (*Request, error) {
 	}
 	full, rows, err := decodeOIPInputs(names, s.Info, func(i int, mi infer.IO) (infer.Tensor, error) {
 		in := req.Inputs[i]
-		if in.Datatype == "BYTES" {
-			return infer.Tensor{}, errBytes(mi.Name)
-		}
 		n, err := checkOIPTensor(in.Datatype, in.Shape, mi)
 		if err != nil {
 			return infer.Tensor{}, err
@@ -94,7 +93,7 @@ func (grpcCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, e
 	resp := &kservepb.ModelInferResponse{ModelName: s.Model.Name, ModelVersion: s.Model.Version, Id: req.ID}
 	raw := len(req.Raw) > 0
 	for _, o := range sel {
-		if RawSize(o.Tensor.DType) == 0 {
+		if !hasRaw(o.Tensor.DType) {
 			return nil, fmt.Errorf("output %s: %s cannot be answered over gRPC yet", o.Name, o.Tensor.DType)
 		}
 		raw = raw || !hasContents(o.Tensor.DType)
@@ -115,7 +114,7 @@ func (grpcCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, e
 // BF16 have none).
 func hasContents(d infer.DType) bool {
 	switch d {
-	case infer.Bool, infer.Int8, infer.Int16, infer.Int32, infer.Int64, infer.Uint8, infer.Uint16, infer.Uint32, infer.Uint64, infer.Float32, infer.Float64:
+	case infer.String, infer.Bool, infer.Int8, infer.Int16, infer.Int32, infer.Int64, infer.Uint8, infer.Uint16, infer.Uint32, infer.Uint64, infer.Float32, infer.Float64:
 		return true
 	}
 	return false
@@ -158,6 +157,13 @@ func decodeContents(c *kservepb.InferTensorContents, mi infer.IO, shape []int64,
 		field, have, data = "fp32_contents", len(c.Fp32Contents), c.Fp32Contents
 	case infer.Float64:
 		field, have, data = "fp64_contents", len(c.Fp64Contents), c.Fp64Contents
+	case infer.String:
+		field, have = "bytes_contents", len(c.BytesContents)
+		v := make([]string, len(c.BytesContents))
+		for i, e := range c.BytesContents {
+			v[i] = string(e)
+		}
+		data = v
 	default:
 		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "%s has no typed contents: send it in raw_input_contents", OIPDatatype(mi.DType))
 	}
@@ -219,6 +225,11 @@ func encodeContents(t infer.Tensor) *kservepb.InferTensorContents {
 		c.Fp32Contents = v
 	case []float64:
 		c.Fp64Contents = v
+	case []string:
+		c.BytesContents = make([][]byte, len(v))
+		for i, e := range v {
+			c.BytesContents[i] = []byte(e)
+		}
 	default:
 		return nil
 	}

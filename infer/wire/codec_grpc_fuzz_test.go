@@ -11,7 +11,8 @@ import (
 )
 
 // fuzzSpecs are the models the raw codecs' fuzz tests decode for: two
-// batched inputs of different dtypes, and the 16-bit and narrow types.
+// batched inputs of different dtypes, the 16-bit and narrow types, and
+// BYTES beside FP32.
 var fuzzSpecs = []*Spec{
 	{Info: infer.ModelInfo{DynamicBatch: true, Inputs: []infer.IO{
 		{Name: "a", DType: infer.Float32, Shape: []int64{-1, 3}},
@@ -22,6 +23,10 @@ var fuzzSpecs = []*Spec{
 		{Name: "i", DType: infer.Int8, Shape: []int64{-1}},
 		{Name: "t", DType: infer.Bool, Shape: []int64{}},
 	}}},
+	{Info: infer.ModelInfo{DynamicBatch: true, Inputs: []infer.IO{
+		{Name: "s", DType: infer.String, Shape: []int64{-1, 2}},
+		{Name: "a", DType: infer.Float32, Shape: []int64{-1, 3}},
+	}, Outputs: []infer.IO{{Name: "z", DType: infer.String, Shape: []int64{-1, 2}}}}},
 }
 
 // checkDecoded fails t unless err is an *InputError or req holds
@@ -61,6 +66,13 @@ func FuzzDecodeGRPC(f *testing.F) {
 			RawInputContents: [][]byte{{0, 0x3c, 0, 0xc0}, {0x80}, {1}}},
 		{Inputs: []*in{{Name: "i", Datatype: "INT8", Shape: []int64{2}, Contents: &kservepb.InferTensorContents{IntContents: []int32{-128, 300}}}}},
 		{Inputs: []*in{{Name: "a", Datatype: "FP32", Shape: []int64{1 << 40, 1 << 40}}}, RawInputContents: [][]byte{{1}}},
+		{Inputs: []*in{{Name: "s", Datatype: "BYTES", Shape: []int64{2, 2}, Contents: &kservepb.InferTensorContents{BytesContents: [][]byte{[]byte("a"), {}, []byte("é"), {0xff}}}},
+			{Name: "a", Datatype: "FP32", Shape: []int64{2, 3}, Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4, 5, 6}}}}},
+		{Inputs: []*in{{Name: "s", Datatype: "BYTES", Shape: []int64{1, 2}}, {Name: "a", Datatype: "FP32", Shape: []int64{1, 3}}},
+			RawInputContents: [][]byte{{1, 0, 0, 0, 'a', 0, 0, 0, 0}, make([]byte, 12)}},
+		{Inputs: []*in{{Name: "s", Datatype: "BYTES", Shape: []int64{1, 2}}, {Name: "a", Datatype: "FP32", Shape: []int64{1, 3}}},
+			RawInputContents: [][]byte{{0xff, 0xff, 0xff, 0x7f, 'a'}, make([]byte, 12)}},
+		{Inputs: []*in{{Name: "s", Datatype: "BYTES", Shape: []int64{1 << 30, 1 << 30}}}, RawInputContents: [][]byte{{0, 0, 0, 0}}},
 	} {
 		b, _ := proto.Marshal(req)
 		f.Add(b)
@@ -81,6 +93,9 @@ func FuzzDecodeOIPBinary(f *testing.F) {
 		{`{"inputs":[{"name":"h","datatype":"FP16","shape":[1,2],"parameters":{"binary_data_size":4}},{"name":"i","datatype":"INT8","shape":[1],"parameters":{"binary_data_size":1}},{"name":"t","datatype":"BOOL","shape":[],"parameters":{"binary_data_size":1}}],"parameters":{"binary_data_output":true}}`, "\x00\x3c\x00\xc0\x80\x01"},
 		{`{"inputs":[{"name":"a","datatype":"FP32","shape":[1,3],"parameters":{"binary_data_size":-5}}]}`, ""},
 		{`{"inputs":[{"name":"a","datatype":"FP32","shape":[1,3],"parameters":{"binary_data_size":9223372036854775807}}]}`, "xx"},
+		{`{"inputs":[{"name":"s","datatype":"BYTES","shape":[1,2],"parameters":{"binary_data_size":9}},{"name":"a","datatype":"FP32","shape":[1,3],"data":[1,2,3]}],"outputs":[{"name":"z","parameters":{"binary_data":true}}]}`, "\x01\x00\x00\x00a\x00\x00\x00\x00"},
+		{`{"inputs":[{"name":"s","datatype":"BYTES","shape":[2,2],"parameters":{"binary_data_size":5}}]}`, "\xff\xff\xff\x7fa"},
+		{`{"inputs":[{"name":"s","datatype":"BYTES","shape":[1,2],"data":["a","b"]},{"name":"a","datatype":"FP32","shape":[1,3],"parameters":{"binary_data_size":12}}]}`, string(make([]byte, 12))},
 	} {
 		f.Add(FrameOIPBinary(len(seed.header), []byte(seed.header+seed.tail)))
 	}

@@ -81,6 +81,10 @@ func typedTensor(dt infer.DType, shape []int64, c *kservepb.InferTensorContents)
 		copy(v, c.Fp32Contents)
 	case []float64:
 		copy(v, c.Fp64Contents)
+	case []string:
+		for i := range v {
+			v[i] = string(c.BytesContents[i])
+		}
 	}
 	return t
 }
@@ -183,7 +187,7 @@ func TestGRPCCodecErrors(t *testing.T) {
 		{"unknown input", "add_f32", &kservepb.ModelInferRequest{Inputs: []*inferInput{{Name: "z", Datatype: "FP32", Shape: []int64{1, 4}, Contents: fp32(1, 2, 3, 4)}}}, nil, `input "z": unknown input`},
 		{"bad shape", "add_f32", &kservepb.ModelInferRequest{Inputs: []*inferInput{x("FP32", []int64{1, 5}, fp32(1, 2, 3, 4, 5))}}, nil, "shape [1 5] does not match model [-1 4]"},
 		{"datatype", "add_f32", &kservepb.ModelInferRequest{Inputs: []*inferInput{x("INT32", []int64{1, 4}, fp32(1, 2, 3, 4))}}, nil, `datatype "INT32" does not match the model's FP32`},
-		{"bytes", "add_f32", &kservepb.ModelInferRequest{Inputs: []*inferInput{x("BYTES", []int64{1, 4}, nil)}, RawInputContents: [][]byte{{1}}}, nil, "datatype BYTES is not supported yet"},
+		{"bytes", "add_f32", &kservepb.ModelInferRequest{Inputs: []*inferInput{x("BYTES", []int64{1, 4}, nil)}, RawInputContents: [][]byte{{1}}}, nil, `datatype "BYTES" does not match the model's FP32`},
 		{"count", "add_f32", &kservepb.ModelInferRequest{Inputs: []*inferInput{x("FP32", []int64{1, 4}, fp32(1, 2, 3))}}, nil, "contents.fp32_contents holds 3 elements, FP32 of shape [1 4] needs 4"},
 		{"wrong field", "add_f32", &kservepb.ModelInferRequest{Inputs: []*inferInput{x("FP32", []int64{1, 4}, &kservepb.InferTensorContents{IntContents: []int32{1, 2, 3, 4}})}}, nil, "contents.fp32_contents holds 0 elements"},
 		{"no contents", "add_f32", &kservepb.ModelInferRequest{Inputs: []*inferInput{x("FP32", []int64{1, 4}, nil)}}, nil, "has no contents"},

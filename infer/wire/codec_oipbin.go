@@ -73,7 +73,9 @@ type oipBinRequest struct {
 // oipBinCodec is the MediaTypeOIPBinary codec: the OIP JSON request and
 // answer with the binary tensor data extension (Triton's, which KServe
 // adopted). An input with parameters.binary_data_size takes its data
-// from the raw bytes after the JSON header, in the order of inputs; the
+// from the raw bytes after the JSON header, in the order of inputs (a
+// BYTES input's binary_data_size is the size of all its elements, each
+// framed with its length: see DecodeRaw); the
 // others carry "data" as in MediaTypeOIP. Requested outputs with
 // parameters.binary_data true (or all, with the request's
 // parameters.binary_data_output) come back as parameters.binary_data_size
@@ -146,9 +148,6 @@ func (oipBinCodec) Decode(body []byte, s *Spec) (*Request, error) {
 		if in.Parameters.BinaryDataSize == nil {
 			return decodeOIPTensor(in.oipInput, mi)
 		}
-		if in.Datatype == "BYTES" {
-			return infer.Tensor{}, errBytes(mi.Name)
-		}
 		if _, err := checkOIPTensor(in.Datatype, in.Shape, mi); err != nil {
 			return infer.Tensor{}, err
 		}
@@ -184,7 +183,7 @@ func (oipBinCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte,
 			b = append(b, ',')
 		}
 		// A dtype without raw form (none yet) stays in the JSON header.
-		if !req.Raw[o.Name] || RawSize(o.Tensor.DType) == 0 {
+		if !req.Raw[o.Name] || !hasRaw(o.Tensor.DType) {
 			b = appendOIPTensor(b, o.Name, o.Tensor)
 			continue
 		}

@@ -120,7 +120,7 @@ func TestOIPBinaryErrors(t *testing.T) {
 		{"size not int", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":"16"}}]}`, raw16), "malformed OIP request header"},
 		{"data and size", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4],"parameters":{"binary_data_size":16}}]}`, raw16), "has both"},
 		{"neither", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4]}]}`), `"data" or parameters.binary_data_size is required`},
-		{"bytes", binBody(`{"inputs":[{"name":"x","datatype":"BYTES","shape":[1,4],"parameters":{"binary_data_size":16}}]}`, raw16), "datatype BYTES is not supported yet"},
+		{"bytes", binBody(`{"inputs":[{"name":"x","datatype":"BYTES","shape":[1,4],"parameters":{"binary_data_size":16}}]}`, raw16), `datatype "BYTES" does not match the model's FP32`},
 		{"unknown output", binBody(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":16}}],"outputs":[{"name":"z","parameters":{"binary_data":true}}]}`, raw16), `unknown output "z"`},
 	}
 	p := newPredictor(t, infer.Config{ModelPath: model("add_f32")})

@@ -16,7 +16,7 @@ const maxRawElems = 1 << 31
 // data (gRPC raw_input_contents, the binary tensor data extension): 1
 // for BOOL, INT8 and UINT8, 2 for INT16, UINT16, FP16 and BF16, 4 for
 // INT32, UINT32 and FP32, 8 for INT64, UINT64 and FP64; 0 for a dtype
-// that has no fixed size.
+// that has no fixed size (BYTES: see DecodeRaw).
 func RawSize(d infer.DType) int {
 	switch d {
 	case infer.Bool, infer.Int8, infer.Uint8:
@@ -34,7 +34,7 @@ func RawSize(d infer.DType) int {
 // OIPDType returns the dtype of the OIP datatype name (see OIPDatatype),
 // false for a name infer has no dtype for.
 func OIPDType(name string) (infer.DType, bool) {
-	for d := infer.Float32; d <= infer.BFloat16; d++ {
+	for d := infer.Float32; d <= infer.String; d++ {
 		if OIPDatatype(d) == name {
 			return d, true
 		}
@@ -42,12 +42,11 @@ func OIPDType(name string) (infer.DType, bool) {
 	return infer.Invalid, false
 }
 
-// errBytes is the answer to a BYTES tensor in raw form (gRPC contents or
-// raw_input_contents, binary_data_size), which the raw codecs do not
-// read yet.
-func errBytes(input string) error {
-	return infer.NewInputError(-1, input, "datatype BYTES is not supported yet")
-}
+// hasRaw reports whether d has an OIP raw form: a fixed size, or BYTES.
+func hasRaw(d infer.DType) bool { return RawSize(d) > 0 || d == infer.String }
+
+// bytesLenSize is the length prefix of one BYTES element in raw form.
+const bytesLenSize = 4
 
 // rawElems checks shape (no negative dim, at most maxRawElems elements,
 // counted without overflow) and returns its element count; input names
@@ -70,18 +69,25 @@ func rawElems(shape []int64, input string) (int64, error) {
 }
 
 // DecodeRaw reads b, OIP raw tensor data (little-endian elements in
-// row-major order, no padding; a BOOL is one byte, 0 or 1), as a tensor
-// of dtype d and shape. A size that does not match the shape, a BOOL byte
-// other than 0 or 1 or a dtype without raw form is an *infer.InputError
-// naming input. The tensor owns its data: b may be reused.
+// row-major order, no padding; a BOOL is one byte, 0 or 1; a BYTES
+// element, as KServe and Triton frame it, is its length as 4
+// little-endian bytes followed by that many bytes), as a tensor of dtype
+// d and shape. A size that does not match the shape (for BYTES: an
+// element running past b, bytes left after the last element), a BOOL
+// byte other than 0 or 1 or a dtype without raw form is an
+// *infer.InputError naming input. The tensor owns its data: b may be
+// reused.
 func DecodeRaw(b []byte, d infer.DType, shape []int64, input string) (infer.Tensor, error) {
 	size := RawSize(d)
-	if size == 0 {
+	if !hasRaw(d) {
 		return infer.Tensor{}, infer.NewInputError(-1, input, "datatype %s has no raw form", d)
 	}
 	n, err := rawElems(shape, input)
 	if err != nil {
 		return infer.Tensor{}, err
+	}
+	if d == infer.String {
+		return decodeRawBytes(b, shape, n, input)
 	}
 	if int64(len(b)) != n*int64(size) {
 		return infer.Tensor{}, infer.NewInputError(-1, input, "raw data has %d bytes, %s of shape %s needs %d (%d elements of %d bytes)",
@@ -147,13 +153,65 @@ func DecodeRaw(b []byte, d infer.DType, shape []int64, input string) (infer.Tens
 	return t, nil
 }
 
+// decodeRawBytes reads b as the n framed BYTES elements of shape (see
+// DecodeRaw).
+func decodeRawBytes(b []byte, shape []int64, n int64, input string) (infer.Tensor, error) {
+	// Every element takes at least its length prefix: a shape claiming
+	// more elements than b can hold is refused before any allocation.
+	if n > int64(len(b))/bytesLenSize {
+		return infer.Tensor{}, infer.NewInputError(-1, input, "raw data has %d bytes, too few for the %d BYTES elements of shape %s (each takes a %d-byte length, then its bytes)",
+			len(b), n, infer.ShapeString(shape), bytesLenSize)
+	}
+	v := make([]string, n)
+	off := 0
+	for i := range v {
+		if off == len(b) {
+			return infer.Tensor{}, infer.NewInputError(-1, input, "raw data holds %d BYTES elements, shape %s needs %d", i, infer.ShapeString(shape), n)
+		}
+		if len(b)-off < bytesLenSize {
+			return infer.Tensor{}, infer.NewInputError(-1, input, "raw BYTES element %d of %d: its 4-byte length is cut short at byte %d of %d", i, n, off, len(b))
+		}
+		size := binary.LittleEndian.Uint32(b[off:])
+		off += bytesLenSize
+		if uint64(size) > uint64(len(b)-off) {
+			return infer.Tensor{}, infer.NewInputError(-1, input, "raw BYTES element %d of %d has length %d, past the end of the data: only %d bytes are left", i, n, size, len(b)-off)
+		}
+		v[i] = string(b[off : off+int(size)])
+		off += int(size)
+	}
+	if off != len(b) {
+		return infer.Tensor{}, infer.NewInputError(-1, input, "raw data has %d bytes after the %d BYTES elements of shape %s", len(b)-off, n, infer.ShapeString(shape))
+	}
+	return infer.Tensor{DType: infer.String, Shape: append([]int64(nil), shape...), Data: v}, nil
+}
+
+// rawLen returns the bytes t takes in OIP raw tensor data (see
+// DecodeRaw): for BYTES, every element with its length prefix.
+func rawLen(t infer.Tensor) int {
+	v, ok := t.Data.([]string)
+	if !ok {
+		return t.Len() * RawSize(t.DType)
+	}
+	n := len(v) * bytesLenSize
+	for _, s := range v {
+		n += len(s)
+	}
+	return n
+}
+
 // AppendRaw appends t's data to b as OIP raw tensor data (see DecodeRaw)
 // and returns the extended slice; a dtype without raw form appends
-// nothing.
+// nothing. A BYTES element must be shorter than 4 GiB, which a message
+// of the doors' size limits always is.
 func AppendRaw(b []byte, t infer.Tensor) []byte {
 	le := binary.LittleEndian
-	b = slices.Grow(b, t.Len()*RawSize(t.DType))
+	b = slices.Grow(b, rawLen(t))
 	switch v := t.Data.(type) {
+	case []string:
+		for _, x := range v {
+			b = le.AppendUint32(b, uint32(len(x)))
+			b = append(b, x...)
+		}
 	case []bool:
 		for _, x := range v {
 			if x {

@@ -12,8 +12,9 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
-// rawCases holds one tensor of every numeric dtype with its raw bytes,
-// written out by hand (little-endian), not by AppendRaw.
+// rawCases holds one tensor of every dtype with its raw bytes, written
+// out by hand (little-endian; BYTES elements each after their 4-byte
+// length), not by AppendRaw.
 var rawCases = []struct {
 	t   infer.Tensor
 	raw []byte
@@ -33,6 +34,10 @@ var rawCases = []struct {
 	{infer.Tensor{DType: infer.Float64, Shape: []int64{1}, Data: []float64{2}}, []byte{0, 0, 0, 0, 0, 0, 0, 0x40}},
 	{infer.Tensor{DType: infer.Float32, Shape: []int64{0, 4}, Data: []float32{}}, []byte{}},
 	{infer.Tensor{DType: infer.Int64, Shape: []int64{}, Data: []int64{7}}, []byte{7, 0, 0, 0, 0, 0, 0, 0}},
+	{infer.Tensor{DType: infer.String, Shape: []int64{1, 3}, Data: []string{"ab", "", "é"}},
+		[]byte{2, 0, 0, 0, 'a', 'b', 0, 0, 0, 0, 2, 0, 0, 0, 0xc3, 0xa9}},
+	{infer.Tensor{DType: infer.String, Shape: []int64{}, Data: []string{"\xff\x00z"}}, []byte{3, 0, 0, 0, 0xff, 0, 'z'}},
+	{infer.Tensor{DType: infer.String, Shape: []int64{0, 2}, Data: []string{}}, []byte{}},
 }
 
 func TestRawRoundTrip(t *testing.T) {
@@ -67,6 +72,13 @@ func TestDecodeRawErrors(t *testing.T) {
 		{"negative dim", nil, infer.Float32, []int64{-1, 4}, "shape [-1 4] has a negative dim"},
 		{"huge shape", nil, infer.Float32, []int64{1 << 40, 1 << 40}, "is too large"},
 		{"invalid dtype", nil, infer.Invalid, []int64{1}, "has no raw form"},
+		{"bytes length past the end", []byte{1, 0, 0, 0, 'a', 9, 0, 0, 0, 'b'}, infer.String, []int64{2}, "raw BYTES element 1 of 2 has length 9, past the end of the data: only 1 bytes are left"},
+		{"bytes length cut short", []byte{1, 0, 0, 0, 'a', 0, 0, 0}, infer.String, []int64{2}, "raw BYTES element 1 of 2: its 4-byte length is cut short at byte 5 of 8"},
+		{"bytes trailing", []byte{1, 0, 0, 0, 'a', 0}, infer.String, []int64{1}, "raw data has 1 bytes after the 1 BYTES elements of shape [1]"},
+		{"bytes fewer elements", []byte{0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 'a', 'b', 'c', 'd'}, infer.String, []int64{4}, "raw data holds 3 BYTES elements, shape [4] needs 4"},
+		{"bytes more elements", []byte{0, 0, 0, 0, 0, 0, 0, 0}, infer.String, []int64{1}, "raw data has 4 bytes after the 1 BYTES elements of shape [1]"},
+		{"bytes shape past the data", []byte{0, 0, 0, 0}, infer.String, []int64{1 << 30, 2}, "too few for the 2147483648 BYTES elements of shape [1073741824 2]"},
+		{"bytes huge length", []byte{0xff, 0xff, 0xff, 0xff}, infer.String, []int64{1}, "has length 4294967295, past the end of the data: only 0 bytes are left"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,8 +98,8 @@ func TestOIPDType(t *testing.T) {
 			t.Errorf("OIPDType(%q): got %v %v, want %v", name, got, ok, tt.t.DType)
 		}
 	}
-	if _, ok := wire.OIPDType("BYTES"); ok {
-		t.Error("OIPDType(BYTES): got ok, want false")
+	if _, ok := wire.OIPDType("STRING"); ok {
+		t.Error("OIPDType(STRING): got ok, want false")
 	}
 }
 
@@ -105,6 +117,8 @@ func FuzzDecodeRaw(f *testing.F) {
 		f.Add(tt.raw, uint8(tt.t.DType), d0, d1)
 	}
 	f.Add([]byte{1, 2}, uint8(200), int64(1<<62), int64(1<<62))
+	f.Add([]byte{1, 0, 0, 0, 'a', 9, 0, 0, 0, 'b'}, uint8(infer.String), int64(2), int64(-1))
+	f.Add([]byte{0xff, 0xff, 0xff, 0x7f, 0}, uint8(infer.String), int64(1<<40), int64(1<<40))
 	f.Fuzz(func(t *testing.T, raw []byte, dt uint8, d0, d1 int64) {
 		var shape []int64
 		for _, d := range []int64{d0, d1} {
