@@ -190,9 +190,10 @@ httpTlsClientCa: ""
 # /v2/health/live and /v2/health/ready needs "Authorization: Bearer
 # <token>", else 401. The file is re-read when it changes.
 httpAuthTokenFile: ""
-# Token bucket in front of inference: at most tokensPerSecond requests a
-# second (bursts of as many); a request that gets no token within
-# tokenAcquireTimeout (ms) is answered 429.
+# Token bucket in front of inference, one for each of the HTTP and gRPC
+# doors: at most tokensPerSecond requests a second (bursts of as many); a
+# request that gets no token within tokenAcquireTimeout (ms) is answered
+# 429 (ResourceExhausted over gRPC).
 tokenBucketEnabled: false
 tokensPerSecond: 100
 tokenAcquireTimeout: 100
