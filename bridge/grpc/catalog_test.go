@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
-	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
@@ -19,23 +19,23 @@ import (
 // as a model repository does.
 type catalog struct {
 	mu     sync.Mutex
-	models []httpdoor.Model
-	index  []httpdoor.RepositoryEntry
+	models []door.Model
+	index  []door.ModelState
 }
 
-func (c *catalog) Models() []httpdoor.Model {
+func (c *catalog) Models() []door.Model {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]httpdoor.Model(nil), c.models...)
+	return append([]door.Model(nil), c.models...)
 }
 
-func (c *catalog) Index(bool) []httpdoor.RepositoryEntry {
+func (c *catalog) Index(bool) []door.ModelState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]httpdoor.RepositoryEntry(nil), c.index...)
+	return append([]door.ModelState(nil), c.index...)
 }
 
-func (c *catalog) set(models []httpdoor.Model, index []httpdoor.RepositoryEntry) {
+func (c *catalog) set(models []door.Model, index []door.ModelState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.models, c.index = models, index
@@ -48,7 +48,7 @@ func TestCatalog(t *testing.T) {
 	infertest.RequireLibrary(t)
 	info := infertest.NewEngine(t, infer.Config{ModelPath: infertest.Model("add_f32")}).Info()
 	cat := &catalog{}
-	cat.set(nil, []httpdoor.RepositoryEntry{{Name: "add", Version: "1", State: "UNAVAILABLE", Reason: "not loaded yet"}})
+	cat.set(nil, []door.ModelState{{Name: "add", Version: "1", State: "UNAVAILABLE", Reason: "not loaded yet"}})
 	// startDoor serves the job "add" and lists it in Config.Models, which
 	// the Catalog overrides.
 	addr := startDoor(t, grpcdoor.Config{Catalog: cat}, served{name: "add", file: "add_f32"})
@@ -68,7 +68,7 @@ func TestCatalog(t *testing.T) {
 	}
 	notFound(`model "add" is not loaded (unavailable: not loaded yet)`)
 
-	cat.set([]httpdoor.Model{{Name: "add", Job: "add", Info: info}}, []httpdoor.RepositoryEntry{{Name: "add", Version: "1", State: "READY"}})
+	cat.set([]door.Model{{Name: "add", Job: "add", Info: info}}, []door.ModelState{{Name: "add", Version: "1", State: "READY"}})
 	resp, err := c.ModelInfer(ctx, req)
 	if err != nil || resp.ModelVersion != "1" || len(resp.Outputs) != 1 {
 		t.Fatalf("listed: got %v %v, want an answer from version 1", resp, err)
@@ -77,7 +77,7 @@ func TestCatalog(t *testing.T) {
 		t.Errorf("ModelMetadata: got %v %v, want versions [1]", md, err)
 	}
 
-	cat.set(nil, []httpdoor.RepositoryEntry{{Name: "add", Version: "1", State: "UNAVAILABLE", Reason: "unloaded"}})
+	cat.set(nil, []door.ModelState{{Name: "add", Version: "1", State: "UNAVAILABLE", Reason: "unloaded"}})
 	notFound(`model "add" is not loaded (unavailable: unloaded)`)
 	cat.set(nil, nil)
 	notFound(`unknown model "add"`)

@@ -11,7 +11,7 @@
 // ModelInferResponse bytes go back to the client the same way.
 // The metadata and health RPCs are answered by the door from its Config.
 // The door shares the HTTP door's TLS files and token file (see
-// httpdoor.ServerTLS and httpdoor.Tokens): a token comes as the metadata
+// door.ServerTLS and door.Tokens): a token comes as the metadata
 // "authorization: Bearer TOKEN"; the health probes and reflection need
 // none.
 package grpcdoor

@@ -16,45 +16,17 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
-	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
-// Submitter sends one request to a job's work queue and waits for its
-// result. *mesh.Client implements it. It must be safe for concurrent use;
-// it returns a *wire.Error for a non-200 result, mesh.ErrQueueFull when
-// the queue is full and ctx.Err() when ctx ends first: the door answers
-// with the gRPC code of wire.Status of the error (see Code).
-type Submitter interface {
-	Submit(ctx context.Context, job string, req mesh.Request) (mesh.Result, error)
-}
-
-// Model is one served model: what the door describes and where it sends
-// work.
-type Model struct {
-	// Name and Version identify the model in requests. Version default "1".
-	Name    string
-	Version string
-	// Job is the mesh job whose workers serve the model.
-	Job string
-	// Info describes the inputs and outputs, for ModelMetadata.
-	Info infer.ModelInfo
-}
-
-// Catalog lists the served models when they change at runtime: a model
-// repository loads and unloads them. cmd passes the same adapter as the
-// HTTP door's Repository (which implements Catalog), so that both doors
-// see the same models. Its methods must be safe for concurrent use.
-type Catalog interface {
-	// Models lists the models that serve now (Version "" means "1").
-	Models() []httpdoor.Model
-	// Index lists every model known, loaded or not, with the reason one
-	// does not serve; NotFound answers say it.
-	Index(ready bool) []httpdoor.RepositoryEntry
-}
+// Submitter and Model are the doors' (see package door).
+type (
+	Submitter = door.Submitter
+	Model     = door.Model
+)
 
 // Defaults applied by Config for zero fields.
 const (
@@ -74,15 +46,15 @@ type Config struct {
 	// Catalog, when set, lists the served models instead of Models, at
 	// every call: models a model repository loads after start serve at
 	// once, unloaded ones answer NotFound with the reason.
-	Catalog Catalog
+	Catalog door.Catalog
 	// RequestTimeout bounds each ModelInfer; past it the door answers
 	// DeadlineExceeded and the work, carrying the deadline, is dropped
 	// unrun by the worker. A shorter client deadline wins. Default 30s.
 	RequestTimeout time.Duration
-	// TokensPerSecond, when > 0, turns on the HTTP door's token bucket
-	// (see httpdoor.Config; the door has a bucket of its own) in front of
-	// ModelInfer: a call that gets no token within TokenAcquireTimeout is
-	// answered ResourceExhausted.
+	// TokensPerSecond, when > 0, puts a door.TokenBucket of its own in
+	// front of ModelInfer (config keys tokensPerSecond and
+	// tokenAcquireTimeout, as on the HTTP door): a call that gets no token
+	// within TokenAcquireTimeout is answered ResourceExhausted.
 	TokensPerSecond     float64
 	TokenAcquireTimeout time.Duration
 	// MaxRecvBytes bounds a request message (grpc.MaxRecvMsgSize); a
@@ -103,10 +75,10 @@ type Config struct {
 	Metrics *telemetry.Metrics
 
 	// TLSCertFile, TLSKeyFile and TLSClientCAFile are the HTTP door's
-	// (see httpdoor.Config): with them the door speaks TLS only, and
+	// files (see door.ServerTLS): with them the door speaks TLS only, and
 	// with TLSClientCAFile it requires client certificates.
 	TLSCertFile, TLSKeyFile, TLSClientCAFile string
-	// TokenFile is the HTTP door's token file (see httpdoor.Config):
+	// TokenFile is the HTTP door's token file (see door.Tokens):
 	// every RPC but the health probes (ServerLive, ServerReady,
 	// grpc.health.v1) and server reflection needs the metadata
 	// "authorization: Bearer <one of its tokens>", or gets
@@ -150,13 +122,13 @@ type Door struct {
 	cfg    Config
 	sub    Submitter
 	log    *slog.Logger
-	tls    *tls.Config           // nil: plaintext
-	tokens *httpdoor.Tokens      // nil: no authentication
-	bucket *httpdoor.TokenBucket // nil: no rate limit
+	tls    *tls.Config       // nil: plaintext
+	tokens *door.Tokens      // nil: no authentication
+	bucket *door.TokenBucket // nil: no rate limit
 }
 
 // New validates cfg and loads its TLS and token files; a file it cannot
-// use is an *httpdoor.FileError naming its Config field.
+// use is an *door.FileError naming its Config field.
 func New(s Submitter, cfg Config) (*Door, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -175,13 +147,13 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	for i := range cfg.Models {
 		cfg.Models[i].Version = cmp.Or(cfg.Models[i].Version, "1")
 	}
-	d := &Door{cfg: cfg, sub: s, log: cfg.Logger, bucket: httpdoor.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)}
+	d := &Door{cfg: cfg, sub: s, log: cfg.Logger, bucket: door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)}
 	var err error
-	if d.tls, err = httpdoor.ServerTLS(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
+	if d.tls, err = door.ServerTLS(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
 		return nil, err
 	}
 	if cfg.TokenFile != "" {
-		if d.tokens, err = httpdoor.NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
+		if d.tokens, err = door.NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}

@@ -1,7 +1,6 @@
 package grpcdoor
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -10,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
@@ -119,17 +118,7 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 }
 
 // models lists the served models: the Catalog's now when there is one.
-func (d *Door) models() []Model {
-	if d.cfg.Catalog == nil {
-		return d.cfg.Models
-	}
-	hm := d.cfg.Catalog.Models()
-	out := make([]Model, len(hm))
-	for i, m := range hm {
-		out[i] = Model{Name: m.Name, Version: cmp.Or(m.Version, "1"), Job: m.Job, Info: m.Info}
-	}
-	return out
-}
+func (d *Door) models() []Model { return door.Models(d.cfg.Catalog, d.cfg.Models) }
 
 // model finds name at version ("" = the last listed version of name).
 func (d *Door) model(name, version string) (Model, error) {
@@ -149,11 +138,7 @@ func (d *Door) model(name, version string) (Model, error) {
 			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
 		}
 	}
-	var index []httpdoor.RepositoryEntry
-	if d.cfg.Catalog != nil {
-		index = d.cfg.Catalog.Index(false)
-	}
-	return Model{}, httpdoor.UnknownModel(index, name)
+	return Model{}, door.UnknownModel(d.cfg.Catalog, name)
 }
 
 // Code maps a wire status to its gRPC code: 400 InvalidArgument, 401

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
@@ -19,12 +20,9 @@ import (
 // passes an adapter of the node's model repository. Its methods must be
 // safe for concurrent use.
 type Repository interface {
-	// Models lists the models that serve now, at their serving version,
-	// the default model (POST /predict) first.
-	Models() []Model
-	// Index lists every model of the repository, loaded or not; with
-	// ready, only those that serve.
-	Index(ready bool) []RepositoryEntry
+	// Models and Index: see door.Catalog (the gRPC door takes the same
+	// adapter as its Catalog).
+	door.Catalog
 	// Load loads or reloads a model's newest version and returns once it
 	// serves; Unload stops serving it. They return a *wire.Error (404 for
 	// an unknown model, 400 for one that fails to load, with the reason)
@@ -33,28 +31,12 @@ type Repository interface {
 	Unload(ctx context.Context, name string) error
 }
 
-// RepositoryEntry is one model of the repository index, as the extension
-// answers it: state READY, UNAVAILABLE, LOADING or UNLOADING, and the
-// reason a model does not serve (or a newer version failed).
-type RepositoryEntry struct {
-	Name    string `json:"name"`
-	Version string `json:"version,omitempty"`
-	State   string `json:"state"`
-	Reason  string `json:"reason,omitempty"`
-}
-
 // models lists the served models: the repository's when there is one.
 func (s *Server) models() []Model {
 	if s.cfg.Repository == nil {
 		return s.cfg.Models
 	}
-	models := s.cfg.Repository.Models()
-	for i := range models {
-		if models[i].Version == "" {
-			models[i].Version = "1"
-		}
-	}
-	return models
+	return door.Models(s.cfg.Repository, nil)
 }
 
 // extensions are the /v2 server metadata extensions.
@@ -68,28 +50,10 @@ func (s *Server) extensions() []string {
 // unknownModel is the 404 of a model that does not serve, saying why
 // when the repository knows it.
 func (s *Server) unknownModel(name string) error {
-	var index []RepositoryEntry
-	if s.cfg.Repository != nil {
-		index = s.cfg.Repository.Index(false)
+	if s.cfg.Repository == nil {
+		return door.UnknownModel(nil, name)
 	}
-	return UnknownModel(index, name)
-}
-
-// UnknownModel is the 404 *wire.Error of model name, which does not
-// serve: "not loaded" with its state and reason when index (a
-// Repository's, loaded or not) lists it, else "unknown model". The gRPC
-// door answers the same.
-func UnknownModel(index []RepositoryEntry, name string) error {
-	for _, e := range index {
-		if e.Name == name {
-			why := strings.ToLower(e.State)
-			if e.Reason != "" {
-				why += ": " + e.Reason
-			}
-			return wire.Errorf(wire.StatusNotFound, "model %q is not loaded (%s)", name, why)
-		}
-	}
-	return wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
+	return door.UnknownModel(s.cfg.Repository, name)
 }
 
 // repositoryRoutes are the model repository extension's routes, when the
@@ -120,7 +84,7 @@ func (s *Server) repositoryRoutes(mux *http.ServeMux) {
 		}
 		out := s.cfg.Repository.Index(req.Ready)
 		if out == nil {
-			out = []RepositoryEntry{}
+			out = []door.ModelState{}
 		}
 		writeJSON(w, http.StatusOK, out)
 	})

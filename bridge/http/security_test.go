@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
@@ -179,7 +180,7 @@ func TestFileErrorsNameTheField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Models = oneModel
 			_, err := httpdoor.New(noSubmit{}, tc.cfg)
-			var fe *httpdoor.FileError
+			var fe *door.FileError
 			if !errors.As(err, &fe) || fe.Field != tc.field {
 				t.Errorf("got %v, want a FileError for %s", err, tc.field)
 			}

@@ -16,32 +16,17 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
-// Submitter sends one request to a job's work queue and waits for its
-// result. *mesh.Client implements it. It must be safe for concurrent use;
-// it returns a *wire.Error for a non-200 result, mesh.ErrQueueFull when
-// the queue is full and ctx.Err() when ctx ends first: the door answers
-// with wire.Status of the error.
-type Submitter interface {
-	Submit(ctx context.Context, job string, req mesh.Request) (mesh.Result, error)
-}
-
-// Model is one served model: what the door lists and where it sends work.
-type Model struct {
-	// Name and Version identify the model in URLs. Version default "1".
-	Name    string
-	Version string
-	// Job is the mesh job whose workers serve the model.
-	Job string
-	// Info describes the inputs and outputs, for the metadata routes and
-	// the example a /predict 400 shows.
-	Info infer.ModelInfo
-}
+// Submitter and Model are the doors' (see package door).
+type (
+	Submitter = door.Submitter
+	Model     = door.Model
+)
 
 // Defaults applied by Config for zero fields.
 const (
@@ -147,17 +132,17 @@ func (c Config) Validate() error {
 type Server struct {
 	cfg     Config
 	sub     Submitter
-	limiter *TokenBucket // nil: no limit
+	limiter *door.TokenBucket // nil: no limit
 	metrics *registry
 	log     *slog.Logger
 	mux     *http.ServeMux
-	tls     *tls.Config // nil: plain HTTP
-	tokens  *Tokens     // nil: no authentication
+	tls     *tls.Config  // nil: plain HTTP
+	tokens  *door.Tokens // nil: no authentication
 }
 
 // New validates cfg, loads its TLS and token files and builds the routes.
 // The caller keeps ownership of s. A file that cannot be used is a
-// *FileError naming its Config field.
+// *door.FileError naming its Config field.
 func New(s Submitter, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -183,11 +168,11 @@ func New(s Submitter, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.TokenFile != "" {
-		if srv.tokens, err = NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
+		if srv.tokens, err = door.NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
-	srv.limiter = NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)
+	srv.limiter = door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)
 	srv.routes()
 	return srv, nil
 }

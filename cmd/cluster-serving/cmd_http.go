@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 	"github.com/cluster-serving/cluster-serving/telemetry"
@@ -86,7 +87,7 @@ var httpFileKeys = map[string]string{
 
 // httpFileError names the config key of a file the door cannot use.
 func httpFileError(err error) error {
-	var fe *httpdoor.FileError
+	var fe *door.FileError
 	if !errors.As(err, &fe) || httpFileKeys[fe.Field] == "" {
 		return err
 	}

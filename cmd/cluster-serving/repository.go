@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
@@ -20,10 +21,10 @@ func (d doorRepository) Models() []httpdoor.Model {
 	return out
 }
 
-func (d doorRepository) Index(ready bool) []httpdoor.RepositoryEntry {
-	var out []httpdoor.RepositoryEntry
+func (d doorRepository) Index(ready bool) []door.ModelState {
+	var out []door.ModelState
 	for _, e := range d.r.Index(ready) {
-		out = append(out, httpdoor.RepositoryEntry{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason})
+		out = append(out, door.ModelState{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason})
 	}
 	return out
 }

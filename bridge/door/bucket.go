@@ -1,4 +1,4 @@
-package httpdoor
+package door
 
 import (
 	"context"

@@ -1,0 +1,92 @@
+// Package door holds what the HTTP and gRPC doors share: the models they
+// serve and the mesh they send work to, the catalog of a model repository
+// whose models change at runtime, the bearer-token file, the TLS files
+// and the token bucket (the config keys httpAuthTokenFile, httpTlsCert,
+// httpTlsKey, httpTlsClientCa and tokensPerSecond serve both doors).
+package door
+
+import (
+	"context"
+	"strings"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// Submitter sends one request to a job's work queue and waits for its
+// result. *mesh.Client implements it. It must be safe for concurrent use;
+// it returns a *wire.Error for a non-200 result, mesh.ErrQueueFull when
+// the queue is full and ctx.Err() when ctx ends first: a door answers
+// with wire.Status of the error (the gRPC door with its code).
+type Submitter interface {
+	Submit(ctx context.Context, job string, req mesh.Request) (mesh.Result, error)
+}
+
+// Model is one served model: what a door lists and where it sends work.
+type Model struct {
+	// Name and Version identify the model in requests. Version default "1".
+	Name    string
+	Version string
+	// Job is the mesh job whose workers serve the model.
+	Job string
+	// Info describes the inputs and outputs, for the metadata a door
+	// answers and the example a /predict 400 shows.
+	Info infer.ModelInfo
+}
+
+// Catalog lists the served models when they change at runtime: a model
+// repository loads and unloads them. cmd passes one adapter of the
+// node's repository to both doors, so that they see the same models. Its
+// methods must be safe for concurrent use.
+type Catalog interface {
+	// Models lists the models that serve now, at their serving version
+	// ("" means "1"), the default model (POST /predict) first.
+	Models() []Model
+	// Index lists every model known, loaded or not; with ready, only
+	// those that serve.
+	Index(ready bool) []ModelState
+}
+
+// ModelState is one model of a repository's index, as the repository
+// extension answers it: state READY, UNAVAILABLE, LOADING or UNLOADING,
+// and the reason a model does not serve (or a newer version failed).
+type ModelState struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Models lists the models a door serves: the catalog's when there is
+// one, each with its Version defaulted to "1", else fixed.
+func Models(c Catalog, fixed []Model) []Model {
+	if c == nil {
+		return fixed
+	}
+	models := c.Models()
+	for i := range models {
+		if models[i].Version == "" {
+			models[i].Version = "1"
+		}
+	}
+	return models
+}
+
+// UnknownModel is the 404 *wire.Error of model name, which does not
+// serve: "not loaded" with its state and reason when the catalog (nil
+// for none) knows it, else "unknown model". Both doors answer it.
+func UnknownModel(c Catalog, name string) error {
+	if c != nil {
+		for _, e := range c.Index(false) {
+			if e.Name == name {
+				why := strings.ToLower(e.State)
+				if e.Reason != "" {
+					why += ": " + e.Reason
+				}
+				return wire.Errorf(wire.StatusNotFound, "model %q is not loaded (%s)", name, why)
+			}
+		}
+	}
+	return wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
+}

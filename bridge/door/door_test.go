@@ -1,0 +1,48 @@
+package door_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/cluster-serving/cluster-serving/bridge/door"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+)
+
+// catalog is a fixed door.Catalog.
+type catalog struct {
+	models []door.Model
+	index  []door.ModelState
+}
+
+func (c catalog) Models() []door.Model               { return append([]door.Model(nil), c.models...) }
+func (c catalog) Index(ready bool) []door.ModelState { return c.index }
+
+func TestModelsDefaultsTheVersion(t *testing.T) {
+	fixed := []door.Model{{Name: "fixed", Version: "1"}}
+	if got := door.Models(nil, fixed); len(got) != 1 || got[0].Name != "fixed" {
+		t.Errorf("no catalog: got %+v, want the fixed list", got)
+	}
+	got := door.Models(catalog{models: []door.Model{{Name: "a"}, {Name: "b", Version: "3"}}}, fixed)
+	if len(got) != 2 || got[0].Version != "1" || got[1].Version != "3" {
+		t.Errorf("catalog: got %+v, want a at version 1 and b at 3", got)
+	}
+}
+
+func TestUnknownModelSaysWhy(t *testing.T) {
+	c := catalog{index: []door.ModelState{{Name: "m", Version: "2", State: "UNAVAILABLE", Reason: "version 2 failed to load"}}}
+	for _, tc := range []struct {
+		name string
+		c    door.Catalog
+		want string
+	}{
+		{"m", c, `model "m" is not loaded (unavailable: version 2 failed to load)`},
+		{"other", c, `unknown model "other"`},
+		{"m", nil, `unknown model "m"`},
+	} {
+		err := door.UnknownModel(tc.c, tc.name)
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Status != wire.StatusNotFound || we.Message != tc.want {
+			t.Errorf("UnknownModel(%s): got %v, want 404 %q", tc.name, err, tc.want)
+		}
+	}
+}
