@@ -45,3 +45,33 @@ func BenchmarkSpan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChildSampledOut measures one hop's span under a sampled-out
+// parent (ratio 0.01, the request not drawn): tracer.Start, which asks
+// the sampler and allocates a span nobody records, against
+// telemetry.Start, which hands back the parent.
+func BenchmarkChildSampledOut(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))),
+	)
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tracer := tp.Tracer(telemetry.ScopeName)
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, Remote: true,
+	}))
+	b.Run("tracer.Start", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, span := tracer.Start(ctx, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer))
+			span.End()
+		}
+	})
+	b.Run("telemetry.Start", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, span := telemetry.Start(ctx, tracer, telemetry.SpanProcess, trace.SpanKindConsumer)
+			span.End()
+		}
+	})
+}
