@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,12 +153,27 @@ var benchTracing = sync.OnceValue(func() *switchProvider {
 	return p
 })
 
+// cpuTime is the CPU time this process has used, user and system: the
+// whole mesh of BenchmarkTracing runs in it, so CPU per request compares
+// settings even on a machine shared with other work, where ns/op drifts.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkTracing measures the NATS door on the tiny model (add_f32 on
 // the real engine, file store, 32 concurrent callers) with tracing off
 // (the no-op provider, traceparent still propagated) and on at
 // parent-based ratios 0.01 and 1.0 (the SDK with a batching processor
 // over a discarding exporter: span cost without the export's). Compare
-// the settings' ns/op from the same run; -count interleaves them.
+// the settings' cpu-ns/op (CPU time of the whole process per request) and
+// ns/op (wall). Run each setting in a process of its own, in turn
+// (-bench 'BenchmarkTracing/off$', then ratio=0.01$, ...): in one process
+// a later setting serves a stream and a heap that the earlier ones grew,
+// and measures several percent slower whatever its tracing.
 func BenchmarkTracing(b *testing.B) {
 	infertest.RequireLibrary(b)
 	sw := benchTracing()
@@ -195,6 +211,7 @@ func BenchmarkTracing(b *testing.B) {
 			var n atomic.Uint64
 			b.ReportAllocs()
 			b.SetParallelism(16) // 32 callers on 2 cores
+			cpu0 := cpuTime(b)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				nc := callers[n.Add(1)%uint64(len(callers))]
@@ -212,6 +229,8 @@ func BenchmarkTracing(b *testing.B) {
 					}
 				}
 			})
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
