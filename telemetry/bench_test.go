@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -72,6 +73,38 @@ func BenchmarkChildSampledOut(b *testing.B) {
 		for b.Loop() {
 			_, span := telemetry.Start(ctx, tracer, telemetry.SpanProcess, trace.SpanKindConsumer)
 			span.End()
+		}
+	})
+}
+
+// BenchmarkCarrier measures what every work message pays for trace
+// context: Inject into its headers at the publisher and Extract from them
+// at the worker, with the W3C propagator Setup installs and a work
+// message's usual headers beside the traceparent.
+func BenchmarkCarrier(b *testing.B) {
+	setup(b, telemetry.Config{Output: io.Discard})
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, Remote: true,
+	}))
+	header := func() nats.Header {
+		return nats.Header{
+			"Cs-Content-Type": {"application/json"}, "Cs-Deadline": {"1764000000000000000"},
+			"Nats-Msg-Id": {"abcdefghijklmnopqrstuv"}, "Cs-Reply-To": {"_INBOX.abcdefghijklmnopqrstuv.1"},
+		}
+	}
+	b.Run("inject", func(b *testing.B) {
+		h := header()
+		b.ReportAllocs()
+		for b.Loop() {
+			telemetry.Inject(ctx, h) // replaces the traceparent each time
+		}
+	})
+	b.Run("extract", func(b *testing.B) {
+		h := header()
+		telemetry.Inject(ctx, h)
+		b.ReportAllocs()
+		for b.Loop() {
+			telemetry.Extract(context.Background(), h)
 		}
 	})
 }
