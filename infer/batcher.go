@@ -373,20 +373,28 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 
 // batchSpan starts the batch's span: a root of its own that links to
 // every request it serves; each request's span learns its batch size and
-// queue wait.
+// queue wait. Links and attributes are built only for spans that record
+// (the ratio sampler decides on the trace id alone, so the links need not
+// be there at the start).
 func batchSpan(r int, batch []*item, rows int64) (context.Context, trace.Span) {
 	now := time.Now()
-	links := make([]trace.Link, 0, len(batch))
+	ctx, span := tracer.Start(context.Background(), spanBatch, trace.WithNewRoot())
+	recording := span.IsRecording()
 	for _, it := range batch {
-		sc := trace.SpanContextFromContext(it.ctx)
-		if sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
+		rs := trace.SpanFromContext(it.ctx)
+		if recording {
+			if sc := rs.SpanContext(); sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc})
+			}
 		}
-		trace.SpanFromContext(it.ctx).SetAttributes(
-			attrBatchSize.Int(len(batch)), attrBatchWaitMS.Float64(float64(now.Sub(it.enq).Microseconds())/1000))
+		if rs.IsRecording() {
+			rs.SetAttributes(attrBatchSize.Int(len(batch)), attrBatchWaitMS.Float64(float64(now.Sub(it.enq).Microseconds())/1000))
+		}
 	}
-	return tracer.Start(context.Background(), spanBatch, trace.WithNewRoot(), trace.WithLinks(links...),
-		trace.WithAttributes(attrBatchSize.Int(len(batch)), attrBatchRows.Int64(rows), attrRunner.Int(r)))
+	if recording {
+		span.SetAttributes(attrBatchSize.Int(len(batch)), attrBatchRows.Int64(rows), attrRunner.Int(r))
+	}
+	return ctx, span
 }
 
 // runAlone runs each record of a failed batch alone, so that one bad
@@ -456,7 +464,7 @@ func (b *Batcher) runOne(ctx context.Context, r int, it *item) {
 
 // safeRun turns a panic in run into an error so that a runner survives it.
 func (b *Batcher) safeRun(ctx context.Context, r int, inputs []Tensor) (outs []Tensor, err error) {
-	_, span := tracer.Start(ctx, spanRun)
+	_, span := startChild(ctx, spanRun)
 	start := time.Now()
 	defer func() {
 		b.mu.Lock()

@@ -1,8 +1,11 @@
 package infer
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // tracer starts infer's spans through the OTel API only: infer knows
@@ -23,3 +26,16 @@ const (
 	attrBatchWaitMS = attribute.Key("cluster_serving.batch.wait_ms")
 	attrRunner      = attribute.Key("cluster_serving.runner")
 )
+
+// startChild starts span name under ctx's span, except under a sampled-out
+// parent (valid, not sampled, not recording), whose children never record
+// under parent-based sampling: then it returns the parent as it is, as
+// OTel's no-op tracer does, and a sampled-out request costs no span.
+// telemetry.Start does the same for the other packages.
+func startChild(ctx context.Context, name string) (context.Context, trace.Span) {
+	p := trace.SpanFromContext(ctx)
+	if sc := p.SpanContext(); sc.IsValid() && !sc.IsSampled() && !p.IsRecording() {
+		return ctx, p
+	}
+	return tracer.Start(ctx, name)
+}

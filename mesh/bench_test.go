@@ -2,12 +2,23 @@ package mesh_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -92,5 +103,134 @@ func BenchmarkCoreRequest(b *testing.B) {
 		if _, err := nc.Request("bench.echo", body, 10*time.Second); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// switchProvider is a TracerProvider whose tracers start spans from
+// whichever provider cur holds at the time. OTel's global provider binds
+// package tracers to the first provider set and never again, so one
+// process can compare tracing off and on only through such a switch.
+type switchProvider struct {
+	embedded.TracerProvider
+	cur atomic.Pointer[trace.TracerProvider]
+}
+
+func (p *switchProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return &switchTracer{p: p, name: name, opts: opts}
+}
+
+type switchTracer struct {
+	embedded.Tracer
+	p    *switchProvider
+	name string
+	opts []trace.TracerOption
+	last atomic.Pointer[boundTracer]
+}
+
+// boundTracer is a tracer of one provider: the SDK's Tracer takes a lock,
+// so each switchTracer keeps the one of the current provider.
+type boundTracer struct {
+	tp *trace.TracerProvider
+	t  trace.Tracer
+}
+
+func (t *switchTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	cur := t.p.cur.Load()
+	bt := t.last.Load()
+	if bt == nil || bt.tp != cur {
+		bt = &boundTracer{tp: cur, t: (*cur).Tracer(t.name, t.opts...)}
+		t.last.Store(bt)
+	}
+	return bt.t.Start(ctx, name, opts...)
+}
+
+var benchTracing = sync.OnceValue(func() *switchProvider {
+	p := &switchProvider{}
+	var off trace.TracerProvider = tracenoop.NewTracerProvider()
+	p.cur.Store(&off)
+	otel.SetTracerProvider(p)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return p
+})
+
+// cpuTime is the CPU time this process has used, user and system: the
+// whole mesh of BenchmarkTracing runs in it, so CPU per request compares
+// settings even on a machine shared with other work, where ns/op drifts.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkTracing measures the NATS door on the tiny model (add_f32 on
+// the real engine, file store, 32 concurrent callers) with tracing off
+// (the no-op provider, traceparent still propagated) and on at
+// parent-based ratios 0.01 and 1.0 (the SDK with a batching processor
+// over a discarding exporter: span cost without the export's). Compare
+// the settings' cpu-ns/op (CPU time of the whole process per request) and
+// ns/op (wall). Run each setting in a process of its own, in turn
+// (-bench 'BenchmarkTracing/off$', then ratio=0.01$, ...): in one process
+// a later setting serves a stream and a heap that the earlier ones grew,
+// and measures several percent slower whatever its tracing.
+func BenchmarkTracing(b *testing.B) {
+	infertest.RequireLibrary(b)
+	sw := benchTracing()
+	s := meshtest.StartServer(b)
+	job := "tracing"
+	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
+	ensure(b, meshtest.Connect(b, s), cfg.Stream)
+	runWorker(b, meshtest.Connect(b, s), cfg, newPredictor(b, "add_f32"))
+	svc, err := mesh.NewService(meshtest.Connect(b, s), newClient(b, meshtest.Connect(b, s)), mesh.ServiceConfig{Jobs: []string{job}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	meshtest.Run(b, svc.Run)
+	callers := []*nats.Conn{meshtest.Connect(b, s), meshtest.Connect(b, s), meshtest.Connect(b, s), meshtest.Connect(b, s)}
+	meshtest.WaitFor(b, "service", func() bool {
+		_, err := callers[0].Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
+		return err == nil
+	})
+	body := []byte(`{"instances":[{"x":[1.5,2.5,3.5,4.5]}]}`)
+	for _, tc := range []struct {
+		name  string
+		ratio float64 // 0: off
+	}{{"off", 0}, {"ratio=0.01", 0.01}, {"ratio=1.0", 1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var tp trace.TracerProvider = tracenoop.NewTracerProvider()
+			if tc.ratio > 0 {
+				sdk := sdktrace.NewTracerProvider(
+					sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+					sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(tc.ratio))),
+				)
+				b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+				tp = sdk
+			}
+			sw.cur.Store(&tp)
+			var n atomic.Uint64
+			b.ReportAllocs()
+			b.SetParallelism(16) // 32 callers on 2 cores
+			cpu0 := cpuTime(b)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				nc := callers[n.Add(1)%uint64(len(callers))]
+				for pb.Next() {
+					msg := nats.NewMsg(mesh.PredictSubject(job))
+					msg.Data = body
+					reply, err := nc.RequestMsg(msg, 10*time.Second)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
+						b.Errorf("%s: %s", code, reply.Header.Get("Nats-Service-Error"))
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
 	}
 }

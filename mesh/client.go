@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
@@ -150,7 +149,7 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 	m := workMsg(ctx, job, req)
 	m.Header.Set(HeaderReplyTo, c.prefix+"."+id)
 	res, err := c.await(ctx, job, req, m, ch)
-	if err == nil {
+	if err == nil && span.IsRecording() {
 		span.SetAttributes(attrStatus.Int(res.Status))
 	}
 	telemetry.EndSpan(span, err)
@@ -206,11 +205,14 @@ func (c *Client) startPublish(ctx context.Context, job string, req Request) (con
 	if !trace.SpanContextFromContext(ctx).IsValid() && len(req.Header) > 0 {
 		ctx = telemetry.Extract(ctx, req.Header)
 	}
-	attrs := []attribute.KeyValue{attrSystem.String("nats"), attrDestination.String(WorkSubject(job)), telemetry.AttrJob.String(job)}
-	if req.URI != "" {
-		attrs = append(attrs, attrURI.String(req.URI))
+	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanPublish, trace.SpanKindProducer)
+	if span.IsRecording() {
+		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)), telemetry.AttrJob.String(job))
+		if req.URI != "" {
+			span.SetAttributes(attrURI.String(req.URI))
+		}
 	}
-	return tracer.Start(ctx, telemetry.SpanPublish, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	return ctx, span
 }
 
 // Enqueue publishes req to job's work queue for a durable door and waits

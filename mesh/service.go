@@ -169,8 +169,10 @@ func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
 	hdr := req.Headers()
 	// A caller's traceparent makes this door span its child.
 	ctx = telemetry.Extract(ctx, nats.Header(hdr))
-	ctx, span := tracer.Start(ctx, telemetry.SpanDoorNATS, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job)))
+	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanDoorNATS, trace.SpanKindServer)
+	if span.IsRecording() {
+		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job))
+	}
 	status := wire.StatusOK
 	defer func() {
 		endStatusSpan(span, status)

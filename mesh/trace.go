@@ -32,6 +32,10 @@ const (
 // endStatusSpan records the status of the answer on span, marks it an
 // error unless it is wire.StatusOK, and ends it.
 func endStatusSpan(span trace.Span, status int) {
+	if !span.IsRecording() {
+		span.End() // a no-op for OTel's spans; still, every span is ended
+		return
+	}
 	span.SetAttributes(attrStatus.Int(status))
 	if status != wire.StatusOK {
 		span.SetStatus(codes.Error, "status "+strconv.Itoa(status))

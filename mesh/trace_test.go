@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -103,6 +104,52 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 	}
 	if !sawBatchSize {
 		t.Errorf("worker span attributes %v lack cluster_serving.batch.size=1", proc.Attributes)
+	}
+	checkSampledOut(t, tel, caller, job)
+}
+
+// checkSampledOut sends a request whose caller sampled its trace out
+// (traceparent flags 00) through the same path: it is answered, no span of
+// its trace records, and its batch's span (a root of its own, sampled on
+// its own) still links into the caller's trace. It shares
+// TestTraceCrossesTheMesh's Setup: package tracers stay bound to the first
+// provider a process installs.
+func checkSampledOut(t *testing.T, tel *telemetry.Telemetry, caller *nats.Conn, job string) {
+	t.Helper()
+	batches := func(spans tracetest.SpanStubs) []tracetest.SpanStub {
+		var out []tracetest.SpanStub
+		for _, sp := range spans {
+			if sp.Name == "infer batch" {
+				out = append(out, sp)
+			}
+		}
+		return out
+	}
+	before := len(batches(tel.Spans()))
+	traceID := trace.TraceID{0xca, 0x11, 0xe4}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: trace.SpanID{1}, Remote: true})
+	msg := nats.NewMsg(mesh.PredictSubject(job))
+	msg.Data = []byte(`{"instances":[{"x":[1,2,3,4]}]}`)
+	propagation.TraceContext{}.Inject(trace.ContextWithRemoteSpanContext(context.Background(), sc), propagation.HeaderCarrier(msg.Header))
+	reply, err := caller.RequestMsg(msg, 10*time.Second)
+	if err != nil || reply.Header.Get("Nats-Service-Error") != "" {
+		t.Fatalf("sampled-out request: %v %v", err, reply.Header)
+	}
+	if got, want := predictionData(t, reply.Data), []float32{3, 5, 7, 9}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("sampled-out answer: got %v, want %v", got, want)
+	}
+	var spans tracetest.SpanStubs
+	meshtest.WaitFor(t, "the sampled-out request's batch span", func() bool {
+		spans = tel.Spans()
+		return len(batches(spans)) > before
+	})
+	for _, sp := range spans {
+		if sp.SpanContext.TraceID() == traceID {
+			t.Errorf("span %q recorded in the sampled-out trace", sp.Name)
+		}
+	}
+	if b := batches(spans)[before]; len(b.Links) != 1 || b.Links[0].SpanContext.TraceID() != traceID {
+		t.Errorf("sampled-out batch links: got %v, want one into trace %s", b.Links, traceID)
 	}
 }
 

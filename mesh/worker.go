@@ -338,14 +338,18 @@ func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (context.C
 	if md, err := msg.Metadata(); err == nil {
 		delivered = md.NumDelivered
 		queueWait = time.Since(md.Timestamp)
-		_, qs := tracer.Start(ctx, telemetry.SpanQueueWait, trace.WithTimestamp(md.Timestamp))
-		qs.End()
+		if !telemetry.SampledOut(trace.SpanFromContext(ctx)) {
+			_, qs := tracer.Start(ctx, telemetry.SpanQueueWait, trace.WithTimestamp(md.Timestamp))
+			qs.End()
+		}
 		w.cfg.Metrics.RecordStage(ctx, telemetry.StageQueueWait, job, w.cfg.Model, queueWait)
 	}
-	ctx, span := tracer.Start(ctx, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)),
+	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanProcess, trace.SpanKindConsumer)
+	if span.IsRecording() {
+		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)),
 			telemetry.AttrJob.String(job), attrDelivery.Int64(int64(delivered)),
-			attrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000)))
+			attrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000))
+	}
 	return ctx, span, delivered
 }
 
@@ -474,7 +478,7 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 	if h.Get(HeaderResultTo) != "" {
 		name = telemetry.SpanResultWrite
 	}
-	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := telemetry.Start(ctx, tracer, name, trace.SpanKindProducer)
 	defer func() {
 		telemetry.EndSpan(span, err)
 		w.cfg.Metrics.RecordStage(ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))

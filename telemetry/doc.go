@@ -47,6 +47,14 @@
 // Names stay low-cardinality; the job, model and subject go in attributes
 // (messaging.destination.name, job_name, model).
 //
+// A request sampled out (parent-based sampling: the door's root span was
+// not drawn, or the caller's traceparent says not sampled) costs one span
+// at most: every later hop starts its span with telemetry.Start, which
+// hands back the sampled-out parent instead of a span nobody records, and
+// attributes, links and the like are built only when span.IsRecording().
+// The traceparent still travels with every message, so that each hop
+// follows the door's decision.
+//
 // # Metrics
 //
 // Instrument names follow OTel conventions (dot-separated, unit in the

@@ -22,12 +22,18 @@ var tracer = otel.Tracer(telemetry.ScopeName + "/bridge/http")
 func traced(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+		ctx, span := telemetry.Start(ctx, tracer, r.Method, trace.SpanKindServer)
 		defer span.End()
+		recording := span.IsRecording()
+		if recording {
+			span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path))
+		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		r = r.WithContext(ctx)
 		next.ServeHTTP(sw, r)
+		if !recording {
+			return
+		}
 		if r.Pattern != "" {
 			span.SetName(r.Pattern)
 			span.SetAttributes(attribute.String("http.route", r.Pattern))

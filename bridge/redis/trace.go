@@ -20,10 +20,13 @@ var tracer = otel.Tracer(telemetry.ScopeName + "/bridge/redis")
 // the entry's traceparent field when it has one.
 func (d *Door) receiveSpan(ctx context.Context, id string, req mesh.Request) (context.Context, trace.Span) {
 	ctx = telemetry.Extract(ctx, req.Header)
-	return tracer.Start(ctx, telemetry.SpanDoorRedis, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attribute.String("messaging.system", "redis"), attribute.String("messaging.destination.name", d.cfg.Job),
+	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanDoorRedis, trace.SpanKindConsumer)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("messaging.system", "redis"), attribute.String("messaging.destination.name", d.cfg.Job),
 			attribute.String("messaging.message.id", id), attribute.String("cluster_serving.uri", spanURI(req.URI)),
-			telemetry.AttrJob.String(d.cfg.Job)))
+			telemetry.AttrJob.String(d.cfg.Job))
+	}
+	return ctx, span
 }
 
 // maxSpanURI bounds the uri a span carries: a uri may be any length a
@@ -39,16 +42,21 @@ func spanURI(uri string) string {
 }
 
 // writeSpan starts the span of one pipelined HSET batch, linked to the
-// worker span of each result it writes.
+// worker span of each result it writes. The links (a header parse each)
+// and attributes are built only when the span records: the ratio sampler
+// decides on the trace id alone.
 func (d *Door) writeSpan(ctx context.Context, rs []mesh.Result) (context.Context, trace.Span) {
-	links := make([]trace.Link, 0, len(rs))
+	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanResultDeliver, trace.SpanKindClient)
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	for _, r := range rs {
 		if l := telemetry.Link(r.Header); l.SpanContext.IsValid() {
-			links = append(links, l)
+			span.AddLink(l)
 		}
 	}
-	return tracer.Start(ctx, telemetry.SpanResultDeliver, trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(links...),
-		trace.WithAttributes(attribute.Int("cluster_serving.results", len(rs)), telemetry.AttrJob.String(d.cfg.Job)))
+	span.SetAttributes(attribute.Int("cluster_serving.results", len(rs)), telemetry.AttrJob.String(d.cfg.Job))
+	return ctx, span
 }
 
 // recordResults counts written results by outcome, with the time from the
