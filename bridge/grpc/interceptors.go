@@ -47,10 +47,13 @@ func (d *Door) tracedUnary(ctx context.Context, req any, info *grpc.UnaryServerI
 		ctx = otel.GetTextMapPropagator().Extract(ctx, mdCarrier(md))
 	}
 	name := strings.TrimPrefix(info.FullMethod, "/")
-	service, method, _ := strings.Cut(name, "/")
-	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.service", service), attribute.String("rpc.method", method)))
+	ctx, span := telemetry.Start(ctx, tracer, name, trace.SpanKindServer)
 	defer span.End()
+	if !span.IsRecording() { // sampled out: no attribute work
+		return handler(ctx, req)
+	}
+	service, method, _ := strings.Cut(name, "/")
+	span.SetAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.service", service), attribute.String("rpc.method", method))
 	resp, err := handler(ctx, req)
 	code := status.Code(err)
 	span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(code)))
