@@ -142,30 +142,46 @@ func imageRequest(name string, h, w int) []byte {
 	return b.Bytes()
 }
 
-func rawThroughput(model string, batch, threads, h, w int, d time.Duration) (float64, error) {
+// rawRunner runs the model in this process on batches of pixel-like
+// values: the baseline of the ResNet-50 figures.
+type rawRunner struct {
+	sess  *infer.Session
+	in    []infer.Tensor
+	batch int
+}
+
+func newRawRunner(model string, batch, threads, h, w int) (*rawRunner, error) {
 	sess, err := infer.NewSession(model, threads)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer sess.Close()
 	data := make([]float32, batch*3*h*w)
 	for i := range data {
 		data[i] = float32(i % 256)
 	}
-	in := []infer.Tensor{{DType: infer.Float32, Shape: []int64{int64(batch), 3, int64(h), int64(w)}, Data: data}}
-	if _, err := sess.Run(in); err != nil { // warm-up
-		return 0, err
+	r := &rawRunner{sess: sess, batch: batch,
+		in: []infer.Tensor{{DType: infer.Float32, Shape: []int64{int64(batch), 3, int64(h), int64(w)}, Data: data}}}
+	if _, err := sess.Run(r.in); err != nil { // warm-up
+		sess.Close()
+		return nil, err
 	}
+	return r, nil
+}
+
+// run runs batches back to back for d and returns images/s.
+func (r *rawRunner) run(d time.Duration) (float64, error) {
 	start := time.Now()
 	n := 0
 	for time.Since(start) < d {
-		if _, err := sess.Run(in); err != nil {
+		if _, err := r.sess.Run(r.in); err != nil {
 			return 0, err
 		}
-		n += batch
+		n += r.batch
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }
+
+func (r *rawRunner) close() { r.sess.Close() }
 
 func (r *runner) memory(model string, batch, threads, size, total int) error {
 	w := r.w
@@ -195,6 +211,11 @@ func (r *runner) memory(model string, batch, threads, size, total int) error {
 	}
 	fmt.Fprintf(w, "RSS after %6d requests: %7.1f MiB\n", r1.n, float64(rss1)/1024)
 	fmt.Fprintf(w, "RSS after %6d requests: %7.1f MiB\n", r1.n+r2.n, float64(rss2)/1024)
+	peak, err := c.peakRSSKiB()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "peak RSS (VmHWM):         %7.1f MiB\n", float64(peak)/1024)
 	fmt.Fprintf(w, "growth: %+.2f%% (target <= 5%%); errors %d; %s\n\n", 100*(float64(rss2)/float64(rss1)-1), r1.errs+r2.errs, time.Since(start).Round(time.Second))
 	return nil
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,9 +49,12 @@ func (r *runner) startChild(model string, extra map[string]string) (*child, erro
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\nmetricsListen: off\n", hp)
-	for k, v := range extra {
-		fmt.Fprintf(&cfg, "%s: %s\n", k, v)
+	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\n", hp)
+	if _, ok := extra["metricsListen"]; !ok {
+		cfg.WriteString("metricsListen: off\n")
+	}
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		fmt.Fprintf(&cfg, "%s: %s\n", k, extra[k])
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
@@ -105,7 +110,13 @@ func (c *child) stop() {
 }
 
 // rssKiB reads VmRSS of the child from /proc.
-func (c *child) rssKiB() (int, error) {
+func (c *child) rssKiB() (int, error) { return c.status("VmRSS") }
+
+// peakRSSKiB reads VmHWM of the child from /proc: its peak RSS so far.
+func (c *child) peakRSSKiB() (int, error) { return c.status("VmHWM") }
+
+// status reads one kB field of /proc/<pid>/status of the child.
+func (c *child) status(field string) (int, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
@@ -113,11 +124,11 @@ func (c *child) rssKiB() (int, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			return strconv.Atoi(strings.Fields(rest)[0])
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return 0, errors.New("no " + field + " in /proc/<pid>/status")
 }
 
 // freePort asks the kernel for a free loopback port.
