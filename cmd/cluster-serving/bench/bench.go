@@ -15,6 +15,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -45,7 +46,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soakSize, "soak-size", 64, "image side of the memory soak requests (the model takes any H×W; 224 is the full size)")
 	fs.IntVar(&o.soakN, "soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	fs.StringVar(&o.storage, "storage", "file", "queueStorage of the serving process: file or memory")
-	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,redis,resnet,memory")
+	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,redis,resnet,memory")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -79,6 +80,12 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	if o.want("tiny") {
 		if err := r.tiny(o.tiny, o.d); err != nil {
 			return fmt.Errorf("tiny model: %w", err)
+		}
+	}
+	if o.want("allocs") {
+		fmt.Fprintf(stdout, "== allocations per request, tiny model (%s)\n", filepath.Base(o.tiny))
+		if err := r.tinyAllocs(o.tiny, o.d); err != nil {
+			return fmt.Errorf("allocations: %w", err)
 		}
 	}
 	if o.want("redis") {

@@ -140,3 +140,50 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// cpuTicks is the child's user+system CPU time so far, in clock ticks
+// (fields 14 and 15 of /proc/<pid>/stat).
+func (c *child) cpuTicks() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, may hold spaces: count after its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/<pid>/stat: %q", b)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return u + s, nil
+}
+
+// waitIdle returns once the child has used less than 5% of one core over
+// a quarter of a second (at most after limit): the requests a load run
+// left queued when it stopped are done, so they do not run into the
+// next measurement.
+func (c *child) waitIdle(limit time.Duration) error {
+	const every = 250 * time.Millisecond
+	deadline := time.Now().Add(limit)
+	prev, err := c.cpuTicks()
+	if err != nil {
+		return err
+	}
+	for time.Now().Before(deadline) {
+		time.Sleep(every)
+		now, err := c.cpuTicks()
+		if err != nil {
+			return err
+		}
+		// Clock ticks are 1/100 s on Linux (USER_HZ): 5% of 250 ms is 1.25.
+		if now-prev <= 1 {
+			return nil
+		}
+		prev = now
+	}
+	return fmt.Errorf("the serving process was still busy %s after the load stopped", limit)
+}

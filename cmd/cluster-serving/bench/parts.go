@@ -26,19 +26,16 @@ func (r *runner) tiny(model string, d time.Duration) error {
 	if err := r.tinyDoors(model, d); err != nil {
 		return err
 	}
-	if err := r.tinyTracing(model, d); err != nil {
-		return err
-	}
-	return r.tinyAllocs(model, d)
+	return r.tinyTracing(model, d)
 }
 
 // tinyAllocs counts the heap allocations of the serving process per
 // request through the NATS door at concurrency 32: the Go runtime's
 // mallocs counter (go_memstats_mallocs_total, runtime.MemStats.Mallocs),
 // scraped from its /metrics before and after one run, divided by the
-// requests answered. Metrics are on, as in the default config; the one
-// scrape inside the window adds a few thousand allocations to the count,
-// noise beside the run's total. It prints the process's peak RSS too.
+// requests answered, less what one scrape of the idle process costs
+// (the second scrape of the window). Metrics are on, as in the default
+// config. It prints the process's peak RSS too.
 func (r *runner) tinyAllocs(model string, d time.Duration) error {
 	mp, err := freePort()
 	if err != nil {
@@ -55,13 +52,26 @@ func (r *runner) tinyAllocs(model string, d time.Duration) error {
 		return err
 	}
 	defer closeDo()
-	runLoad(8, time.Second, 500, do) // warm-up
+	// The warm-up sizes the run: a count, not a time, so that no request
+	// is left in flight when the counters are read.
+	warm := runLoad(32, d/4, 0, do)
+	if err := c.waitIdle(time.Minute); err != nil {
+		return err
+	}
+	total := max(1000, int(warm.rate()*d.Seconds()/2))
 	m0, err := scrapeCounters("http://" + addr + "/metrics")
 	if err != nil {
 		return err
 	}
-	res := runLoad(32, d/2, 0, do)
+	res := runLoad(32, 20*d, total, do)
+	if err := c.waitIdle(time.Minute); err != nil {
+		return err
+	}
 	m1, err := scrapeCounters("http://" + addr + "/metrics")
+	if err != nil {
+		return err
+	}
+	m2, err := scrapeCounters("http://" + addr + "/metrics") // what a scrape of the idle process costs
 	if err != nil {
 		return err
 	}
@@ -72,10 +82,11 @@ func (r *runner) tinyAllocs(model string, d time.Duration) error {
 	if res.n == 0 {
 		return fmt.Errorf("no request answered: %v", res.lastErr)
 	}
-	n := float64(res.n)
-	fmt.Fprintf(r.w, "serving process, NATS door, concurrency 32, %d requests (%.0f req/s, metrics on):\n", res.n, res.rate())
+	n := float64(res.n + res.errs)
+	perReq := func(m string) float64 { return (m1[m] - m0[m] - (m2[m] - m1[m])) / n }
+	fmt.Fprintf(r.w, "serving process, NATS door, concurrency 32, %d requests, %d errors (%.0f req/s, metrics on):\n", res.n, res.errs, res.rate())
 	fmt.Fprintf(r.w, "  %.1f allocations and %.1f KiB allocated per request; peak RSS (VmHWM) %.1f MiB\n\n",
-		(m1[mallocsMetric]-m0[mallocsMetric])/n, (m1[allocBytesMetric]-m0[allocBytesMetric])/n/1024, float64(peak)/1024)
+		perReq(mallocsMetric), perReq(allocBytesMetric)/1024, float64(peak)/1024)
 	return nil
 }
 
@@ -263,9 +274,14 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int) error
 		{"Redis door, Arrow tensor", true, redisArrow},
 	}
 	for _, p := range paths { // warm-up, and a failing path fails here
-		if res := runLoad(conc, d/3, 2*conc, p.do); res.n == 0 {
-			return fmt.Errorf("%s: no answer in warm-up: %v", p.name, res.lastErr)
+		if res := runLoad(conc, max(d, time.Minute), conc, p.do); res.errs > 0 || res.n == 0 {
+			return fmt.Errorf("%s: warm-up: %d of %d answered, last error %v", p.name, res.n, conc, res.lastErr)
 		}
+	}
+	// A run stops with up to conc requests queued: each measurement
+	// starts once the server has done them.
+	if err := c.waitIdle(time.Minute); err != nil {
+		return err
 	}
 	var raws []float64
 	results := make([]loadResult, len(paths))
@@ -276,6 +292,9 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int) error
 		}
 		raws = append(raws, rate)
 		results[i] = runLoad(conc, d, 0, p.do)
+		if err := c.waitIdle(time.Minute); err != nil {
+			return err
+		}
 	}
 	rate, err := raw.run(d / 3)
 	if err != nil {
