@@ -65,7 +65,16 @@ func grpcOp(addr, model, name string, t infer.Tensor) (op, func(), error) {
 		RawInputContents: [][]byte{wire.AppendRaw(nil, t)},
 	}
 	return func(ctx context.Context, g int) error {
-		resp, err := clients[g%conns].ModelInfer(ctx, req)
+		// The run's deadline is not the request's: passed on as
+		// grpc-timeout, the door would answer DeadlineExceeded a moment
+		// before the run ends, and the callers would count those as
+		// errors while their own context is still live. Cancelled at the
+		// run's end, the call ends as the other doors' do.
+		call, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		resp, err := clients[g%conns].ModelInfer(call, req)
 		if err == nil && len(resp.Outputs) == 0 {
 			err = fmt.Errorf("ModelInfer answered no outputs")
 		}
