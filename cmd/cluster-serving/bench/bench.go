@@ -15,6 +15,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -45,7 +46,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soakSize, "soak-size", 64, "image side of the memory soak requests (the model takes any H×W; 224 is the full size)")
 	fs.IntVar(&o.soakN, "soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	fs.StringVar(&o.storage, "storage", "file", "queueStorage of the serving process: file or memory")
-	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,redis,resnet,memory")
+	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,redis,resnet,memory")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -79,6 +80,12 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	if o.want("tiny") {
 		if err := r.tiny(o.tiny, o.d); err != nil {
 			return fmt.Errorf("tiny model: %w", err)
+		}
+	}
+	if o.want("allocs") {
+		fmt.Fprintf(stdout, "== allocations per request, tiny model (%s)\n", filepath.Base(o.tiny))
+		if err := r.tinyAllocs(o.tiny, o.d); err != nil {
+			return fmt.Errorf("allocations: %w", err)
 		}
 	}
 	if o.want("redis") {
@@ -142,30 +149,46 @@ func imageRequest(name string, h, w int) []byte {
 	return b.Bytes()
 }
 
-func rawThroughput(model string, batch, threads, h, w int, d time.Duration) (float64, error) {
+// rawRunner runs the model in this process on batches of pixel-like
+// values: the baseline of the ResNet-50 figures.
+type rawRunner struct {
+	sess  *infer.Session
+	in    []infer.Tensor
+	batch int
+}
+
+func newRawRunner(model string, batch, threads, h, w int) (*rawRunner, error) {
 	sess, err := infer.NewSession(model, threads)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer sess.Close()
 	data := make([]float32, batch*3*h*w)
 	for i := range data {
 		data[i] = float32(i % 256)
 	}
-	in := []infer.Tensor{{DType: infer.Float32, Shape: []int64{int64(batch), 3, int64(h), int64(w)}, Data: data}}
-	if _, err := sess.Run(in); err != nil { // warm-up
-		return 0, err
+	r := &rawRunner{sess: sess, batch: batch,
+		in: []infer.Tensor{{DType: infer.Float32, Shape: []int64{int64(batch), 3, int64(h), int64(w)}, Data: data}}}
+	if _, err := sess.Run(r.in); err != nil { // warm-up
+		sess.Close()
+		return nil, err
 	}
+	return r, nil
+}
+
+// run runs batches back to back for d and returns images/s.
+func (r *rawRunner) run(d time.Duration) (float64, error) {
 	start := time.Now()
 	n := 0
 	for time.Since(start) < d {
-		if _, err := sess.Run(in); err != nil {
+		if _, err := r.sess.Run(r.in); err != nil {
 			return 0, err
 		}
-		n += batch
+		n += r.batch
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }
+
+func (r *rawRunner) close() { r.sess.Close() }
 
 func (r *runner) memory(model string, batch, threads, size, total int) error {
 	w := r.w
@@ -195,6 +218,11 @@ func (r *runner) memory(model string, batch, threads, size, total int) error {
 	}
 	fmt.Fprintf(w, "RSS after %6d requests: %7.1f MiB\n", r1.n, float64(rss1)/1024)
 	fmt.Fprintf(w, "RSS after %6d requests: %7.1f MiB\n", r1.n+r2.n, float64(rss2)/1024)
+	peak, err := c.peakRSSKiB()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "peak RSS (VmHWM):         %7.1f MiB\n", float64(peak)/1024)
 	fmt.Fprintf(w, "growth: %+.2f%% (target <= 5%%); errors %d; %s\n\n", 100*(float64(rss2)/float64(rss1)-1), r1.errs+r2.errs, time.Since(start).Round(time.Second))
 	return nil
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,9 +49,12 @@ func (r *runner) startChild(model string, extra map[string]string) (*child, erro
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\nmetricsListen: off\n", hp)
-	for k, v := range extra {
-		fmt.Fprintf(&cfg, "%s: %s\n", k, v)
+	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\n", hp)
+	if _, ok := extra["metricsListen"]; !ok {
+		cfg.WriteString("metricsListen: off\n")
+	}
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		fmt.Fprintf(&cfg, "%s: %s\n", k, extra[k])
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
@@ -105,7 +110,13 @@ func (c *child) stop() {
 }
 
 // rssKiB reads VmRSS of the child from /proc.
-func (c *child) rssKiB() (int, error) {
+func (c *child) rssKiB() (int, error) { return c.status("VmRSS") }
+
+// peakRSSKiB reads VmHWM of the child from /proc: its peak RSS so far.
+func (c *child) peakRSSKiB() (int, error) { return c.status("VmHWM") }
+
+// status reads one kB field of /proc/<pid>/status of the child.
+func (c *child) status(field string) (int, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
@@ -113,11 +124,11 @@ func (c *child) rssKiB() (int, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			return strconv.Atoi(strings.Fields(rest)[0])
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return 0, errors.New("no " + field + " in /proc/<pid>/status")
 }
 
 // freePort asks the kernel for a free loopback port.
@@ -128,4 +139,51 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// cpuTicks is the child's user+system CPU time so far, in clock ticks
+// (fields 14 and 15 of /proc/<pid>/stat).
+func (c *child) cpuTicks() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, may hold spaces: count after its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/<pid>/stat: %q", b)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return u + s, nil
+}
+
+// waitIdle returns once the child has used less than 5% of one core over
+// a quarter of a second (at most after limit): the requests a load run
+// left queued when it stopped are done, so they do not run into the
+// next measurement.
+func (c *child) waitIdle(limit time.Duration) error {
+	const every = 250 * time.Millisecond
+	deadline := time.Now().Add(limit)
+	prev, err := c.cpuTicks()
+	if err != nil {
+		return err
+	}
+	for time.Now().Before(deadline) {
+		time.Sleep(every)
+		now, err := c.cpuTicks()
+		if err != nil {
+			return err
+		}
+		// Clock ticks are 1/100 s on Linux (USER_HZ): 5% of 250 ms is 1.25.
+		if now-prev <= 1 {
+			return nil
+		}
+		prev = now
+	}
+	return fmt.Errorf("the serving process was still busy %s after the load stopped", limit)
 }

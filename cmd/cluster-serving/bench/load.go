@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,13 +116,18 @@ func natsOp(url, subject string, body []byte) (op, func(), error) {
 
 // httpOp POSTs body to url with keep-alive connections.
 func httpOp(url string, body []byte, conc int) op {
+	return httpOpHeader(url, http.Header{"Content-Type": {mesh.DefaultContentType}}, body, conc)
+}
+
+// httpOpHeader POSTs body to url with header, on keep-alive connections.
+func httpOpHeader(url string, header http.Header, body []byte, conc int) op {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: conc, MaxIdleConnsPerHost: conc}}
 	return func(ctx context.Context, _ int) error {
 		req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Content-Type", mesh.DefaultContentType)
+		req.Header = header.Clone()
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
@@ -162,4 +170,46 @@ func (t table) row(name string, r loadResult) {
 	if r.lastErr != nil {
 		fmt.Fprintf(t.w, "   last error: %v\n", r.lastErr)
 	}
+}
+
+// The Go runtime's counters that tinyAllocs reads from a process's
+// /metrics (client_golang's Go collector).
+const (
+	mallocsMetric    = "go_memstats_mallocs_total"
+	allocBytesMetric = "go_memstats_alloc_bytes_total"
+)
+
+// scrapeCounters reads mallocsMetric and allocBytesMetric from a
+// Prometheus text endpoint.
+func scrapeCounters(url string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	got := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && (f[0] == mallocsMetric || f[0] == allocBytesMetric) {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f[0], err)
+			}
+			got[f[0]] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, m := range []string{mallocsMetric, allocBytesMetric} {
+		if _, ok := got[m]; !ok {
+			return nil, fmt.Errorf("%s has no %s", url, m)
+		}
+	}
+	return got, nil
 }

@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
+)
+
+// The binary paths of the bench: the same image as imageRequest's JSON,
+// carried as raw float32 bytes (gRPC raw_input_contents, the OIP binary
+// tensor extension over HTTP) or as the original's Arrow tensor struct
+// (the Redis door).
+
+// imageTensor is one 1×3×h×w float32 image of 0–255 values, the numbers
+// of imageRequest.
+func imageTensor(h, w int) infer.Tensor {
+	r := rand.New(rand.NewPCG(1, 2))
+	data := make([]float32, 3*h*w)
+	for i := range data {
+		data[i] = float32(r.IntN(256))
+	}
+	return infer.Tensor{DType: infer.Float32, Shape: []int64{1, 3, int64(h), int64(w)}, Data: data}
+}
+
+// grpcOp calls ModelInfer on the gRPC door at addr with t as the one
+// input name of model, in raw_input_contents, over a few connections.
+func grpcOp(addr, model, name string, t infer.Tensor) (op, func(), error) {
+	const conns = 4
+	clients := make([]kservepb.GRPCInferenceServiceClient, 0, conns)
+	ccs := make([]*grpc.ClientConn, 0, conns)
+	closeAll := func() {
+		for _, cc := range ccs {
+			cc.Close()
+		}
+	}
+	for range conns {
+		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		ccs = append(ccs, cc)
+		clients = append(clients, kservepb.NewGRPCInferenceServiceClient(cc))
+	}
+	// Marshalling one message from many goroutines is safe: it is only read.
+	req := &kservepb.ModelInferRequest{
+		ModelName:        model,
+		Inputs:           []*kservepb.ModelInferRequest_InferInputTensor{{Name: name, Datatype: wire.OIPDatatype(t.DType), Shape: t.Shape}},
+		RawInputContents: [][]byte{wire.AppendRaw(nil, t)},
+	}
+	return func(ctx context.Context, g int) error {
+		// The run's deadline is not the request's: passed on as
+		// grpc-timeout, the door would answer DeadlineExceeded a moment
+		// before the run ends, and the callers would count those as
+		// errors while their own context is still live. Cancelled at the
+		// run's end, the call ends as the other doors' do.
+		call, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		resp, err := clients[g%conns].ModelInfer(call, req)
+		if err == nil && len(resp.Outputs) == 0 {
+			err = fmt.Errorf("ModelInfer answered no outputs")
+		}
+		return err
+	}, closeAll, nil
+}
+
+// oipBinaryRequest is an OIP request with the binary tensor data
+// extension: its JSON header, then t's raw bytes; it asks for the outputs
+// as raw bytes too. headerLen is the header's length, for
+// Inference-Header-Content-Length.
+func oipBinaryRequest(name string, t infer.Tensor) (body []byte, headerLen int, err error) {
+	raw := wire.AppendRaw(nil, t)
+	type params struct {
+		BinaryDataSize   int  `json:"binary_data_size,omitempty"`
+		BinaryDataOutput bool `json:"binary_data_output,omitempty"`
+	}
+	type input struct {
+		Name       string  `json:"name"`
+		Shape      []int64 `json:"shape"`
+		Datatype   string  `json:"datatype"`
+		Parameters params  `json:"parameters"`
+	}
+	header, err := json.Marshal(struct {
+		Inputs     []input `json:"inputs"`
+		Parameters params  `json:"parameters"`
+	}{
+		Inputs:     []input{{Name: name, Shape: t.Shape, Datatype: wire.OIPDatatype(t.DType), Parameters: params{BinaryDataSize: len(raw)}}},
+		Parameters: params{BinaryDataOutput: true},
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(header, raw...), len(header), nil
+}
+
+// oipBinaryOp POSTs the binary OIP request of t to the HTTP door's
+// /v2/models/<model>/infer.
+func oipBinaryOp(httpURL, model, name string, t infer.Tensor, conc int) (op, error) {
+	body, headerLen, err := oipBinaryRequest(name, t)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{
+		"Content-Type":                    {"application/octet-stream"},
+		wire.HeaderInferenceContentLength: {strconv.Itoa(headerLen)},
+	}
+	return httpOpHeader(httpURL+"/v2/models/"+model+"/infer", h, body, conc), nil
+}
+
+// arrowRecord is t without its batch dimension as the data field of a
+// Redis entry in the original's format: a base64 Arrow IPC stream of one
+// record batch whose column name is a tensor struct {indiceData,
+// indiceShape, data, shape} of 4 rows, row i filling only field i (what
+// its Python client writes for a dense ndarray; see ../shared/fixtures,
+// ndarray-128-base64).
+func arrowRecord(name string, t infer.Tensor) ([]byte, error) {
+	i32 := arrow.ListOf(arrow.PrimitiveTypes.Int32)
+	dt := arrow.StructOf(
+		arrow.Field{Name: "indiceData", Type: i32, Nullable: true},
+		arrow.Field{Name: "indiceShape", Type: i32, Nullable: true},
+		arrow.Field{Name: "data", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32), Nullable: true},
+		arrow.Field{Name: "shape", Type: i32, Nullable: true},
+	)
+	shape := make([]int32, 0, len(t.Shape)-1)
+	for _, d := range t.Shape[1:] {
+		shape = append(shape, int32(d))
+	}
+	b := array.NewStructBuilder(memory.DefaultAllocator, dt)
+	defer b.Release()
+	for row := range 4 {
+		b.Append(true)
+		for f := range 4 {
+			lb := b.FieldBuilder(f).(*array.ListBuilder)
+			if f != row {
+				lb.AppendNull()
+				continue
+			}
+			lb.Append(true)
+			switch f {
+			case 2:
+				lb.ValueBuilder().(*array.Float32Builder).AppendValues(t.Data.([]float32), nil)
+			case 3:
+				lb.ValueBuilder().(*array.Int32Builder).AppendValues(shape, nil)
+			}
+		}
+	}
+	col := b.NewArray()
+	defer col.Release()
+	schema := arrow.NewSchema([]arrow.Field{{Name: name, Type: dt, Nullable: true}}, nil)
+	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(col.Len()))
+	defer rec.Release()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
+	if err := w.Write(rec); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return []byte(base64.StdEncoding.EncodeToString(buf.Bytes())), nil
+}
