@@ -47,9 +47,7 @@ func grpcConfig(file *serving.File, models []serving.Model) grpcdoor.Config {
 		TokenFile:       file.HTTPAuthTokenFile,
 	}
 	gc.TokensPerSecond, gc.TokenAcquireTimeout = file.TokenBucket()
-	for _, m := range models {
-		gc.Models = append(gc.Models, grpcdoor.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info})
-	}
+	gc.Models = doorModels(models)
 	return gc
 }
 

@@ -49,10 +49,17 @@ func httpConfig(file *serving.File, models []serving.Model) httpdoor.Config {
 		TokenFile:       file.HTTPAuthTokenFile,
 	}
 	hc.TokensPerSecond, hc.TokenAcquireTimeout = file.TokenBucket()
-	for _, m := range models {
-		hc.Models = append(hc.Models, httpdoor.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info})
-	}
+	hc.Models = doorModels(models)
 	return hc
+}
+
+// doorModels lists the node's models as the HTTP and gRPC doors take them.
+func doorModels(models []serving.Model) []door.Model {
+	out := make([]door.Model, len(models))
+	for i, m := range models {
+		out[i] = door.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info}
+	}
+	return out
 }
 
 // httpRunner builds the HTTP door on the node, nil when httpPort is -1. It

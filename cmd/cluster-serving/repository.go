@@ -10,16 +10,13 @@ import (
 )
 
 // doorRepository adapts the node's model repository to the HTTP door's
-// Repository (the door does not import serving).
+// Repository and the gRPC door's door.Catalog (the doors do not import
+// serving).
 type doorRepository struct{ r *serving.Repository }
 
-func (d doorRepository) Models() []httpdoor.Model {
-	var out []httpdoor.Model
-	for _, m := range d.r.Models() {
-		out = append(out, httpdoor.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info})
-	}
-	return out
-}
+var _ httpdoor.Repository = doorRepository{}
+
+func (d doorRepository) Models() []door.Model { return doorModels(d.r.Models()) }
 
 func (d doorRepository) Index(ready bool) []door.ModelState {
 	var out []door.ModelState
