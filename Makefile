@@ -85,10 +85,11 @@ $(RESNET): infer/testdata/gen_models.py | debs
 
 ## fuzz: run each decoder fuzzer for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
-FUZZERS := FuzzDecodeInstances FuzzDecodeRedisArrow FuzzDecodeOIP FuzzPredict
+FUZZERS := FuzzDecodeInstances FuzzDecodeRedisArrow FuzzDecodeOIP FuzzDecodeOIPBinary FuzzDecodeGRPC FuzzDecodeRaw FuzzPredict
 fuzz: deps
 	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer/wire -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	@echo "== FuzzURI"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzURI$$' -fuzztime $(FUZZTIME)
+	@echo "== FuzzModelOf"; $(GO) test ./bridge/grpc -run '^$$' -fuzz '^FuzzModelOf$$' -fuzztime $(FUZZTIME)
 
 ## chaos: the fault suite on real processes; prints the table and writes it to CHAOS_TABLE.
 CHAOS_TABLE ?= $(CACHE)/chaos-table.txt
