@@ -464,7 +464,7 @@ func (b *Batcher) runOne(ctx context.Context, r int, it *item) {
 
 // safeRun turns a panic in run into an error so that a runner survives it.
 func (b *Batcher) safeRun(ctx context.Context, r int, inputs []Tensor) (outs []Tensor, err error) {
-	_, span := startChild(ctx, spanRun)
+	_, span := StartChild(ctx, tracer, spanRun)
 	start := time.Now()
 	defer func() {
 		b.mu.Lock()

@@ -27,15 +27,17 @@ const (
 	attrRunner      = attribute.Key("cluster_serving.runner")
 )
 
-// startChild starts span name under ctx's span, except under a sampled-out
-// parent (valid, not sampled, not recording), whose children never record
-// under parent-based sampling: then it returns the parent as it is, as
-// OTel's no-op tracer does, and a sampled-out request costs no span.
-// telemetry.Start does the same for the other packages.
-func startChild(ctx context.Context, name string) (context.Context, trace.Span) {
+// StartChild starts span name with t under ctx's span, except under a
+// sampled-out parent (valid, not sampled, not recording), whose children
+// never record under parent-based sampling: then it returns the parent as
+// it is, as OTel's no-op tracer does, and a sampled-out request costs no
+// span. infer and infer/wire use it; telemetry.Start does the same for
+// the packages above them (infer imports none of ours, and telemetry
+// must not import infer).
+func StartChild(ctx context.Context, t trace.Tracer, name string) (context.Context, trace.Span) {
 	p := trace.SpanFromContext(ctx)
 	if sc := p.SpanContext(); sc.IsValid() && !sc.IsSampled() && !p.IsRecording() {
 		return ctx, p
 	}
-	return tracer.Start(ctx, name)
+	return t.Start(ctx, name)
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 )
@@ -95,12 +94,7 @@ func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte
 // telemetry.SpanDecode and SpanEncode) and reports its time to the hooks.
 func (p *Predictor) stage(ctx context.Context, stage string, fn func() error) error {
 	start := time.Now()
-	span := trace.SpanFromContext(ctx)
-	if sc := span.SpanContext(); !sc.IsValid() || sc.IsSampled() || span.IsRecording() {
-		// Not under a sampled-out parent, whose children never record
-		// (parent-based sampling): a sampled-out request costs no span.
-		_, span = tracer.Start(ctx, stage)
-	}
+	_, span := infer.StartChild(ctx, tracer, stage) // none under a sampled-out parent
 	err := fn()
 	if err != nil {
 		span.RecordError(err)
