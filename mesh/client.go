@@ -3,10 +3,12 @@ package mesh
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,6 +69,10 @@ type Client struct {
 	sub     *nats.Subscription
 	route   *router
 	parts   partitionCache
+
+	// fullUntil (Unix ns) is when publishPurging may purge again after
+	// it found a work queue full of unanswered records.
+	fullUntil atomic.Int64
 
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
@@ -194,7 +200,54 @@ func (c *Client) store(ctx context.Context, job string, req Request, m *nats.Msg
 	} else {
 		m.Header.Set(HeaderMsgID, nuid.Next())
 	}
-	return c.route.publish(ctx, c.nc, c.js, subjects, first, m)
+	st, err := c.route.publish(ctx, c.nc, c.js, subjects, first, m)
+	if errors.Is(err, ErrQueueFull) {
+		st, err = c.publishPurging(ctx, job, subjects, first, m, err)
+	}
+	return st, err
+}
+
+// fullPauses are the pauses of publishPurging between its rounds.
+var fullPauses = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}
+
+// fullBackoff is how long a Client that found a job's work queue full of
+// unanswered records refuses at once, without purging.
+const fullBackoff = 100 * time.Millisecond
+
+// publishPurging publishes m again after every partition refused it as
+// full (err): the partitions' limits count records answered since their
+// last purge (see purge.go), so it purges them and tries again, for a few
+// rounds in case the acks of the answered ones are still on their way to
+// the server. When none were answered the queue is full indeed: it
+// returns err, and so does every publish of the next fullBackoff, without
+// asking the server again.
+func (c *Client) publishPurging(ctx context.Context, job string, subjects []string, first int, m *nats.Msg, err error) (stored, error) {
+	if time.Now().UnixNano() < c.fullUntil.Load() {
+		return stored{}, err
+	}
+	purged := false
+	for _, pause := range fullPauses {
+		if pause > 0 {
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return stored{}, err
+			}
+		}
+		if !purgeFull(ctx, c.js, job, len(subjects)) {
+			continue
+		}
+		purged = true
+		st, perr := c.route.publish(ctx, c.nc, c.js, subjects, first, m)
+		if !errors.Is(perr, ErrQueueFull) {
+			return st, perr
+		}
+		err = perr
+	}
+	if !purged {
+		c.fullUntil.Store(time.Now().Add(fullBackoff).UnixNano())
+	}
+	return stored{}, err
 }
 
 // startPublish starts the producer span of a work message; workMsg injects

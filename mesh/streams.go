@@ -182,13 +182,20 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, cfg StreamConf
 		Name:        PartitionStreamName(job, p),
 		Description: fmt.Sprintf("cluster-serving work queue of job %s, partition %d of %d", job, p, cfg.Partitions),
 		Subjects:    []string{PartitionSubject(job, p)},
-		Retention:   jetstream.WorkQueuePolicy,
+		Retention:   jetstream.LimitsPolicy, // workers purge what was answered: see purge.go
 		Storage:     cfg.Storage,
 		Replicas:    cfg.Replicas,
 		MaxMsgs:     share(cfg.MaxMsgs, cfg.Partitions),
 		MaxBytes:    share(cfg.MaxBytes, cfg.Partitions),
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  DuplicateWindow,
+	}
+	if st, err := js.Stream(ctx, work.Name); err == nil && st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
+		// Made by an older version. nats-server cannot change a stream's
+		// retention to or from work queue, and a work-queue stream works
+		// the same, only slower: keep it. Deleting the job's streams while
+		// nothing is queued gives the new kind.
+		work.Retention = jetstream.WorkQueuePolicy
 	}
 	if err := ensureStream(ctx, js, work); err != nil {
 		return err

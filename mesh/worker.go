@@ -106,6 +106,7 @@ type Worker struct {
 	route  *router   // result publishes to the results partitions
 	held   *held     // records held, beaten with InProgress
 	causes *causeLog // consume errors, once per cause
+	purge  *purger   // removes answered records; set by Run
 	// limit logs per-record failures (publish, retry, ack) once per cause
 	// with a count, never once per record or retry.
 	limit *telemetry.LogLimit
@@ -199,6 +200,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		},
 		batch: w.pullBatch, causes: w.causes, stopping: g.stopping, grace: w.cfg.ShutdownGrace,
 	}
+	w.purge = newPurger(w.js, w.cfg.Stream, n, w.causes)
+	purging := make(chan struct{})
+	go func() { defer close(purging); w.purge.run(work) }()
+	defer func() { cancelWork(); <-purging }()
 	cs.start(work, n)
 	if w.cfg.Stream.Replicas > 1 && n > 1 {
 		cfg := w.cfg.Stream
@@ -468,6 +473,7 @@ func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, h nats.Header, sta
 	if err := msg.Term(); err != nil {
 		w.limit.Log(ctx, slog.LevelWarn, "mesh: term", err)
 	}
+	w.purge.settled(len(msg.Data()))
 }
 
 // publish sends the result where the work message asks: core NATS to
@@ -532,6 +538,7 @@ func (w *Worker) ack(msg jetstream.Msg) {
 	if err := msg.Ack(); err != nil {
 		w.limit.Log(context.Background(), slog.LevelWarn, "mesh: ack", err)
 	}
+	w.purge.settled(len(msg.Data()))
 }
 
 func (w *Worker) nak(msg jetstream.Msg, delay time.Duration) {

@@ -1,0 +1,119 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// waitQueueLen polls job's work queue until it holds want messages.
+func waitQueueLen(t *testing.T, js jetstream.JetStream, job string, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := queueLen(t, js, job)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("work queue of %s holds %d messages, want %d", job, got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAnsweredRecordsPurged: the work queue is a limits stream that the
+// workers purge below the ack floor. Many more requests than its MaxMsgs
+// pass one after another: a publish that finds it full of answered
+// records purges them and goes on. The server applies acks in its own
+// time, so now and then one finds the queue full before the acks of the
+// records just answered are in; it is refused with ErrQueueFull (a 503)
+// and passes when sent again, as a caller would.
+func TestAnsweredRecordsPurged(t *testing.T) {
+	cfg := mesh.StreamConfig{Job: "purged", MaxMsgs: 32}
+	_, nc := startStreams(t, cfg)
+	js := newJS(t, nc)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: cfg}, newFake())
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	refused := 0
+	for i := range 200 {
+		body := fmt.Sprintf("r%d", i)
+		res, err := c.Submit(ctx, "purged", mesh.Request{Body: []byte(body)})
+		for errors.Is(err, mesh.ErrQueueFull) && refused < 50 {
+			refused++
+			time.Sleep(10 * time.Millisecond)
+			res, err = c.Submit(ctx, "purged", mesh.Request{Body: []byte(body)})
+		}
+		if err != nil {
+			t.Fatalf("Submit %d of 200 into a queue of 32 (%d refusals so far): %v", i, refused, err)
+		}
+		if want := fmt.Sprintf("R%d", i); string(res.Body) != want {
+			t.Fatalf("Submit %d: got %q, want %q", i, res.Body, want)
+		}
+	}
+	t.Logf("200 requests through a queue of 32: %d refused as full on the way", refused)
+	waitQueueLen(t, js, "purged", 0)
+	st, err := js.Stream(ctx, mesh.StreamName("purged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.Retention; got != jetstream.LimitsPolicy {
+		t.Errorf("work queue retention %v, want limits", got)
+	}
+}
+
+// TestUnansweredRecordsKept: a purge never removes a record not yet
+// answered, nor one queued behind it: the first record held in Predict
+// keeps the ack floor below everything after it, answered or not, over
+// several purge rounds; once it is answered, all leave.
+func TestUnansweredRecordsKept(t *testing.T) {
+	cfg := mesh.StreamConfig{Job: "kept"}
+	_, nc := startStreams(t, cfg)
+	js := newJS(t, nc)
+	held := newFake()
+	held.block = make(chan struct{})
+	held.started = make(chan struct{}, 1)
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subj := mesh.ResultsSubject("kept", "purge-test")
+	if err := c.Enqueue(ctx, "kept", mesh.Request{Body: []byte("first")}, subj); err != nil {
+		t.Fatal(err)
+	}
+	// MaxInflight 1: it holds "first", and at most one more at its gate.
+	_, stop := runWorker(t, nc, mesh.WorkerConfig{Stream: cfg, MaxInflight: 1}, held)
+	<-held.started // "first" is held in Predict
+	results := collectResults(t, nc, "kept", "purge-test")
+	quick := newFake()
+	_, stopQuick := runWorker(t, nc, mesh.WorkerConfig{Stream: cfg}, quick)
+	for i := range 3 {
+		if err := c.Enqueue(ctx, "kept", mesh.Request{Body: []byte(fmt.Sprintf("later%d", i))}, subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The quick worker answers at least two of the later records; the
+	// floor stays below all four.
+	for range 2 {
+		select {
+		case <-results:
+		case <-ctx.Done():
+			t.Fatal("later records not answered")
+		}
+	}
+	time.Sleep(3 * time.Second) // three purge rounds at least
+	if n := queueLen(t, js, "kept"); n != 4 {
+		t.Fatalf("queue holds %d messages while the first is unanswered, want 4", n)
+	}
+	close(held.block)
+	waitQueueLen(t, js, "kept", 0)
+	stopQuick()
+	stop()
+}
