@@ -106,6 +106,45 @@ func BenchmarkCoreRequest(b *testing.B) {
 	}
 }
 
+// BenchmarkJetStreamPublish is the other floor under BenchmarkSubmit: one
+// publish to a work-queue partition and its PubAck, nothing consuming (the
+// stream is purged as it fills), file and memory store. A request through
+// the mesh pays this, a delivery to a worker, an ack and the reply.
+func BenchmarkJetStreamPublish(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		storage jetstream.StorageType
+	}{
+		{"file", jetstream.FileStorage},
+		{"memory", jetstream.MemoryStorage},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := meshtest.StartServer(b)
+			nc := meshtest.Connect(b, s)
+			sc := mesh.StreamConfig{Job: "bench", Storage: tc.storage, MaxMsgs: -1, MaxBytes: -1}
+			ensure(b, nc, sc)
+			js := newJS(b, nc)
+			st, err := js.Stream(context.Background(), mesh.StreamName("bench"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			body := make([]byte, 256)
+			ctx := context.Background()
+			n := 0
+			for b.Loop() {
+				if _, err := js.Publish(ctx, mesh.PartitionSubject("bench", 0), body); err != nil {
+					b.Fatal(err)
+				}
+				if n++; n%10_000 == 0 {
+					b.StopTimer()
+					_ = st.Purge(ctx)
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
 // switchProvider is a TracerProvider whose tracers start spans from
 // whichever provider cur holds at the time. OTel's global provider binds
 // package tracers to the first provider set and never again, so one

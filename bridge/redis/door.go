@@ -107,20 +107,30 @@ func (d *Door) Run(ctx context.Context) error {
 	return err
 }
 
-// writeOnce HSETs a result unless its marker says it was written already,
-// and sets the marker, in one step. A door killed after its HSET but
-// before its ack reached JetStream gets the result again (after
-// mesh.ResultsAckWait, or when it restarts); the client may have read and
-// deleted the key meanwhile, and a second HSET would bring it back as a
-// duplicate. The marker lives writtenTTL. KEYS[1] result hash, KEYS[2]
-// marker; ARGV field, value, ttl seconds. EVAL, not EVALSHA: a restarted
-// Redis has no script cache, and in a pipeline go-redis cannot fall back.
+// writeOnce HSETs each result of a batch unless its marker says it was
+// written already, and sets the marker, in one step. A door killed after
+// its HSET but before its ack reached JetStream gets the result again
+// (after mesh.ResultsAckWait, or when it restarts); the client may have
+// read and deleted the key meanwhile, and a second HSET would bring it
+// back as a duplicate. The marker lives writtenTTL. KEYS are pairs:
+// result hash, marker; ARGV[1] the field, ARGV[2] the ttl in seconds,
+// then one value per pair. One call writes a whole batch: a call per
+// result cost Redis a script lookup and a Lua call each. EVAL, not
+// EVALSHA: a restarted Redis has no script cache, and in a pipeline
+// go-redis cannot fall back.
 var writeOnce = goredis.NewScript(`
-if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  return 1
+local n = 0
+for i = 1, #KEYS, 2 do
+  if redis.call('SET', KEYS[i+1], '1', 'NX', 'EX', ARGV[2]) then
+    redis.call('HSET', KEYS[i], ARGV[1], ARGV[2 + (i+1)/2])
+    n = n + 1
+  end
 end
-return 0`)
+return n`)
+
+// maxWriteOnce bounds the results of one writeOnce call, so that one call
+// holds Redis (single-threaded) for a short while only.
+const maxWriteOnce = 64
 
 // writtenTTL is how long a result's marker lives: JetStream's dedupe
 // window. A result redelivered later than that (a door dead for longer)
@@ -138,6 +148,14 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 	defer cancel()
 	pipe := d.rdb.Pipeline()
 	n := 0
+	var keys []string
+	args := []any{ResultField, int(writtenTTL.Seconds())}
+	flush := func() {
+		if len(keys) > 0 {
+			writeOnce.Eval(ctx, pipe, keys, args...)
+			keys, args = nil, args[:2:2]
+		}
+	}
 	for _, r := range rs {
 		if r.URI == "" {
 			continue // not ours to answer: no key to write
@@ -151,12 +169,17 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 		if id := r.Header.Get(mesh.HeaderMsgID); id != "" {
 			// Once per record, even when a door killed before its ack
 			// gets the result again: see writeOnce.
-			writeOnce.Eval(ctx, pipe, []string{ResultKey(d.cfg.Job, r.URI), WrittenKey(id)}, ResultField, v, int(writtenTTL.Seconds()))
+			keys = append(keys, ResultKey(d.cfg.Job, r.URI), WrittenKey(id))
+			args = append(args, v)
+			if len(keys) == 2*maxWriteOnce {
+				flush()
+			}
 		} else {
 			pipe.HSet(ctx, ResultKey(d.cfg.Job, r.URI), ResultField, v)
 		}
 		n++
 	}
+	flush()
 	if n == 0 {
 		return nil
 	}
