@@ -10,7 +10,8 @@ import (
 
 // tracer starts infer's spans through the OTel API only: infer knows
 // nothing of how traces are exported. Without an SDK installed every span
-// is a no-op.
+// is a no-op. Its spans are stage spans: telemetry.Setup records them
+// only at trace detail "stages", keyed on this scope name.
 var tracer = otel.Tracer("github.com/cluster-serving/cluster-serving/infer")
 
 // Span names; they match telemetry's constants (infer imports none of our

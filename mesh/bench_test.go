@@ -21,6 +21,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // echoPredictor is the cheapest Predictor: it returns the body.
@@ -183,7 +184,7 @@ func (t *switchTracer) Start(ctx context.Context, name string, opts ...trace.Spa
 	return bt.t.Start(ctx, name, opts...)
 }
 
-var benchTracing = sync.OnceValue(func() *switchProvider {
+var tracerSwitch = sync.OnceValue(func() *switchProvider {
 	p := &switchProvider{}
 	var off trace.TracerProvider = tracenoop.NewTracerProvider()
 	p.cur.Store(&off)
@@ -207,7 +208,8 @@ func cpuTime(tb testing.TB) time.Duration {
 // the real engine, file store, 32 concurrent callers) with tracing off
 // (the no-op provider, traceparent still propagated) and on at
 // parent-based ratios 0.01 and 1.0 (the SDK with a batching processor
-// over a discarding exporter: span cost without the export's). Compare
+// over a discarding exporter: span cost without the export's), at the
+// default trace detail (request) and, at 1.0, at detail stages. Compare
 // the settings' cpu-ns/op (CPU time of the whole process per request) and
 // ns/op (wall). Run each setting in a process of its own, in turn
 // (-bench 'BenchmarkTracing/off$', then ratio=0.01$, ...): in one process
@@ -215,7 +217,7 @@ func cpuTime(tb testing.TB) time.Duration {
 // and measures several percent slower whatever its tracing.
 func BenchmarkTracing(b *testing.B) {
 	infertest.RequireLibrary(b)
-	sw := benchTracing()
+	sw := tracerSwitch()
 	s := meshtest.StartServer(b)
 	job := "tracing"
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
@@ -233,9 +235,10 @@ func BenchmarkTracing(b *testing.B) {
 	})
 	body := []byte(`{"instances":[{"x":[1.5,2.5,3.5,4.5]}]}`)
 	for _, tc := range []struct {
-		name  string
-		ratio float64 // 0: off
-	}{{"off", 0}, {"ratio=0.01", 0.01}, {"ratio=1.0", 1}} {
+		name   string
+		ratio  float64 // 0: off
+		detail string  // telemetry.WithTraceDetail's; "": the default
+	}{{"off", 0, ""}, {"ratio=0.01", 0.01, ""}, {"ratio=1.0", 1, ""}, {"ratio=1.0-stages", 1, telemetry.TraceDetailStages}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var tp trace.TracerProvider = tracenoop.NewTracerProvider()
 			if tc.ratio > 0 {
@@ -244,7 +247,7 @@ func BenchmarkTracing(b *testing.B) {
 					sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(tc.ratio))),
 				)
 				b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
-				tp = sdk
+				tp = telemetry.WithTraceDetail(sdk, tc.detail) // as Setup installs it
 			}
 			sw.cur.Store(&tp)
 			var n atomic.Uint64

@@ -258,7 +258,7 @@ func (c *Client) startPublish(ctx context.Context, job string, req Request) (con
 	if !trace.SpanContextFromContext(ctx).IsValid() && len(req.Header) > 0 {
 		ctx = telemetry.Extract(ctx, req.Header)
 	}
-	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanPublish, trace.SpanKindProducer)
+	ctx, span := telemetry.Start(ctx, stageTracer, telemetry.SpanPublish, trace.SpanKindProducer)
 	if span.IsRecording() {
 		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)), telemetry.AttrJob.String(job))
 		if req.URI != "" {

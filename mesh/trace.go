@@ -17,6 +17,12 @@ import (
 // is initialised; without Setup every span is a no-op.
 var tracer = otel.Tracer(telemetry.ScopeName + "/mesh")
 
+// stageTracer starts the mesh's spans that only trace detail "stages"
+// records (telemetry.WithTraceDetail): the publish, the queue wait and
+// the reply or result write. At detail "request" it starts nothing and
+// hands back ctx, so the worker's process span is the door span's child.
+var stageTracer = otel.Tracer(telemetry.MeshStagesScope)
+
 // Span attribute keys of the mesh (messaging semantic conventions where
 // one fits).
 const (

@@ -3,7 +3,8 @@ package mesh_test
 import (
 	"context"
 	"fmt"
-	"io"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,26 +13,46 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
+// traceInMemory installs, through the package's switch provider (OTel
+// binds package tracers to the first provider a process installs, so the
+// tests of one binary cannot each run telemetry.Setup), an SDK provider
+// that samples every trace, at detail as Setup installs it
+// (telemetry.WithTraceDetail), and returns the exporter its spans end in.
+// Tests that use it must not run in parallel.
+func traceInMemory(t *testing.T, detail string) *tracetest.InMemoryExporter {
+	t.Helper()
+	mem := tracetest.NewInMemoryExporter()
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
+	tp := telemetry.WithTraceDetail(sdk, detail)
+	sw := tracerSwitch()
+	sw.cur.Store(&tp)
+	t.Cleanup(func() {
+		var off trace.TracerProvider = tracenoop.NewTracerProvider()
+		sw.cur.Store(&off)
+		_ = sdk.Shutdown(context.Background())
+	})
+	return mem
+}
+
 // TestTraceCrossesTheMesh sends one request with a caller's traceparent
 // through the NATS door, JetStream and a worker running the real engine,
-// each on its own connection, and checks the spans form one trace: door ->
-// publish -> (queue wait, worker process -> reply), with the batch span
-// linked to the worker's span and the ONNX Runtime run under the batch.
+// each on its own connection, at trace detail stages, and checks the
+// spans form one trace: door -> publish -> (queue wait, worker process ->
+// reply), with the batch span linked to the worker's span and the ONNX
+// Runtime run under the batch.
 func TestTraceCrossesTheMesh(t *testing.T) {
 	infertest.RequireLibrary(t)
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", Output: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	mem := traceInMemory(t, telemetry.TraceDetailStages)
 
 	s := meshtest.StartServer(t)
 	job := "traced"
@@ -54,7 +75,7 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 
 	var spans tracetest.SpanStubs
 	meshtest.WaitFor(t, "spans", func() bool {
-		spans = tel.Spans()
+		spans = mem.GetSpans()
 		// Every span this test reads: they end on different goroutines,
 		// the batch's after its waiters have their answers.
 		for _, name := range []string{telemetry.SpanDoorNATS, telemetry.SpanPublish, telemetry.SpanQueueWait,
@@ -105,16 +126,14 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 	if !sawBatchSize {
 		t.Errorf("worker span attributes %v lack cluster_serving.batch.size=1", proc.Attributes)
 	}
-	checkSampledOut(t, tel, caller, job)
+	checkSampledOut(t, mem, caller, job)
 }
 
 // checkSampledOut sends a request whose caller sampled its trace out
 // (traceparent flags 00) through the same path: it is answered, no span of
 // its trace records, and its batch's span (a root of its own, sampled on
-// its own) still links into the caller's trace. It shares
-// TestTraceCrossesTheMesh's Setup: package tracers stay bound to the first
-// provider a process installs.
-func checkSampledOut(t *testing.T, tel *telemetry.Telemetry, caller *nats.Conn, job string) {
+// its own) still links into the caller's trace.
+func checkSampledOut(t *testing.T, mem *tracetest.InMemoryExporter, caller *nats.Conn, job string) {
 	t.Helper()
 	batches := func(spans tracetest.SpanStubs) []tracetest.SpanStub {
 		var out []tracetest.SpanStub
@@ -125,7 +144,7 @@ func checkSampledOut(t *testing.T, tel *telemetry.Telemetry, caller *nats.Conn, 
 		}
 		return out
 	}
-	before := len(batches(tel.Spans()))
+	before := len(batches(mem.GetSpans()))
 	traceID := trace.TraceID{0xca, 0x11, 0xe4}
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: trace.SpanID{1}, Remote: true})
 	msg := nats.NewMsg(mesh.PredictSubject(job))
@@ -140,7 +159,7 @@ func checkSampledOut(t *testing.T, tel *telemetry.Telemetry, caller *nats.Conn, 
 	}
 	var spans tracetest.SpanStubs
 	meshtest.WaitFor(t, "the sampled-out request's batch span", func() bool {
-		spans = tel.Spans()
+		spans = mem.GetSpans()
 		return len(batches(spans)) > before
 	})
 	for _, sp := range spans {
@@ -150,6 +169,86 @@ func checkSampledOut(t *testing.T, tel *telemetry.Telemetry, caller *nats.Conn, 
 	}
 	if b := batches(spans)[before]; len(b.Links) != 1 || b.Links[0].SpanContext.TraceID() != traceID {
 		t.Errorf("sampled-out batch links: got %v, want one into trace %s", b.Links, traceID)
+	}
+}
+
+// TestTraceRequestDetail sends a traced request through the same mesh at
+// the default trace detail (request): the trace holds the door's span
+// and the worker's process span, its child, which carries the queue wait
+// and the batch; the stage and messaging spans (publish, queue wait,
+// decode, infer batch, onnxruntime run, encode, reply) are not recorded.
+func TestTraceRequestDetail(t *testing.T) {
+	infertest.RequireLibrary(t)
+	mem := traceInMemory(t, telemetry.TraceDetailRequest)
+	s := meshtest.StartServer(t)
+	job := "traced"
+	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
+	ensure(t, meshtest.Connect(t, s), cfg.Stream)
+	runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
+	caller := serveNATS(t, s, job)
+
+	request := func() trace.SpanContext {
+		ctx, callerSpan := otel.Tracer("test").Start(context.Background(), "caller")
+		msg := nats.NewMsg(mesh.PredictSubject(job))
+		msg.Data = []byte(`{"instances":[{"x":[1,2,3,4]}]}`)
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(msg.Header))
+		reply, err := caller.RequestMsg(msg, 10*time.Second)
+		callerSpan.End()
+		if err != nil || reply.Header.Get("Nats-Service-Error") != "" {
+			t.Fatalf("request: %v %v", err, reply.Header)
+		}
+		if got, want := predictionData(t, reply.Data), []float32{3, 5, 7, 9}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("answer: got %v, want %v", got, want)
+		}
+		return callerSpan.SpanContext()
+	}
+	caller1 := request()
+	// A second request: its spans end after the first request's batch
+	// ran, so a stage span of the first would be there by then.
+	caller2 := request()
+	inTrace := func(spans tracetest.SpanStubs, id trace.TraceID) map[string]tracetest.SpanStub {
+		m := map[string]tracetest.SpanStub{}
+		for _, sp := range spans {
+			if sp.SpanContext.TraceID() == id {
+				m[sp.Name] = sp
+			}
+		}
+		return m
+	}
+	var spans tracetest.SpanStubs
+	meshtest.WaitFor(t, "the second request's spans", func() bool {
+		spans = mem.GetSpans()
+		got := inTrace(spans, caller2.TraceID())
+		_, door := got[telemetry.SpanDoorNATS]
+		_, proc := got[telemetry.SpanProcess]
+		return door && proc
+	})
+	got := inTrace(spans, caller1.TraceID())
+	door, proc := got[telemetry.SpanDoorNATS], got[telemetry.SpanProcess]
+	if door.Parent.SpanID() != caller1.SpanID() {
+		t.Errorf("%s: got parent %s, want the caller's %s", telemetry.SpanDoorNATS, door.Parent.SpanID(), caller1.SpanID())
+	}
+	if proc.Parent.SpanID() != door.SpanContext.SpanID() || !proc.SpanContext.IsValid() {
+		t.Errorf("%s: got parent %s, want the door's %s", telemetry.SpanProcess, proc.Parent.SpanID(), door.SpanContext.SpanID())
+	}
+	attrs := map[string]bool{}
+	for _, kv := range proc.Attributes {
+		attrs[string(kv.Key)] = true
+	}
+	for _, k := range []string{"cluster_serving.queue_wait_ms", "cluster_serving.batch.size", "cluster_serving.batch.wait_ms", "messaging.delivery_count"} {
+		if !attrs[k] {
+			t.Errorf("%s attributes %v lack %s", telemetry.SpanProcess, proc.Attributes, k)
+		}
+	}
+	for _, sp := range spans {
+		switch sp.Name {
+		case telemetry.SpanPublish, telemetry.SpanQueueWait, telemetry.SpanDecode, telemetry.SpanBatch,
+			telemetry.SpanInferRun, telemetry.SpanEncode, telemetry.SpanReply, telemetry.SpanResultWrite:
+			t.Errorf("span %q recorded at trace detail request", sp.Name)
+		}
+	}
+	if n := len(got); n != 3 {
+		t.Errorf("trace of the first request: %d spans %v, want 3 (caller, door, process)", n, slices.Collect(maps.Keys(got)))
 	}
 }
 

@@ -344,7 +344,7 @@ func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (context.C
 		delivered = md.NumDelivered
 		queueWait = time.Since(md.Timestamp)
 		if !telemetry.SampledOut(trace.SpanFromContext(ctx)) {
-			_, qs := tracer.Start(ctx, telemetry.SpanQueueWait, trace.WithTimestamp(md.Timestamp))
+			_, qs := stageTracer.Start(ctx, telemetry.SpanQueueWait, trace.WithTimestamp(md.Timestamp))
 			qs.End()
 		}
 		w.cfg.Metrics.RecordStage(ctx, telemetry.StageQueueWait, job, w.cfg.Model, queueWait)
@@ -484,7 +484,7 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 	if h.Get(HeaderResultTo) != "" {
 		name = telemetry.SpanResultWrite
 	}
-	ctx, span := telemetry.Start(ctx, tracer, name, trace.SpanKindProducer)
+	ctx, span := telemetry.Start(ctx, stageTracer, name, trace.SpanKindProducer)
 	defer func() {
 		telemetry.EndSpan(span, err)
 		w.cfg.Metrics.RecordStage(ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))

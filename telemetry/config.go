@@ -70,6 +70,9 @@ type Config struct {
 	// exporting. Zero means the default; to trace nothing, use
 	// TracesExporter "none".
 	SampleRatio float64
+	// TraceDetail is TraceDetailRequest (default: the hop spans of a
+	// request) or TraceDetailStages (the stage spans too).
+	TraceDetail string
 	// MetricsEnabled installs the OTel SDK meter provider with a Prometheus
 	// exporter on a private registry served by Telemetry.MetricsHandler.
 	// Default false: the global meter provider stays a no-op.
@@ -97,6 +100,11 @@ func (c Config) Validate() error {
 		// The endpoint is not quoted: a URL may carry a password.
 		return fmt.Errorf("%w: OTLPEndpoint set but TracesExporter is %q", ErrInvalidConfig, c.TracesExporter)
 	}
+	switch c.TraceDetail {
+	case "", TraceDetailRequest, TraceDetailStages:
+	default:
+		return fmt.Errorf("%w: TraceDetail %q: want request or stages", ErrInvalidConfig, c.TraceDetail)
+	}
 	switch strings.ToLower(c.LogFormat) {
 	case "", LogFormatText, LogFormatJSON:
 	default:
@@ -117,6 +125,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SampleRatio == 0 {
 		c.SampleRatio = 1
+	}
+	if c.TraceDetail == "" {
+		c.TraceDetail = TraceDetailRequest
 	}
 	c.LogFormat = strings.ToLower(c.LogFormat)
 	if c.LogFormat == "" {

@@ -17,7 +17,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"zero value", telemetry.Config{}, ""},
 		{"all set", telemetry.Config{TracesExporter: "otlp-grpc", OTLPEndpoint: "collector:4317", OTLPInsecure: true,
-			SampleRatio: 0.25, MetricsEnabled: true, LogFormat: "JSON", LogLevel: "debug"}, ""},
+			SampleRatio: 0.25, TraceDetail: "request", MetricsEnabled: true, LogFormat: "JSON", LogLevel: "debug"}, ""},
 		{"level with offset", telemetry.Config{LogLevel: "INFO+2"}, ""},
 		{"unknown exporter", telemetry.Config{TracesExporter: "jaeger"}, "TracesExporter"},
 		{"ratio above 1", telemetry.Config{SampleRatio: 1.5}, "SampleRatio"},
@@ -26,6 +26,8 @@ func TestConfigValidate(t *testing.T) {
 		{"endpoint without otlp", telemetry.Config{TracesExporter: "memory", OTLPEndpoint: "x:1"}, "OTLPEndpoint"},
 		{"bad format", telemetry.Config{LogFormat: "xml"}, "LogFormat"},
 		{"bad level", telemetry.Config{LogLevel: "loud"}, "LogLevel"},
+		{"detail stages", telemetry.Config{TraceDetail: "stages"}, ""},
+		{"bad detail", telemetry.Config{TraceDetail: "spans"}, "TraceDetail"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,7 +28,7 @@
 // ctx = telemetry.Extract(ctx, msg.Header) on receipt. Keys are the W3C
 // ones in lower case: traceparent, tracestate, baggage.
 //
-// # Spans, one per hop (names are the Span* constants)
+// # Spans (names are the Span* constants)
 //
 //	door          "POST /predict" (HTTP semconv), SpanDoorRedis, SpanDoorNATS   kind server/consumer
 //	              "inference.GRPCInferenceService/ModelInfer" (gRPC semconv)     kind server
@@ -46,6 +46,14 @@
 //
 // Names stay low-cardinality; the job, model and subject go in attributes
 // (messaging.destination.name, job_name, model).
+//
+// Config.TraceDetail picks which of them record. At TraceDetailStages
+// (config key traceDetail: stages) all do. At TraceDetailRequest, the
+// default, only the door spans, SpanProcess and SpanResultDeliver do:
+// the other spans come from tracers of the stage scopes (infer's,
+// infer/wire's and MeshStagesScope), which Setup hands a tracer that
+// starts nothing (WithTraceDetail), so SpanProcess is the door span's
+// child and carries the queue wait and the batch as attributes.
 //
 // A request sampled out (parent-based sampling: the door's root span was
 // not drawn, or the caller's traceparent says not sampled) costs one span

@@ -47,7 +47,8 @@ type Telemetry struct {
 }
 
 // Setup validates cfg, builds the logger and installs, as the OTel globals,
-// the tracer provider (unless TracesExporter is none), the meter provider
+// the tracer provider (unless TracesExporter is none; with the stage
+// spans only at TraceDetailStages, see WithTraceDetail), the meter provider
 // (when MetricsEnabled) and the W3C TraceContext+Baggage propagator. It
 // also routes OTel's internal errors (failed exports) to the logger.
 //
@@ -149,7 +150,7 @@ func (t *Telemetry) setupTraces(ctx context.Context, cfg Config, res *resource.R
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
 	)
-	otel.SetTracerProvider(t.tp)
+	otel.SetTracerProvider(WithTraceDetail(t.tp, cfg.TraceDetail))
 	return nil
 }
 

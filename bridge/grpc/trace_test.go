@@ -18,7 +18,7 @@ import (
 // door's server span the caller's child, and the mesh continues that
 // trace to the worker.
 func TestTraceFromMetadata(t *testing.T) {
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", Output: io.Discard})
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", TraceDetail: telemetry.TraceDetailStages, Output: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func TestTokenFileReread(t *testing.T) {
 }
 
 func TestSpansCarryNoAuthorization(t *testing.T) {
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", Output: io.Discard})
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", TraceDetail: telemetry.TraceDetailStages, Output: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

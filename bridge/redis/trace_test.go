@@ -17,7 +17,7 @@ import (
 // door's receive span the client's child, the mesh continues that trace,
 // and the HSET span links to the worker's span of the result it writes.
 func TestTraceFromRedisEntry(t *testing.T) {
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", Output: io.Discard})
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", TraceDetail: telemetry.TraceDetailStages, Output: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,8 @@ func TestPrometheusMetricsMove(t *testing.T) {
 // TestTraceAcrossProcesses sends an HTTP request with a traceparent to a
 // `cluster-serving http` process whose requests only workers of another
 // process (`start`, HTTP off) can serve; both export over OTLP/gRPC to a
-// receiver in this test. The trace must be one tree across both.
+// receiver in this test, at trace detail stages. The trace must be one
+// tree across both.
 func TestTraceAcrossProcesses(t *testing.T) {
 	skipIfShort(t)
 	recv, err := telemetry.StartReceiver("127.0.0.1:0", true)
@@ -154,7 +155,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(recv.Close)
-	otlp := fmt.Sprintf("tracesExporter: otlp-grpc\notlpEndpoint: %s\notlpInsecure: true\n", recv.Addr())
+	otlp := fmt.Sprintf("tracesExporter: otlp-grpc\notlpEndpoint: %s\notlpInsecure: true\ntraceDetail: stages\n", recv.Addr())
 	cfg, url, _, env := testJob(t, otlp+"httpPort: -1\n")
 	start := spawn(t, env, "start", "-c", cfg)
 	waitReady(t, url, start)

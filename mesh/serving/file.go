@@ -110,6 +110,9 @@ type File struct {
 	TraceSampleRatio float64 `yaml:"traceSampleRatio"`
 	MetricsListen    string  `yaml:"metricsListen"`
 
+	// Trace detail (README "Telemetry"): request (default) or stages.
+	TraceDetail string `yaml:"traceDetail"`
+
 	// Security (README "Security"). Each names a file; no secret itself
 	// is ever a key (passwords in natsUrl and redisUrl aside, which the
 	// logs, banners and errors redact).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // derive fills what the file's own semantics define, after parsing, so
@@ -185,6 +186,11 @@ func (f *File) validateTelemetry(p *problems) {
 	}
 	if f.TraceSampleRatio < 0 || f.TraceSampleRatio > 1 {
 		p.bad("traceSampleRatio", "%v is not within [0, 1]", f.TraceSampleRatio)
+	}
+	switch f.TraceDetail {
+	case "", telemetry.TraceDetailRequest, telemetry.TraceDetailStages:
+	default:
+		p.bad("traceDetail", "%q is not request or stages", f.TraceDetail)
 	}
 	if f.MetricsListen != "" && f.MetricsListen != MetricsOff {
 		if _, _, err := splitHostPort(f.MetricsListen); err != nil {

@@ -190,6 +190,7 @@ func (f *File) Telemetry(getenv func(string) string) telemetry.Config {
 		OTLPEndpoint:   f.OtlpEndpoint,
 		OTLPInsecure:   f.OtlpInsecure,
 		SampleRatio:    ratio,
+		TraceDetail:    f.TraceDetail,
 		MetricsEnabled: f.MetricsListen != MetricsOff,
 		LogFormat:      f.LogFormat,
 		LogLevel:       f.LogLevel,

@@ -106,8 +106,8 @@ func TestTelemetryFromEnv(t *testing.T) {
 	if tc.TracesExporter != telemetry.ExporterOTLPHTTP || tc.SampleRatio != 0.25 || tc.ServiceName != "svc" || !tc.MetricsEnabled {
 		t.Errorf("got %+v", tc)
 	}
-	f, _ = serving.ParseFile([]byte("modelPath: m\ntracesExporter: otlp-grpc\ntraceSampleRatio: 0.5\n"))
-	if tc := f.Telemetry(func(k string) string { return env[k] }); tc.TracesExporter != telemetry.ExporterOTLPGRPC || tc.SampleRatio != 0.5 {
+	f, _ = serving.ParseFile([]byte("modelPath: m\ntracesExporter: otlp-grpc\ntraceSampleRatio: 0.5\ntraceDetail: stages\n"))
+	if tc := f.Telemetry(func(k string) string { return env[k] }); tc.TracesExporter != telemetry.ExporterOTLPGRPC || tc.SampleRatio != 0.5 || tc.TraceDetail != telemetry.TraceDetailStages {
 		t.Errorf("keys must win: got %+v", tc)
 	}
 }

@@ -41,6 +41,7 @@ func TestParseFileErrors(t *testing.T) {
 		{"negative partitions", "modelPath: m\njetstreamPartitions: -1\n", `config key "jetstreamPartitions": -1 is negative`},
 		{"listen", "modelPath: m\nnatsListen: localhost\n", `config key "natsListen"`},
 		{"log level", "modelPath: m\nlogLevel: loud\n", `config key "logLevel"`},
+		{"trace detail", "modelPath: m\ntraceDetail: spans\n", `config key "traceDetail": "spans" is not request or stages`},
 		{"tls cert alone", "modelPath: m\nhttpTlsCert: c.pem\n", `config key "httpTlsKey": required when httpTlsCert is set`},
 		{"tls key alone", "modelPath: m\nredisTlsKey: k.pem\n", `config key "redisTlsCert": required when redisTlsKey is set`},
 		{"client ca without tls", "modelPath: m\nhttpTlsClientCa: ca.pem\n", `config key "httpTlsClientCa": needs httpTlsCert`},

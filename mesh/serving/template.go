@@ -230,6 +230,10 @@ otlpInsecure: false
 # Fraction of new traces sampled (parent-based: a request arriving with a
 # traceparent follows its caller's decision). 0: 1.0.
 traceSampleRatio: 0
+# Spans per traced request: request (the door's span and the worker's
+# process span) or stages (also publish, queue wait, decode, infer batch,
+# onnxruntime run, encode and reply: nine spans, several times the cost).
+traceDetail: request
 # Prometheus metrics at http://<metricsListen>/metrics; off: none. Give
 # each process on a machine its own port.
 metricsListen: 127.0.0.1:9464
