@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,9 +69,9 @@ type Client struct {
 	route   *router
 	parts   partitionCache
 
-	// fullUntil (Unix ns) is when publishPurging may purge again after
-	// it found a work queue full of unanswered records.
-	fullUntil atomic.Int64
+	// fullUntil maps a job to when (time.Time) publishPurging may purge
+	// its work queue again after it found it full of unanswered records.
+	fullUntil sync.Map
 
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
@@ -222,7 +221,7 @@ const fullBackoff = 100 * time.Millisecond
 // returns err, and so does every publish of the next fullBackoff, without
 // asking the server again.
 func (c *Client) publishPurging(ctx context.Context, job string, subjects []string, first int, m *nats.Msg, err error) (stored, error) {
-	if time.Now().UnixNano() < c.fullUntil.Load() {
+	if until, ok := c.fullUntil.Load(job); ok && time.Now().Before(until.(time.Time)) {
 		return stored{}, err
 	}
 	purged := false
@@ -245,7 +244,7 @@ func (c *Client) publishPurging(ctx context.Context, job string, subjects []stri
 		err = perr
 	}
 	if !purged {
-		c.fullUntil.Store(time.Now().Add(fullBackoff).UnixNano())
+		c.fullUntil.Store(job, time.Now().Add(fullBackoff))
 	}
 	return stored{}, err
 }
