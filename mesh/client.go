@@ -217,9 +217,9 @@ const fullBackoff = 100 * time.Millisecond
 // full (err): the partitions' limits count records answered since their
 // last purge (see purge.go), so it purges them and tries again, for a few
 // rounds in case the acks of the answered ones are still on their way to
-// the server. When none were answered the queue is full indeed: it
-// returns err, and so does every publish of the next fullBackoff, without
-// asking the server again.
+// the server. When the first round finds none answered the queue is full
+// indeed: it returns err at once, and so does every publish to the job
+// for the next fullBackoff, without asking the server again.
 func (c *Client) publishPurging(ctx context.Context, job string, subjects []string, first int, m *nats.Msg, err error) (stored, error) {
 	if until, ok := c.fullUntil.Load(job); ok && time.Now().Before(until.(time.Time)) {
 		return stored{}, err
@@ -234,7 +234,10 @@ func (c *Client) publishPurging(ctx context.Context, job string, subjects []stri
 			}
 		}
 		if !purgeFull(ctx, c.js, job, len(subjects)) {
-			continue
+			if !purged {
+				break // nothing answered: full indeed, say so at once
+			}
+			continue // answered records whose acks are on their way
 		}
 		purged = true
 		st, perr := c.route.publish(ctx, c.nc, c.js, subjects, first, m)
