@@ -333,6 +333,12 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int, only 
 	if err := runRaw(); err != nil {
 		return err
 	}
+	// Path i ran between raw runs i and i+1: their mean is the baseline
+	// nearest in time, for a machine whose load moves within the part.
+	near := make([]float64, len(paths))
+	for i := range paths {
+		near[i] = (raws[i] + raws[i+1]) / 2
+	}
 	base := median(raws)
 	fmt.Fprintf(w, "raw ONNX Runtime, batch %d: %.2f images/s, median of %d runs of %s between the doors' (min %.2f, max %.2f)\n",
 		batch, base, len(raws), d/3, slices.Min(raws), slices.Max(raws))
@@ -342,6 +348,7 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int, only 
 			target = 0.95
 		}
 		imagesRow(w, p.name, conc, results[i], base, target)
+		fmt.Fprintf(w, "   / raw runs just before and after it (%.2f images/s): %.3f\n", near[i], results[i].rate()/near[i])
 		usageRow(w, usages[i], results[i].n, results[i].elapsed, rawCPU/time.Duration(max(rawImages, 1)))
 	}
 	fmt.Fprintf(w, "(one image per request: %d KB of JSON; %d KB raw; %d KB of base64 Arrow)\n\n",
