@@ -85,7 +85,7 @@ $(RESNET): infer/testdata/gen_models.py | debs
 
 ## fuzz: run each decoder fuzzer for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
-FUZZERS := FuzzDecodeInstances FuzzDecodeRedisArrow FuzzDecodeOIP FuzzDecodeOIPBinary FuzzDecodeGRPC FuzzDecodeRaw FuzzPredict
+FUZZERS := FuzzDecodeInstances FuzzPlainFloat32 FuzzDecodeRedisArrow FuzzDecodeOIP FuzzDecodeOIPBinary FuzzDecodeGRPC FuzzDecodeRaw FuzzPredict
 fuzz: deps
 	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer/wire -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	@echo "== FuzzURI"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzURI$$' -fuzztime $(FUZZTIME)

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -240,6 +241,111 @@ func TestDecodeResNetInstance(t *testing.T) {
 
 func BenchmarkDecodeInstances(b *testing.B) {
 	body := resnetBody()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := wire.DecodeInstances(body, imgInputs, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestDecodeFloat32Row pins the float32 rows' values, on the short plain
+// numbers the row loop converts itself and on every other kind, to
+// strconv's at 32 bits, and the refusals to a clear *InputError.
+func TestDecodeFloat32Row(t *testing.T) {
+	inputs := []infer.IO{{Name: "x", DType: infer.Float32, Shape: []int64{-1, -1}}}
+	good := []string{"0", "-0", "255", "0.5", "-12.25", "0.05", "0.1", "16777216", "16777217", "123456789",
+		"1e3", "1E3", "-1.25e-2", "1.401298464324817e-45", "1e-46", "3.4028235e38", "0.000000001", "1.0",
+		"12345678901234567890", "0.1234567890123", " 7", "8 "}
+	var body strings.Builder
+	body.WriteString(`{"instances":[{"x":[`)
+	for i, s := range good {
+		if i > 0 {
+			body.WriteString(",\n ")
+		}
+		body.WriteString(s)
+	}
+	body.WriteString(`]}]}`)
+	recs, err := wire.DecodeInstances([]byte(body.String()), inputs, false)
+	if err != nil {
+		t.Fatalf("DecodeInstances: %v", err)
+	}
+	got := recs[0][0].Data.([]float32)
+	if len(got) != len(good) {
+		t.Fatalf("got %d values, want %d", len(got), len(good))
+	}
+	for i, s := range good {
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Float32bits(got[i]) != math.Float32bits(float32(f)) {
+			t.Errorf("%s: got %v (%#x), want %v (%#x)", s, got[i], math.Float32bits(got[i]), float32(f), math.Float32bits(float32(f)))
+		}
+	}
+	bad := []struct{ row, want string }{
+		{"1e39", "1e39 is not a float32"},
+		{"-1e39", "is not a float32"},
+		{"01", "invalid JSON"},
+		{"1.", "1. is not a float32"},
+		{".5", ".5 is not a float32"},
+		{"-", "- is not a float32"},
+		{"1,", "invalid JSON"},
+		{"1,,2", "invalid JSON"},
+		{"1 2", "invalid JSON"},
+		{"NaN", "invalid JSON"},
+		{"Infinity", "invalid JSON"},
+		{"0x10", "invalid JSON"},
+		{"1e", "1e is not a float32"},
+		{"1e+", "1e+ is not a float32"},
+		{"99999999999999999999999999999999999999999", "is not a float32"},
+	}
+	for _, tt := range bad {
+		_, err := wire.DecodeInstances([]byte(`{"instances":[{"x":[1,`+tt.row+`]}]}`), inputs, false)
+		if !isInputError(err) {
+			t.Errorf("[1,%s]: got error %v (%T), want *InputError", tt.row, err, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("[1,%s]: got error %q, want it to contain %q", tt.row, err, tt.want)
+		}
+	}
+}
+
+// pixelBody is one ResNet-50 instance of integer pixel values 0 to 255,
+// as the bench's JSON paths send it.
+func pixelBody() []byte {
+	var b strings.Builder
+	b.WriteString(`{"instances":[{"x":[`)
+	v := 0
+	for c := range 3 {
+		if c > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('[')
+		for h := range 224 {
+			if h > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('[')
+			for w := range 224 {
+				if w > 0 {
+					b.WriteByte(',')
+				}
+				v = (v*1103515245 + 12345) & 0x7fffffff
+				b.WriteString(strconv.Itoa(v % 256))
+			}
+			b.WriteByte(']')
+		}
+		b.WriteByte(']')
+	}
+	b.WriteString(`]}]}`)
+	return []byte(b.String())
+}
+
+func BenchmarkDecodeInstancesPixels(b *testing.B) {
+	body := pixelBody()
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -30,6 +30,7 @@ import (
 // options are the flags of `cluster-serving bench`.
 type options struct {
 	resnet, tiny, storage, only     string
+	paths                           string
 	d                               time.Duration
 	batch, threads, soakSize, soakN int
 }
@@ -47,6 +48,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soakN, "soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	fs.StringVar(&o.storage, "storage", "file", "queueStorage of the serving process: file or memory")
 	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,redis,resnet,memory")
+	fs.StringVar(&o.paths, "paths", "", "run only the ResNet paths whose name holds one of these, comma-separated (e.g. NATS,Arrow)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -98,7 +100,7 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.want("resnet") {
 		// Three times longer: at ~20 images/s a run of d counts only ~25 batches.
-		if err := r.resNet(o.resnet, 3*o.d, o.batch, o.threads); err != nil {
+		if err := r.resNet(o.resnet, 3*o.d, o.batch, o.threads, o.paths); err != nil {
 			return fmt.Errorf("resnet: %w", err)
 		}
 	}
@@ -175,17 +177,17 @@ func newRawRunner(model string, batch, threads, h, w int) (*rawRunner, error) {
 	return r, nil
 }
 
-// run runs batches back to back for d and returns images/s.
-func (r *rawRunner) run(d time.Duration) (float64, error) {
+// run runs batches back to back for d and returns images/s and images.
+func (r *rawRunner) run(d time.Duration) (float64, int, error) {
 	start := time.Now()
 	n := 0
 	for time.Since(start) < d {
 		if _, err := r.sess.Run(r.in); err != nil {
-			return 0, err
+			return 0, n, err
 		}
 		n += r.batch
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return float64(n) / time.Since(start).Seconds(), n, nil
 }
 
 func (r *rawRunner) close() { r.sess.Close() }

@@ -141,10 +141,13 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// cpuTicks is the child's user+system CPU time so far, in clock ticks
+// cpuTicks is the child's user+system CPU time so far, in clock ticks.
+func (c *child) cpuTicks() (int64, error) { return cpuTicks(c.cmd.Process.Pid) }
+
+// cpuTicks is process pid's user+system CPU time so far, in clock ticks
 // (fields 14 and 15 of /proc/<pid>/stat).
-func (c *child) cpuTicks() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -215,7 +216,7 @@ type resNetPath struct {
 // the last, in this process while the server idles: the baseline is the
 // median of those runs, so the machine's drift over the part hits the
 // baseline as it hits the doors, and their range is printed.
-func (r *runner) resNet(model string, d time.Duration, batch, threads int) error {
+func (r *runner) resNet(model string, d time.Duration, batch, threads int, only string) error {
 	w := r.w
 	fmt.Fprintf(w, "== ResNet-50-shaped model, 3×224×224 float32, maxBatch %d, %d threads, %s per run\n", batch, threads, d)
 	raw, err := newRawRunner(model, batch, threads, 224, 224)
@@ -232,9 +233,14 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int) error
 	if err != nil {
 		return err
 	}
+	mp, err := freePort()
+	if err != nil {
+		return err
+	}
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)
 	c, err := r.startChild(model, map[string]string{
 		"threadPerModel": strconv.Itoa(threads), "modelParallelism": "1", "maxBatch": strconv.Itoa(batch),
-		"redisUrl": rs.addr, "grpcPort": strconv.Itoa(gp)})
+		"redisUrl": rs.addr, "grpcPort": strconv.Itoa(gp), "metricsListen": fmt.Sprintf("127.0.0.1:%d", mp)})
 	if err != nil {
 		return err
 	}
@@ -248,7 +254,8 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int) error
 		return err
 	}
 	defer closeNATS()
-	redisJSON, closeRJ := redisOp(rs.addr, c.job, jsonBody, "stream", 2*time.Millisecond, conc)
+	// The Redis clients poll as the original's Python client does.
+	redisJSON, closeRJ := redisBackoffOp(rs.addr, c.job, jsonBody, "stream", time.Millisecond, conc)
 	defer closeRJ()
 	grpcDo, closeGRPC, err := grpcOp(fmt.Sprintf("127.0.0.1:%d", gp), c.job, input, img)
 	if err != nil {
@@ -263,7 +270,7 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int) error
 	if err != nil {
 		return err
 	}
-	redisArrow, closeRA := redisOp(rs.addr, c.job, arrowBody, "", 2*time.Millisecond, conc)
+	redisArrow, closeRA := redisBackoffOp(rs.addr, c.job, arrowBody, "", time.Millisecond, conc)
 	defer closeRA()
 	paths := []resNetPath{
 		{"NATS door, JSON", false, natsDo},
@@ -272,6 +279,11 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int) error
 		{"gRPC door, raw_input_contents", true, grpcDo},
 		{"HTTP door, OIP binary extension", true, binDo},
 		{"Redis door, Arrow tensor", true, redisArrow},
+	}
+	if only != "" {
+		paths = slices.DeleteFunc(paths, func(p resNetPath) bool {
+			return !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool { return strings.Contains(p.name, s) })
+		})
 	}
 	for _, p := range paths { // warm-up, and a failing path fails here
 		if res := runLoad(conc, max(d, time.Minute), conc, p.do); res.errs > 0 || res.n == 0 {
@@ -283,24 +295,50 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int) error
 	if err := c.waitIdle(time.Minute); err != nil {
 		return err
 	}
-	var raws []float64
-	results := make([]loadResult, len(paths))
+	var (
+		raws      []float64
+		rawCPU    time.Duration // this process's CPU over the raw runs
+		rawImages int
+		results   = make([]loadResult, len(paths))
+		usages    = make([]usage, len(paths))
+	)
+	runRaw := func() error {
+		cpu0 := selfCPU()
+		rate, n, err := raw.run(d / 3)
+		rawCPU += selfCPU() - cpu0
+		rawImages += n
+		raws = append(raws, rate)
+		return err
+	}
 	for i, p := range paths {
-		rate, err := raw.run(d / 3)
+		if err := runRaw(); err != nil {
+			return err
+		}
+		u0, err := c.readUsage(metricsURL, rs)
 		if err != nil {
 			return err
 		}
-		raws = append(raws, rate)
 		results[i] = runLoad(conc, d, 0, p.do)
+		// The requests left queued finish before the usage is read: the
+		// rows they add are as many as the run's first requests missed.
 		if err := c.waitIdle(time.Minute); err != nil {
 			return err
 		}
+		u1, err := c.readUsage(metricsURL, rs)
+		if err != nil {
+			return err
+		}
+		usages[i] = u1.sub(u0)
 	}
-	rate, err := raw.run(d / 3)
-	if err != nil {
+	if err := runRaw(); err != nil {
 		return err
 	}
-	raws = append(raws, rate)
+	// Path i ran between raw runs i and i+1: their mean is the baseline
+	// nearest in time, for a machine whose load moves within the part.
+	near := make([]float64, len(paths))
+	for i := range paths {
+		near[i] = (raws[i] + raws[i+1]) / 2
+	}
 	base := median(raws)
 	fmt.Fprintf(w, "raw ONNX Runtime, batch %d: %.2f images/s, median of %d runs of %s between the doors' (min %.2f, max %.2f)\n",
 		batch, base, len(raws), d/3, slices.Min(raws), slices.Max(raws))
@@ -310,6 +348,8 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int) error
 			target = 0.95
 		}
 		imagesRow(w, p.name, conc, results[i], base, target)
+		fmt.Fprintf(w, "   / raw runs just before and after it (%.2f images/s): %.3f\n", near[i], results[i].rate()/near[i])
+		usageRow(w, usages[i], results[i].n, results[i].elapsed, rawCPU/time.Duration(max(rawImages, 1)))
 	}
 	fmt.Fprintf(w, "(one image per request: %d KB of JSON; %d KB raw; %d KB of base64 Arrow)\n\n",
 		len(jsonBody)/1024, 3*224*224*4/1024, len(arrowBody)/1024)
