@@ -218,18 +218,7 @@ func (d *Door) ingest(ctx context.Context) error {
 	var lastScan time.Time
 	scanEvery := d.cfg.Rescan
 	stuck := false
-	// Blocks are handed over while the next one is read, up to
-	// BlocksInFlight at once: a block waits for its slowest PubAck, and
-	// reading only after it left new entries waiting that long.
-	var inFlight sync.WaitGroup
-	slots := make(chan struct{}, BlocksInFlight)
-	var leftSome atomic.Bool
-	defer inFlight.Wait()
 	for ctx.Err() == nil {
-		if leftSome.Swap(false) {
-			inFlight.Wait()
-			stuck = d.heldTooMany(ctx)
-		}
 		if stuck {
 			// Too many entries could not be handed over (NATS away, the
 			// work queue full): retry those before reading more, so that
@@ -238,40 +227,15 @@ func (d *Door) ingest(ctx context.Context) error {
 			continue
 		}
 		if time.Since(lastScan) >= scanEvery {
-			// A block in flight is pending too: let it settle first, so
-			// that the rescan does not hand its entries over again.
-			inFlight.Wait()
 			scanEvery, lastScan = d.rescan(ctx, scanEvery), time.Now()
 		}
-		// The slot is taken before the read, and a block that left
-		// entries is seen before it: an outage holds at most
-		// BlocksInFlight blocks pending.
-		slots <- struct{}{}
-		if leftSome.Load() {
-			<-slots
-			continue
-		}
 		msgs, ok := d.read(ctx)
-		if !ok || len(msgs) == 0 {
-			<-slots
-			continue
+		if ok && len(msgs) > 0 && d.serve(ctx, msgs, false).left > 0 {
+			stuck = d.heldTooMany(ctx)
 		}
-		inFlight.Add(1)
-		go func() {
-			defer inFlight.Done()
-			defer func() { <-slots }()
-			if d.serve(ctx, msgs, false).left > 0 {
-				leftSome.Store(true)
-			}
-		}()
 	}
 	return nil
 }
-
-// BlocksInFlight bounds the blocks of entries (Config.Batch each) a door
-// hands over at once, and so the entries it holds pending while the mesh
-// takes none.
-const BlocksInFlight = 4
 
 // maxRescan bounds how rarely an entry that keeps failing is retried.
 const maxRescan = time.Minute
@@ -300,7 +264,7 @@ func (d *Door) rescan(ctx context.Context, last time.Duration) time.Duration {
 }
 
 // heldTooMany reports whether this door's consumer holds two blocks or
-// more pending (BlocksInFlight blocks were read when the first failed): then it retries them before it reads more.
+// more pending: then it retries them before it reads more.
 func (d *Door) heldTooMany(ctx context.Context) bool {
 	p, err := d.rdb.XPending(ctx, d.cfg.Job, Group).Result()
 	return err == nil && p.Consumers[d.cfg.Consumer] >= int64(2*d.cfg.Batch)

@@ -315,18 +315,16 @@ func TestFailingEntryDoesNotHoldItsBlock(t *testing.T) {
 }
 
 // While the mesh takes nothing (NATS away), the door retries the entries
-// it holds instead of reading more: the blocks it was handing over when
-// the first failed (redis.BlocksInFlight) stay pending, not the stream.
+// it holds instead of reading more: two blocks stay pending, not the stream.
 // Once the mesh is back every entry is served.
-func TestMeshAwayHoldsFewBlocks(t *testing.T) {
+func TestMeshAwayHoldsTwoBlocks(t *testing.T) {
 	f := newFlakyMesh(func(mesh.Request) bool { return true })
 	rdb, logs := runFastDoor(t, redis.Config{Job: "away", Batch: 4, Timeout: 100 * time.Millisecond}, f)
-	n := 4 * (redis.BlocksInFlight + 2)
-	for i := range n {
+	for i := range 20 {
 		enqueue(t, rdb, "away", fmt.Sprint("u", i), "data", false)
 	}
 	meshtest.WaitFor(t, "several retries of the first block", func() bool { return f.triesOf("u0") > 50 })
-	healAndServe(t, f, rdb, "away", 4*redis.BlocksInFlight, n) // BlocksInFlight blocks of 4 held
+	healAndServe(t, f, rdb, "away", 8, 20) // two blocks of 4 held
 	if n := logs.count("entries stay pending and are retried"); n != 1 {
 		t.Errorf("got %d lines for the retries, want 1:\n%v", n, logs.lines())
 	}
