@@ -118,12 +118,22 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 	runLoad(8, time.Second, 500, natsDo) // warm-up
 	runLoad(8, time.Second, 500, httpDo)
 	runLoad(8, time.Second, 500, trivDo)
-	triv32, nats32, http32 := runLoad(32, d, 0, trivDo), runLoad(32, d, 0, natsDo), runLoad(32, d, 0, httpDo)
+	var cpu [4]cpuSnap
+	cpu[0] = snapCPU(c, nil)
+	triv32 := runLoad(32, d, 0, trivDo)
+	cpu[1] = snapCPU(c, nil)
+	nats32 := runLoad(32, d, 0, natsDo)
+	cpu[2] = snapCPU(c, nil)
+	http32 := runLoad(32, d, 0, httpDo)
+	cpu[3] = snapCPU(c, nil)
 	triv1, nats1, http1 := runLoad(1, d/2, 0, trivDo), runLoad(1, d/2, 0, natsDo), runLoad(1, d/2, 0, httpDo)
 	t := table{r.w}
 	t.row("trivial NATS responder, concurrency 32", triv32)
+	fmt.Fprintf(r.w, "  %s (the responder runs in the bench)\n", perRequest(cpu[0], cpu[1], triv32.n))
 	t.row("NATS door, concurrency 32", nats32)
+	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[1], cpu[2], nats32.n))
 	t.row("HTTP door /predict, concurrency 32", http32)
+	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[2], cpu[3], http32.n))
 	t.row("trivial NATS responder, concurrency 1", triv1)
 	t.row("NATS door, concurrency 1", nats1)
 	t.row("HTTP door /predict, concurrency 1", http1)

@@ -145,7 +145,9 @@ func (r *runner) redisTiny(model string, d time.Duration) error {
 	one, closeOne := redisOp(rs.addr, c.job, tinyBody, "stream", 0, 1)
 	defer closeOne()
 	runLoad(8, time.Second, 500, many) // warm-up
+	before := snapCPU(c, rs)
 	e2e := runLoad(clients, d, 0, many)
+	after := snapCPU(c, rs)
 	single := runLoad(1, d/2, 0, one)
 	xadd, err := redisBenchmarkXADD(rs.port)
 	if err != nil {
@@ -155,6 +157,7 @@ func (r *runner) redisTiny(model string, d time.Duration) error {
 	t := table{w}
 	t.header()
 	t.row(fmt.Sprintf("Redis door, %d clients (XADD, poll, DEL)", clients), e2e)
+	fmt.Fprintf(w, "  %s\n", perRequest(before, after, e2e.n))
 	t.row("Redis door, 1 client, back-to-back polls", single)
 	fmt.Fprintf(w, "redis-benchmark XADD, 50 clients: %.0f req/s\n", xadd)
 	fmt.Fprintf(w, "records/s end to end / redis-benchmark XADD rate: %.3f (target >= 0.15)\n", e2e.rate()/xadd)

@@ -119,3 +119,38 @@ func usageRow(w io.Writer, u usage, n int, elapsed time.Duration, rawCPU time.Du
 		u.rows/u.batches, 100*u.busy.Seconds()/elapsed.Seconds(), per(u.decode), per(u.queueWait),
 		per(u.serverCPU), per(u.benchCPU), per(u.redisCPU), fmt.Sprintf("%.1f", float64(rawCPU.Microseconds())/1000))
 }
+
+// cpuSnap is the CPU used so far by the serving process, by redis-server
+// when one runs, and by this process (the load's clients, and the trivial
+// responder where one runs).
+type cpuSnap struct{ server, redis, bench time.Duration }
+
+// snapCPU reads c's, rs's (nil: none) and this process's CPU time.
+func snapCPU(c *child, rs *redisServer) cpuSnap {
+	var s cpuSnap
+	if t, err := cpuTicks(c.cmd.Process.Pid); err == nil {
+		s.server = time.Duration(t) * 10 * time.Millisecond // USER_HZ
+	}
+	if rs != nil {
+		if t, err := cpuTicks(rs.cmd.Process.Pid); err == nil {
+			s.redis = time.Duration(t) * 10 * time.Millisecond
+		}
+	}
+	s.bench = selfCPU()
+	return s
+}
+
+// perRequest says what each of n requests between snapshots a and b cost
+// in CPU, process by process: where a ratio's limit lies when the cores
+// are all in use.
+func perRequest(a, b cpuSnap, n int) string {
+	if n == 0 {
+		return "no requests"
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+	s := fmt.Sprintf("CPU per request: serving process %.0f µs, bench clients %.0f µs", us(b.server-a.server), us(b.bench-a.bench))
+	if b.redis > 0 {
+		s += fmt.Sprintf(", redis-server %.0f µs", us(b.redis-a.redis))
+	}
+	return s
+}
