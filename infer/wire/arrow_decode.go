@@ -155,18 +155,24 @@ func decodeColumn(col arrow.Array, in infer.IO, batched bool, p infer.ImagePre) 
 // the row order does not matter.
 func decodeTensorStruct(c *array.Struct) (infer.Tensor, error) {
 	st := c.DataType().(*arrow.StructType)
-	var vals [4][]float64
+	var vals [4][]float64 // indiceData, indiceShape, -, shape
+	var data []float32      // data: float32 from the start, the big one
 	var found [4]bool
 	for i, name := range []string{"indiceData", "indiceShape", "data", "shape"} {
 		k, ok := st.FieldIdx(name)
 		if !ok {
 			return infer.Tensor{}, infer.NewInputError(-1, "", "tensor struct has no field %q; want indiceData, indiceShape, data, shape", name)
 		}
-		v, ok, err := structListValues(c.Field(k))
+		var err error
+		if i == 2 {
+			data, ok, err = structListValues[float32](c.Field(k))
+		} else {
+			vals[i], ok, err = structListValues[float64](c.Field(k))
+		}
 		if err != nil {
 			return infer.Tensor{}, infer.NewInputError(-1, "", "tensor struct field %q: %v", name, err)
 		}
-		vals[i], found[i] = v, ok
+		found[i] = ok
 	}
 	if !found[2] || !found[3] {
 		return infer.Tensor{}, infer.NewInputError(-1, "", "tensor struct needs data and shape")
@@ -181,24 +187,23 @@ func decodeTensorStruct(c *array.Struct) (infer.Tensor, error) {
 			return infer.Tensor{}, infer.NewInputError(-1, "", "shape %s has more than %d elements", infer.ShapeString(shape), maxSparseElems)
 		}
 	}
-	data := make([]float32, n)
 	if len(vals[0]) == 0 {
-		if int64(len(vals[2])) != n {
-			return infer.Tensor{}, infer.NewInputError(-1, "", "shape %s needs %d values, data has %d", infer.ShapeString(shape), n, len(vals[2]))
+		if int64(len(data)) != n {
+			return infer.Tensor{}, infer.NewInputError(-1, "", "shape %s needs %d values, data has %d", infer.ShapeString(shape), n, len(data))
 		}
-		for i, v := range vals[2] {
-			data[i] = float32(v)
+		if data == nil {
+			data = []float32{} // an empty tensor's data is not nil
 		}
 		return infer.Tensor{DType: infer.Float32, Shape: shape, Data: data}, nil
 	}
-	return densify(vals[0], vals[1], vals[2], shape, data)
+	return densify(vals[0], vals[1], data, shape, make([]float32, n))
 }
 
 // densify writes sparse values into data. indiceShape is [nnz, rank] (the
 // layout of the original's pyarrow payloads) or [rank, nnz] (BigDL's
 // Tensor.sparse); the one that fits the values and shape is taken, the
 // latter when both do.
-func densify(idx, idxShape, vals []float64, shape []int64, data []float32) (infer.Tensor, error) {
+func densify(idx, idxShape []float64, vals []float32, shape []int64, data []float32) (infer.Tensor, error) {
 	rank, nnz := len(shape), len(vals)
 	dims, err := toDims(idxShape, "indiceShape")
 	if err != nil {
@@ -225,7 +230,7 @@ func densify(idx, idxShape, vals []float64, shape []int64, data []float32) (infe
 			}
 			off = off*shape[d] + int64(i)
 		}
-		data[off] = float32(v)
+		data[off] = v
 	}
 	return infer.Tensor{DType: infer.Float32, Shape: shape, Data: data}, nil
 }
@@ -241,20 +246,18 @@ func toDims(v []float64, what string) ([]int64, error) {
 	return dims, nil
 }
 
-// structListValues returns the values of the one non-null row of a list
-// field, as float64s; ok is false when every row is null.
-func structListValues(f arrow.Array) (vals []float64, ok bool, err error) {
-	var (
-		offsets func(i int) (int64, int64)
-		child   arrow.Array
-	)
+// listRow finds the one non-empty row of a list field: its values are
+// child[lo:hi]. ok is false when every row is null; an empty non-null row
+// gives ok and lo == hi.
+func listRow(f arrow.Array) (child arrow.Array, lo, hi int, ok bool, err error) {
+	var offsets func(i int) (int64, int64)
 	switch l := f.(type) {
 	case *array.List:
 		offsets, child = l.ValueOffsets, l.ListValues()
 	case *array.LargeList:
 		offsets, child = l.ValueOffsets, l.ListValues()
 	default:
-		return nil, false, fmt.Errorf("type %s, want a list", f.DataType())
+		return nil, 0, 0, false, fmt.Errorf("type %s, want a list", f.DataType())
 	}
 	nonEmpty := false
 	for i := range f.Len() {
@@ -262,37 +265,67 @@ func structListValues(f arrow.Array) (vals []float64, ok bool, err error) {
 			continue
 		}
 		ok = true
-		lo, hi := offsets(i)
-		if lo < 0 || hi < lo || hi > int64(child.Len()) {
-			return nil, false, fmt.Errorf("corrupt list offsets")
+		l, h := offsets(i)
+		if l < 0 || h < l || h > int64(child.Len()) {
+			return nil, 0, 0, false, fmt.Errorf("corrupt list offsets")
 		}
-		if hi == lo {
+		if h == l {
 			continue
 		}
 		if nonEmpty {
-			return nil, false, fmt.Errorf("more than one non-empty row")
+			return nil, 0, 0, false, fmt.Errorf("more than one non-empty row")
 		}
-		nonEmpty = true
-		vals = make([]float64, 0, hi-lo)
-		for j := int(lo); j < int(hi); j++ {
+		nonEmpty, lo, hi = true, int(l), int(h)
+	}
+	if child.NullN() > 0 {
+		for j := lo; j < hi; j++ {
 			if child.IsNull(j) {
-				return nil, false, fmt.Errorf("null value at %d", j-int(lo))
-			}
-			switch c := child.(type) {
-			case *array.Float32:
-				vals = append(vals, float64(c.Value(j)))
-			case *array.Float64:
-				vals = append(vals, c.Value(j))
-			case *array.Int32:
-				vals = append(vals, float64(c.Value(j)))
-			case *array.Int64:
-				vals = append(vals, float64(c.Value(j)))
-			default:
-				return nil, false, fmt.Errorf("list of %s, want numbers", child.DataType())
+				return nil, 0, 0, false, fmt.Errorf("null value at %d", j-lo)
 			}
 		}
 	}
-	return vals, ok, nil
+	return child, lo, hi, ok, nil
+}
+
+// listNumbers converts child[lo:hi], numbers of one of the types the
+// original's clients write, into a new slice of E, a whole slice at a
+// time (a 150,528-value image was a type switch and an append per value).
+func listNumbers[E float32 | float64](child arrow.Array, lo, hi int) ([]E, error) {
+	out := make([]E, hi-lo)
+	switch c := child.(type) {
+	case *array.Float32:
+		if o, same := any(out).([]float32); same {
+			copy(o, c.Float32Values()[lo:hi])
+			break
+		}
+		convertInto(out, c.Float32Values()[lo:hi])
+	case *array.Float64:
+		convertInto(out, c.Float64Values()[lo:hi])
+	case *array.Int32:
+		convertInto(out, c.Int32Values()[lo:hi])
+	case *array.Int64:
+		convertInto(out, c.Int64Values()[lo:hi])
+	default:
+		return nil, fmt.Errorf("list of %s, want numbers", child.DataType())
+	}
+	return out, nil
+}
+
+func convertInto[E float32 | float64, S float32 | float64 | int32 | int64](dst []E, src []S) {
+	for i, v := range src {
+		dst[i] = E(v)
+	}
+}
+
+// structListValues returns the values of the one non-null row of a list
+// field as E; ok is false when every row is null.
+func structListValues[E float32 | float64](f arrow.Array) (vals []E, ok bool, err error) {
+	child, lo, hi, ok, err := listRow(f)
+	if err != nil || lo == hi {
+		return nil, ok, err
+	}
+	vals, err = listNumbers[E](child, lo, hi)
+	return vals, ok, err
 }
 
 // limitAllocator caps what arrow-go allocates for one payload: a message

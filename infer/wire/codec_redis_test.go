@@ -450,3 +450,26 @@ func FuzzDecodeRedisArrow(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeRedisArrow decodes a 3×224×224 float32 image as the
+// original's Python client sends it: base64 of an Arrow stream holding a
+// tensor struct (785 KB), the Redis door's binary path.
+func BenchmarkDecodeRedisArrow(b *testing.B) {
+	data := make([]float32, 3*224*224)
+	for i := range data {
+		data[i] = float32(i%255) / 255
+	}
+	payload := arrowB64(b, []string{"t"}, tensorStructCol(data, []int32{3, 224, 224}))
+	info := ioInfo(infer.IO{Name: "t", DType: infer.Float32, Shape: []int64{-1, 3, 224, 224}})
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		rec, err := wire.DecodeRedisArrow(payload, info, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rec[0].Data.([]float32)) != len(data) {
+			b.Fatal("short tensor")
+		}
+	}
+}
