@@ -156,7 +156,7 @@ func decodeColumn(col arrow.Array, in infer.IO, batched bool, p infer.ImagePre) 
 func decodeTensorStruct(c *array.Struct) (infer.Tensor, error) {
 	st := c.DataType().(*arrow.StructType)
 	var vals [4][]float64 // indiceData, indiceShape, -, shape
-	var data []float32      // data: float32 from the start, the big one
+	var data []float32    // data: float32 from the start, the big one
 	var found [4]bool
 	for i, name := range []string{"indiceData", "indiceShape", "data", "shape"} {
 		k, ok := st.FieldIdx(name)
