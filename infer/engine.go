@@ -63,7 +63,7 @@ func New(cfg Config) (e *Engine, err error) {
 	}
 	e = &Engine{cfg: cfg, post: post, div: div}
 	for range cfg.Parallelism {
-		s, err := newSession(file, data, cfg.Threads, cfg.ExecutionProvider)
+		s, err := newSession(file, data, cfg.Threads, cfg.ExecutionProvider, cfg.ThreadSpinning)
 		if err != nil {
 			e.closeSessions()
 			return nil, err

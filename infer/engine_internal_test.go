@@ -10,7 +10,7 @@ import (
 func TestNewRecoversPanic(t *testing.T) {
 	orig := newSession
 	t.Cleanup(func() { newSession = orig })
-	newSession = func(string, []byte, int, string) (*Session, error) { panic("boom") }
+	newSession = func(string, []byte, int, string, bool) (*Session, error) { panic("boom") }
 	cfg := Config{ModelPath: "testdata/add_f32.onnx"}
 	e, err := New(cfg)
 	if e != nil || err == nil || !strings.Contains(err.Error(), "panic: boom") {

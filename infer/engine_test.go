@@ -219,3 +219,22 @@ func TestEngineRequestLargerThanQueue(t *testing.T) {
 		t.Errorf("got %v, want an *InputError of instance 2500", err)
 	}
 }
+
+// TestThreadSpinning: ONNX Runtime takes the session option either way
+// (spinning off is the default), and a model answers the same with and
+// without it.
+func TestThreadSpinning(t *testing.T) {
+	in := f32([]int64{1, 4}, 1, 2, 3, 4)
+	var got [2][]infer.Tensor
+	for i, spin := range []bool{false, true} {
+		e := newEngine(t, infer.Config{ModelPath: model("add_f32"), Threads: 2, ThreadSpinning: spin})
+		outs, err := e.Infer(context.Background(), [][]infer.Tensor{{in}})
+		if err != nil {
+			t.Fatalf("ThreadSpinning %v: %v", spin, err)
+		}
+		got[i] = outs[0]
+	}
+	if !reflect.DeepEqual(got[0], got[1]) {
+		t.Errorf("spinning off %+v, on %+v", got[0], got[1])
+	}
+}

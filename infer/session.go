@@ -29,7 +29,7 @@ type Session struct {
 // model with an input or output of a dtype infer does not handle returns
 // ErrUnsupportedDType.
 func NewSession(modelFile string, threads int) (*Session, error) {
-	return openSession(modelFile, nil, threads, "")
+	return openSession(modelFile, nil, threads, "", false)
 }
 
 // NewSessionFromData is NewSession for a model held in memory (a decrypted
@@ -40,12 +40,14 @@ func NewSessionFromData(name string, data []byte, threads int) (*Session, error)
 	if data == nil {
 		data = []byte{}
 	}
-	return openSession(name, data, threads, "")
+	return openSession(name, data, threads, "", false)
 }
 
 // openSession loads data, or modelFile when data is nil, on provider (see
-// Config.ExecutionProvider; "" is the CPU).
-func openSession(modelFile string, data []byte, threads int, provider string) (*Session, error) {
+// Config.ExecutionProvider; "" is the CPU), its intra-op threads
+// spin-waiting between parallel sections only when spin is set (see
+// Config.ThreadSpinning).
+func openSession(modelFile string, data []byte, threads int, provider string, spin bool) (*Session, error) {
 	if !initialized() {
 		return nil, ErrNotInitialized
 	}
@@ -62,6 +64,11 @@ func openSession(modelFile string, data []byte, threads int, provider string) (*
 	}
 	if err := opts.SetInterOpNumThreads(1); err != nil {
 		return nil, fmt.Errorf("set inter-op threads: %w", err)
+	}
+	if !spin {
+		if err := opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
+			return nil, fmt.Errorf("turn intra-op spinning off: %w", err)
+		}
 	}
 	if err := appendProvider(opts, provider); err != nil {
 		return nil, fmt.Errorf("load model %q: %w", modelFile, err)

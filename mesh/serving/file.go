@@ -68,6 +68,9 @@ type File struct {
 	// models entries' keys of the same names win).
 	ExecutionProvider string `yaml:"executionProvider"`
 	Batching          string `yaml:"batching"`
+	// ThreadSpinning: ONNX Runtime's intra-op threads spin-wait between
+	// parallel sections (infer.Config.ThreadSpinning). Default false.
+	ThreadSpinning bool `yaml:"threadSpinning"`
 
 	// Several models (see file_models.go); exclusive with modelPath.
 	Models []ModelEntry `yaml:"models"`

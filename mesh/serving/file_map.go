@@ -82,6 +82,7 @@ func (f *File) Engine() infer.Config {
 		ImageStd:            std,
 		ExecutionProvider:   f.ExecutionProvider,
 		Batching:            f.Batching,
+		ThreadSpinning:      f.ThreadSpinning,
 	}
 }
 

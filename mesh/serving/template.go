@@ -84,6 +84,11 @@ onnxruntimeLib: ""
 # onnxruntimeLib); a library without it fails the load, naming what it
 # offers. A models entry may set its own: {name, path, executionProvider}.
 executionProvider: cpu
+# Whether ONNX Runtime's threads spin-wait for work between the parallel
+# parts of a run. Off: they sleep, and leave the cores to decoding, NATS
+# and the doors, which share them. On suits a machine whose cores serve
+# ONNX Runtime alone.
+threadSpinning: false
 # Whether concurrent requests are stacked along dim 0 into one run: auto
 # (when dim 0 of every input and output is dynamic), on (also when an
 # output's is fixed or unknown; refused when an input's is fixed) or off.
