@@ -34,14 +34,17 @@ func (echoPredictor) Predict(_ context.Context, _ string, body []byte) ([]byte, 
 // BenchmarkSubmit measures one request's round trip through the work queue
 // and a Worker (publish, PubAck, pull, Predict, reply, ack). Compare its
 // ns/op with BenchmarkCoreRequest; the target is within about 3x.
+// benchStorages are the stores the benchmarks compare.
+var benchStorages = []struct {
+	name    string
+	storage jetstream.StorageType
+}{
+	{"file", jetstream.FileStorage},
+	{"memory", jetstream.MemoryStorage},
+}
+
 func BenchmarkSubmit(b *testing.B) {
-	for _, tc := range []struct {
-		name    string
-		storage jetstream.StorageType
-	}{
-		{"file", jetstream.FileStorage},
-		{"memory", jetstream.MemoryStorage},
-	} {
+	for _, tc := range benchStorages {
 		b.Run(tc.name, func(b *testing.B) {
 			s := meshtest.StartServer(b)
 			nc := meshtest.Connect(b, s)
@@ -112,13 +115,7 @@ func BenchmarkCoreRequest(b *testing.B) {
 // stream is purged as it fills), file and memory store. A request through
 // the mesh pays this, a delivery to a worker, an ack and the reply.
 func BenchmarkJetStreamPublish(b *testing.B) {
-	for _, tc := range []struct {
-		name    string
-		storage jetstream.StorageType
-	}{
-		{"file", jetstream.FileStorage},
-		{"memory", jetstream.MemoryStorage},
-	} {
+	for _, tc := range benchStorages {
 		b.Run(tc.name, func(b *testing.B) {
 			s := meshtest.StartServer(b)
 			nc := meshtest.Connect(b, s)
