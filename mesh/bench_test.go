@@ -31,9 +31,6 @@ func (echoPredictor) Predict(_ context.Context, _ string, body []byte) ([]byte, 
 	return body, nil
 }
 
-// BenchmarkSubmit measures one request's round trip through the work queue
-// and a Worker (publish, PubAck, pull, Predict, reply, ack). Compare its
-// ns/op with BenchmarkCoreRequest; the target is within about 3x.
 // benchStorages are the stores the benchmarks compare.
 var benchStorages = []struct {
 	name    string
@@ -43,6 +40,9 @@ var benchStorages = []struct {
 	{"memory", jetstream.MemoryStorage},
 }
 
+// BenchmarkSubmit measures one request's round trip through the work queue
+// and a Worker (publish, PubAck, pull, Predict, reply, ack). Compare its
+// ns/op with BenchmarkCoreRequest; the target is within about 3x.
 func BenchmarkSubmit(b *testing.B) {
 	for _, tc := range benchStorages {
 		b.Run(tc.name, func(b *testing.B) {
