@@ -198,6 +198,12 @@ func FuzzDecodeInstances(f *testing.F) {
 
 // resnetBody is one ResNet-50 instance: 3*224*224 = 150,528 numbers.
 func resnetBody() []byte {
+	return imageBody(func(v int) string { return strconv.FormatFloat(float64(v%100000)/997.0, 'g', 7, 32) })
+}
+
+// imageBody is one ResNet-50 instance {"x": [3][224][224]} whose numbers
+// num writes from a pseudo-random v.
+func imageBody(num func(v int) string) []byte {
 	var b strings.Builder
 	b.WriteString(`{"instances":[{"x":[`)
 	v := 0
@@ -216,7 +222,7 @@ func resnetBody() []byte {
 					b.WriteByte(',')
 				}
 				v = (v*1103515245 + 12345) & 0x7fffffff
-				b.WriteString(strconv.FormatFloat(float64(v%100000)/997.0, 'g', 7, 32))
+				b.WriteString(num(v))
 			}
 			b.WriteByte(']')
 		}
@@ -316,32 +322,7 @@ func TestDecodeFloat32Row(t *testing.T) {
 // pixelBody is one ResNet-50 instance of integer pixel values 0 to 255,
 // as the bench's JSON paths send it.
 func pixelBody() []byte {
-	var b strings.Builder
-	b.WriteString(`{"instances":[{"x":[`)
-	v := 0
-	for c := range 3 {
-		if c > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('[')
-		for h := range 224 {
-			if h > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('[')
-			for w := range 224 {
-				if w > 0 {
-					b.WriteByte(',')
-				}
-				v = (v*1103515245 + 12345) & 0x7fffffff
-				b.WriteString(strconv.Itoa(v % 256))
-			}
-			b.WriteByte(']')
-		}
-		b.WriteByte(']')
-	}
-	b.WriteString(`]}]}`)
-	return []byte(b.String())
+	return imageBody(func(v int) string { return strconv.Itoa(v % 256) })
 }
 
 func BenchmarkDecodeInstancesPixels(b *testing.B) {
