@@ -44,6 +44,22 @@ func traceInMemory(t *testing.T, detail string) *tracetest.InMemoryExporter {
 	return mem
 }
 
+// tracedMesh starts a mesh whose spans, at trace detail detail, go to the
+// returned exporter: a server, a worker of job on the real engine
+// (add_f32) and the NATS door, each on its own connection; caller is a
+// connection to call the door on.
+func tracedMesh(t *testing.T, detail string) (mem *tracetest.InMemoryExporter, caller *nats.Conn, job string) {
+	t.Helper()
+	infertest.RequireLibrary(t)
+	mem = traceInMemory(t, detail)
+	s := meshtest.StartServer(t)
+	job = "traced"
+	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
+	ensure(t, meshtest.Connect(t, s), cfg.Stream)
+	runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
+	return mem, serveNATS(t, s, job), job
+}
+
 // TestTraceCrossesTheMesh sends one request with a caller's traceparent
 // through the NATS door, JetStream and a worker running the real engine,
 // each on its own connection, at trace detail stages, and checks the
@@ -51,27 +67,10 @@ func traceInMemory(t *testing.T, detail string) *tracetest.InMemoryExporter {
 // reply), with the batch span linked to the worker's span and the ONNX
 // Runtime run under the batch.
 func TestTraceCrossesTheMesh(t *testing.T) {
-	infertest.RequireLibrary(t)
-	mem := traceInMemory(t, telemetry.TraceDetailStages)
+	mem, caller, job := tracedMesh(t, telemetry.TraceDetailStages)
 
-	s := meshtest.StartServer(t)
-	job := "traced"
-	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
-	ensure(t, meshtest.Connect(t, s), cfg.Stream)
-	runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
-	caller := serveNATS(t, s, job)
-
-	// The caller's own span, propagated as a W3C traceparent header.
-	ctx, callerSpan := otel.Tracer("test").Start(context.Background(), "caller")
-	msg := nats.NewMsg(mesh.PredictSubject(job))
-	msg.Data = []byte(`{"instances":[{"x":[1,2,3,4]}]}`)
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(msg.Header))
-	reply, err := caller.RequestMsg(msg, 10*time.Second)
-	callerSpan.End()
-	if err != nil || reply.Header.Get("Nats-Service-Error") != "" {
-		t.Fatalf("request: %v %v", err, reply.Header)
-	}
-	traceID := callerSpan.SpanContext().TraceID()
+	callerSC := tracedRequest(t, caller, job)
+	traceID := callerSC.TraceID()
 
 	var spans tracetest.SpanStubs
 	meshtest.WaitFor(t, "spans", func() bool {
@@ -95,7 +94,7 @@ func TestTraceCrossesTheMesh(t *testing.T) {
 		parent   trace.SpanContext
 		wantKind trace.SpanKind
 	}{
-		{telemetry.SpanDoorNATS, door, callerSpan.SpanContext(), trace.SpanKindServer},
+		{telemetry.SpanDoorNATS, door, callerSC, trace.SpanKindServer},
 		{telemetry.SpanPublish, pub, door.SpanContext, trace.SpanKindProducer},
 		{telemetry.SpanQueueWait, queue, pub.SpanContext, trace.SpanKindInternal},
 		{telemetry.SpanProcess, proc, pub.SpanContext, trace.SpanKindConsumer},
@@ -178,30 +177,9 @@ func checkSampledOut(t *testing.T, mem *tracetest.InMemoryExporter, caller *nats
 // and the batch; the stage and messaging spans (publish, queue wait,
 // decode, infer batch, onnxruntime run, encode, reply) are not recorded.
 func TestTraceRequestDetail(t *testing.T) {
-	infertest.RequireLibrary(t)
-	mem := traceInMemory(t, telemetry.TraceDetailRequest)
-	s := meshtest.StartServer(t)
-	job := "traced"
-	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
-	ensure(t, meshtest.Connect(t, s), cfg.Stream)
-	runWorker(t, meshtest.Connect(t, s), cfg, newPredictor(t, "add_f32"))
-	caller := serveNATS(t, s, job)
+	mem, caller, job := tracedMesh(t, telemetry.TraceDetailRequest)
 
-	request := func() trace.SpanContext {
-		ctx, callerSpan := otel.Tracer("test").Start(context.Background(), "caller")
-		msg := nats.NewMsg(mesh.PredictSubject(job))
-		msg.Data = []byte(`{"instances":[{"x":[1,2,3,4]}]}`)
-		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(msg.Header))
-		reply, err := caller.RequestMsg(msg, 10*time.Second)
-		callerSpan.End()
-		if err != nil || reply.Header.Get("Nats-Service-Error") != "" {
-			t.Fatalf("request: %v %v", err, reply.Header)
-		}
-		if got, want := predictionData(t, reply.Data), []float32{3, 5, 7, 9}; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("answer: got %v, want %v", got, want)
-		}
-		return callerSpan.SpanContext()
-	}
+	request := func() trace.SpanContext { return tracedRequest(t, caller, job) }
 	caller1 := request()
 	// A second request: its spans end after the first request's batch
 	// ran, so a stage span of the first would be there by then.
@@ -259,4 +237,24 @@ func find(spans tracetest.SpanStubs, name string) *tracetest.SpanStub {
 		}
 	}
 	return nil
+}
+
+// tracedRequest sends one request to job's NATS door on caller under a
+// caller's own span, propagated as a W3C traceparent header, checks the
+// answer of add_f32 and returns the caller span's context.
+func tracedRequest(t *testing.T, caller *nats.Conn, job string) trace.SpanContext {
+	t.Helper()
+	ctx, callerSpan := otel.Tracer("test").Start(context.Background(), "caller")
+	msg := nats.NewMsg(mesh.PredictSubject(job))
+	msg.Data = []byte(`{"instances":[{"x":[1,2,3,4]}]}`)
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(msg.Header))
+	reply, err := caller.RequestMsg(msg, 10*time.Second)
+	callerSpan.End()
+	if err != nil || reply.Header.Get("Nats-Service-Error") != "" {
+		t.Fatalf("request: %v %v", err, reply.Header)
+	}
+	if got, want := predictionData(t, reply.Data), []float32{3, 5, 7, 9}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("answer: got %v, want %v", got, want)
+	}
+	return callerSpan.SpanContext()
 }
