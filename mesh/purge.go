@@ -28,8 +28,12 @@ import (
 // settled a quarter of a partition's limit since its last purge.
 
 // purgeEvery is how often a worker purges the answered records of the
-// partitions it consumes.
-const purgeEvery = time.Second
+// partitions it consumes, while it settles records and for
+// purgeRoundsAfterSettle ticks after the last.
+const (
+	purgeEvery             = time.Second
+	purgeRoundsAfterSettle = 2
+)
 
 // purger purges a job's work partitions below the workers consumer's ack
 // floor. One runs per worker; several workers purging the same partition
@@ -43,7 +47,11 @@ type purger struct {
 	// last wake, and their bytes; at either threshold it wakes the purger.
 	settles, bytes       atomic.Int64
 	maxSettles, maxBytes int64
-	n                    int // partitions
+	// rounds is how many more ticks purge: set by each settle, so that
+	// an idle worker asks the server nothing, and the round after the
+	// last settle catches acks the server applied late.
+	rounds atomic.Int32
+	n      int // partitions
 }
 
 // newPurger returns a purger of the n work partitions of cfg's job that
@@ -67,7 +75,8 @@ func newPurger(js jetstream.JetStream, cfg StreamConfig, n int, causes *causeLog
 	}
 }
 
-// run purges every purgeEvery, or when kicked, until ctx ends.
+// run purges every purgeEvery while records are settled, or when kicked,
+// until ctx ends.
 func (p *purger) run(ctx context.Context) {
 	t := time.NewTicker(purgeEvery)
 	defer t.Stop()
@@ -76,6 +85,10 @@ func (p *purger) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if p.rounds.Load() <= 0 {
+				continue
+			}
+			p.rounds.Add(-1)
 		case <-p.kick:
 		}
 		for i := range p.n {
@@ -91,6 +104,7 @@ func (p *purger) run(ctx context.Context) {
 // terminated), and asks for a purge once enough were since the last one.
 // It never blocks.
 func (p *purger) settled(size int) {
+	p.rounds.Store(purgeRoundsAfterSettle)
 	if p.settles.Add(1) < p.maxSettles && p.bytes.Add(int64(size)) < p.maxBytes {
 		return
 	}
