@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // waitQueueLen polls job's work queue until it holds want messages.
@@ -116,4 +117,37 @@ func TestUnansweredRecordsKept(t *testing.T) {
 	waitQueueLen(t, js, "kept", 0)
 	stopQuick()
 	stop()
+}
+
+// TestWorkQueueStreamKept: a work partition an older version made with
+// work-queue retention stays as it is (nats-server cannot change a
+// stream's retention to or from work queue), and the job serves on it.
+func TestWorkQueueStreamKept(t *testing.T) {
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
+	js := newJS(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:      mesh.StreamName("old"),
+		Subjects:  []string{mesh.PartitionSubject("old", 0)},
+		Retention: jetstream.WorkQueuePolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mesh.StreamConfig{Job: "old"}
+	ensure(t, nc, cfg)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: cfg}, newFake())
+	res, err := newClient(t, nc).Submit(ctx, "old", mesh.Request{Body: []byte("x")})
+	if err != nil || string(res.Body) != "X" {
+		t.Fatalf("Submit: %q, %v; want \"X\"", res.Body, err)
+	}
+	st, err := js.Stream(ctx, mesh.StreamName("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.Retention; got != jetstream.WorkQueuePolicy {
+		t.Errorf("retention %v, want the work queue it was made with", got)
+	}
+	waitQueueLen(t, js, "old", 0) // its ack deleted the record
 }
