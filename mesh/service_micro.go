@@ -150,6 +150,18 @@ func (s *microService) count(e *microEndpoint, took time.Duration, err error) {
 	}
 }
 
+// failed records that the reply of a request counted already could not be
+// sent: its error is the last one, and counts as one unless the request
+// was counted as an error reply already.
+func (s *microService) failed(e *microEndpoint, err error, wasError bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.stats.LastError = err.Error()
+	if !wasError {
+		e.stats.NumErrors++
+	}
+}
+
 // stop drains the endpoints, so that no new request reaches the handler,
 // waits up to wait for the requests already delivered to reach it, and
 // unsubscribes the PING, INFO and STATS subjects. A closed connection is
@@ -207,9 +219,23 @@ type microRequest struct {
 
 var _ micro.Request = (*microRequest)(nil)
 
-func (r *microRequest) done(err error) {
-	if r.counted.CompareAndSwap(false, true) {
-		r.svc.count(r.ep, time.Since(r.start), err)
+// done counts the request once, with err its error reply (nil: a
+// success). It runs before the reply leaves, so that a caller who has its
+// answer never reads $SRV.STATS without it; sent then reports a reply that
+// could not be sent.
+func (r *microRequest) done(err error) bool {
+	if !r.counted.CompareAndSwap(false, true) {
+		return false
+	}
+	r.svc.count(r.ep, time.Since(r.start), err)
+	return true
+}
+
+// sent records a reply that failed to go out (err) for a request done
+// counted already (counted), as an error reply already when isErr.
+func (r *microRequest) sent(counted, isErr bool, err error) {
+	if counted && err != nil {
+		r.svc.failed(r.ep, err, isErr)
 	}
 }
 
@@ -219,11 +245,12 @@ func (r *microRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
 	for _, opt := range opts {
 		opt(m)
 	}
+	counted := r.done(nil)
 	err := r.msg.RespondMsg(m)
 	if err != nil {
 		err = fmt.Errorf("%w: %s", micro.ErrRespond, err)
 	}
-	r.done(err)
+	r.sent(counted, false, err)
 	return err
 }
 
@@ -250,12 +277,10 @@ func (r *microRequest) Error(code, description string, data []byte, opts ...micr
 		opt(m)
 	}
 	m.Data = data
-	if err := r.msg.RespondMsg(m); err != nil {
-		r.done(err)
-		return err
-	}
-	r.done(fmt.Errorf("%s:%s", code, description))
-	return nil
+	counted := r.done(fmt.Errorf("%s:%s", code, description))
+	err := r.msg.RespondMsg(m)
+	r.sent(counted, true, err)
+	return err
 }
 
 func (r *microRequest) Data() []byte           { return r.msg.Data }
