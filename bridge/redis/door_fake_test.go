@@ -320,8 +320,15 @@ func TestFailingEntryDoesNotHoldItsBlock(t *testing.T) {
 func TestMeshAwayHoldsTwoBlocks(t *testing.T) {
 	f := newFlakyMesh(func(mesh.Request) bool { return true })
 	rdb, logs := runFastDoor(t, redis.Config{Job: "away", Batch: 4, Timeout: 100 * time.Millisecond}, f)
-	for i := range 20 {
-		enqueue(t, rdb, "away", fmt.Sprint("u", i), "data", false)
+	// All 20 at once (MULTI): added one by one, the door could read a
+	// block of fewer than 4 between them, and hold other than two blocks.
+	if _, err := rdb.TxPipelined(context.Background(), func(p goredis.Pipeliner) error {
+		for i := range 20 {
+			p.XAdd(context.Background(), &goredis.XAddArgs{Stream: "away", Values: []any{"uri", fmt.Sprint("u", i), "data", "data"}})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	meshtest.WaitFor(t, "several retries of the first block", func() bool { return f.triesOf("u0") > 50 })
 	healAndServe(t, f, rdb, "away", 8, 20) // two blocks of 4 held
