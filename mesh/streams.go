@@ -190,13 +190,6 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, cfg StreamConf
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  DuplicateWindow,
 	}
-	if st, err := js.Stream(ctx, work.Name); err == nil && st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
-		// Made by an older version. nats-server cannot change a stream's
-		// retention to or from work queue, and a work-queue stream works
-		// the same, only slower: keep it. Deleting the job's streams while
-		// nothing is queued gives the new kind.
-		work.Retention = jetstream.WorkQueuePolicy
-	}
 	if err := ensureStream(ctx, js, work); err != nil {
 		return err
 	}
@@ -247,6 +240,14 @@ func share(limit int64, n int) int64 {
 // file store (go test -race, CI).
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
 	st, err := js.Stream(ctx, cfg.Name)
+	if err == nil && st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
+		// A work partition an older version made. nats-server cannot
+		// change a stream's retention to or from work queue, and a
+		// work-queue stream works the same, only slower (see purge.go):
+		// keep it. Deleting the job's streams while nothing is queued
+		// gives the new kind.
+		cfg.Retention = jetstream.WorkQueuePolicy
+	}
 	switch {
 	case err == nil && sameStream(st.CachedInfo().Config, cfg):
 		return nil

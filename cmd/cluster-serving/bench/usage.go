@@ -33,6 +33,12 @@ func (u usage) sub(v usage) usage {
 		u.queueWait - v.queueWait, u.serverCPU - v.serverCPU, u.benchCPU - v.benchCPU, u.redisCPU - v.redisCPU}
 }
 
+// procCPU is process pid's user+system CPU so far.
+func procCPU(pid int) (time.Duration, error) {
+	ticks, err := cpuTicks(pid)
+	return time.Duration(ticks) * 10 * time.Millisecond, err // USER_HZ
+}
+
 // selfCPU is this process's user+system CPU so far.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -48,15 +54,13 @@ func selfCPU() time.Duration {
 // its CPU time, this process's and rs's.
 func (c *child) readUsage(metricsURL string, rs *redisServer) (usage, error) {
 	var u usage
-	ticks, err := cpuTicks(c.cmd.Process.Pid)
-	if err != nil {
+	var err error
+	if u.serverCPU, err = procCPU(c.cmd.Process.Pid); err != nil {
 		return u, err
 	}
-	u.serverCPU = time.Duration(ticks) * 10 * time.Millisecond // USER_HZ
-	if ticks, err = cpuTicks(rs.cmd.Process.Pid); err != nil {
+	if u.redisCPU, err = procCPU(rs.cmd.Process.Pid); err != nil {
 		return u, err
 	}
-	u.redisCPU = time.Duration(ticks) * 10 * time.Millisecond
 	u.benchCPU = selfCPU()
 	resp, err := http.Get(metricsURL)
 	if err != nil {
@@ -128,13 +132,9 @@ type cpuSnap struct{ server, redis, bench time.Duration }
 // snapCPU reads c's, rs's (nil: none) and this process's CPU time.
 func snapCPU(c *child, rs *redisServer) cpuSnap {
 	var s cpuSnap
-	if t, err := cpuTicks(c.cmd.Process.Pid); err == nil {
-		s.server = time.Duration(t) * 10 * time.Millisecond // USER_HZ
-	}
+	s.server, _ = procCPU(c.cmd.Process.Pid) // 0 when unreadable
 	if rs != nil {
-		if t, err := cpuTicks(rs.cmd.Process.Pid); err == nil {
-			s.redis = time.Duration(t) * 10 * time.Millisecond
-		}
+		s.redis, _ = procCPU(rs.cmd.Process.Pid)
 	}
 	s.bench = selfCPU()
 	return s
