@@ -306,6 +306,53 @@ func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSub
 	return err
 }
 
+// Forward stores req in job's work queue with its answer going straight
+// from the worker to replyTo, a NATS caller's reply subject, as a micro
+// reply (ReplyFormMicro): the NATS door's path. It returns once the
+// request is stored; received is when the door took it. ctx's deadline
+// bounds the store and becomes the request's deadline (Cs-Deadline), as
+// in Submit. Errors are Submit's before the answer: ErrDuplicate,
+// ErrQueueFull, ErrUnavailable, ErrClosed, wire.ErrTooLarge.
+//
+// The door is not on the way back. That saves a request two of its ten
+// crossings of NATS (the worker's reply to the door and the door's reply
+// to the caller) and means a request, once stored, no longer depends on
+// the door's process: a door killed after Forward returned loses nothing.
+// A record run twice (its worker died before the ack) is answered twice;
+// a caller's request-reply takes the first answer and drops the second,
+// as it did when the door's inbox dropped it.
+func (c *Client) Forward(ctx context.Context, job string, req Request, replyTo string, received time.Time) error {
+	if err := checkRequest(job, req); err != nil {
+		return err
+	}
+	if replyTo == "" {
+		return fmt.Errorf("%w: no reply subject to forward the answer to", ErrInvalidConfig)
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	ctx, span := c.startPublish(ctx, job, req)
+	m := workMsg(ctx, job, req)
+	m.Header.Set(HeaderReplyTo, replyTo)
+	m.Header.Set(HeaderReplyForm, ReplyFormMicro)
+	m.Header.Set(HeaderReceived, strconv.FormatInt(received.UnixNano(), 10))
+	st, err := c.store(ctx, job, req, m)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("mesh: forward to %s: %w", job, err)
+	case st.ack.Duplicate && !st.retried:
+		// Another request with this id is queued; its caller gets the answer.
+		err = fmt.Errorf("mesh: forward to %s: %w: %s", job, ErrDuplicate, req.MsgID)
+	}
+	telemetry.EndSpan(span, err)
+	return err
+}
+
 // Close unsubscribes the reply inbox and ends pending Submits with
 // ErrClosed. It is idempotent and does not close the connection.
 func (c *Client) Close() error {
@@ -340,7 +387,7 @@ func workMsg(ctx context.Context, job string, req Request) *nats.Msg {
 	for k, v := range req.Header {
 		m.Header[k] = v
 	}
-	for _, k := range []string{HeaderURI, HeaderContentType, HeaderReplyTo, HeaderResultTo, HeaderDeadline, HeaderStatus, HeaderError} {
+	for _, k := range []string{HeaderURI, HeaderContentType, HeaderReplyTo, HeaderReplyForm, HeaderReceived, HeaderResultTo, HeaderDeadline, HeaderStatus, HeaderError} {
 		m.Header.Del(k)
 	}
 	ct := req.ContentType

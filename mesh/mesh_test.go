@@ -466,15 +466,13 @@ func TestSlowPredictKeptInProgress(t *testing.T) {
 func TestServiceBusyAndJobs(t *testing.T) {
 	s := meshtest.StartServer(t)
 	nc := meshtest.Connect(t, s)
-	stuck := newFake()
-	stuck.block = make(chan struct{})
-	stuck.started = make(chan struct{}, 1)
-	for _, job := range []string{"one", "two"} {
-		sc := mesh.StreamConfig{Job: job}
-		ensure(t, nc, sc)
-		runWorker(t, nc, mesh.WorkerConfig{Stream: sc, ShutdownGrace: 50 * time.Millisecond}, stuck)
-	}
-	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 5 * time.Second})
+	// Job "one" has its stream and a worker; job "two" has neither, so a
+	// request for it holds the door's only slot while the door retries the
+	// store, until RequestTimeout.
+	sc := mesh.StreamConfig{Job: "one"}
+	ensure(t, nc, sc)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
+	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
@@ -500,22 +498,23 @@ func TestServiceBusyAndJobs(t *testing.T) {
 			t.Errorf("endpoint %d: got %s %s %v, want %s %s job=%s", i, e.Name, e.Subject, e.Metadata, mesh.EndpointName, mesh.PredictSubject(job), job)
 		}
 	}
+	if m, err := caller.Request(mesh.PredictSubject("one"), []byte("free"), 10*time.Second); err != nil || string(m.Data) != "FREE" {
+		t.Fatalf("request with the slot free: got %v, %v; want FREE", m, err)
+	}
 
-	first := make(chan error, 1)
+	stuck := make(chan *nats.Msg, 1)
 	go func() {
-		_, err := caller.Request(mesh.PredictSubject("one"), []byte("slow"), 10*time.Second)
-		first <- err
+		m, err := caller.Request(mesh.PredictSubject("two"), []byte("nowhere"), 10*time.Second)
+		if err != nil {
+			t.Errorf("request for a job without a stream: %v", err)
+		}
+		stuck <- m
 	}()
-	<-stuck.started // the only slot is taken
-	m, err := caller.Request(mesh.PredictSubject("two"), []byte("next"), 5*time.Second)
-	if err != nil {
-		t.Fatalf("Request: %v", err)
-	}
-	if got, want := m.Header.Get("Nats-Service-Error-Code"), "503"; got != want {
-		t.Errorf("got code %q, want %q", got, want)
-	}
-	close(stuck.block)
-	if err := <-first; err != nil {
-		t.Errorf("first request: got %v, want nil", err)
+	meshtest.WaitFor(t, "a 503 while the only slot is taken", func() bool {
+		m, err := caller.Request(mesh.PredictSubject("one"), []byte("next"), 5*time.Second)
+		return err == nil && m.Header.Get("Nats-Service-Error-Code") == "503" && strings.Contains(m.Header.Get("Nats-Service-Error"), "busy")
+	})
+	if m := <-stuck; m == nil || m.Header.Get("Nats-Service-Error-Code") != "503" {
+		t.Errorf("request for a job without a stream: got %v, want a 503 once RequestTimeout passed", m)
 	}
 }

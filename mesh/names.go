@@ -40,6 +40,15 @@ const (
 	HeaderContentType = "Cs-Content-Type"
 	// HeaderReplyTo is the core NATS subject a synchronous caller waits on.
 	HeaderReplyTo = "Cs-Reply-To"
+	// HeaderReplyForm says how the worker writes its reply to
+	// Cs-Reply-To: absent, a result message (Cs-Status, Cs-Error, the
+	// body) that a Client reads; ReplyFormMicro, a NATS micro reply that
+	// the NATS door's caller reads as it is (see Client.Forward).
+	HeaderReplyForm = "Cs-Reply-Form"
+	// HeaderReceived is when the NATS door took a request it forwards,
+	// unix nanoseconds: the worker that answers records the door's request
+	// latency from it.
+	HeaderReceived = "Cs-Received"
 	// HeaderResultTo is a subject under the results stream; the worker
 	// publishes there with a PubAck before it acks the work.
 	HeaderResultTo = "Cs-Result-To"
@@ -54,6 +63,10 @@ const (
 	// HeaderTraceParent and HeaderTraceState are W3C trace context, passed through untouched.
 	HeaderTraceParent = "traceparent"
 	HeaderTraceState  = "tracestate"
+	// ReplyFormMicro is HeaderReplyForm's value for a micro reply: the body
+	// alone on success; on error no body and micro's
+	// Nats-Service-Error-Code (the status) and Nats-Service-Error headers.
+	ReplyFormMicro = "micro"
 	// HeaderContentTypeHTTP is the content type header of micro requests.
 	HeaderContentTypeHTTP = "Content-Type"
 	// DefaultContentType is used when a request names none.

@@ -3,11 +3,13 @@ package mesh
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
@@ -51,6 +53,23 @@ func resultMsg(subject string, work nats.Header, status int, body []byte, errMsg
 		}
 	}
 	return m
+}
+
+// microReply builds the reply a NATS door's caller reads (ReplyFormMicro):
+// the body alone on success, as micro.Request.Respond sends it; an error
+// as micro.Request.Error does, the status in Nats-Service-Error-Code and
+// the message in Nats-Service-Error, without a body.
+func microReply(subject string, status int, body []byte, errMsg string) *nats.Msg {
+	if status == wire.StatusOK {
+		return &nats.Msg{Subject: subject, Data: body}
+	}
+	if errMsg == "" {
+		errMsg = http.StatusText(status)
+	}
+	return &nats.Msg{Subject: subject, Header: nats.Header{
+		micro.ErrorCodeHeader: {strconv.Itoa(status)},
+		micro.ErrorHeader:     {oneLine(errMsg)},
+	}}
 }
 
 // parseResult reads a result message. A missing or unreadable status is 500.

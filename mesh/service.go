@@ -33,10 +33,13 @@ type ServiceConfig struct {
 	Jobs []string
 	// Version is the micro service version (SemVer). Default 0.0.0.
 	Version string
-	// MaxConcurrent bounds requests in flight; beyond it requests get
-	// micro error 503 "busy". Default 1024.
+	// MaxConcurrent bounds requests the door is storing at once; beyond it
+	// requests get micro error 503 "busy". Once stored, the work queue's
+	// limits bound them (queueMaxMsgs: 503 "queue full"). Default 1024.
 	MaxConcurrent int
-	// RequestTimeout bounds each request, in flight or at shutdown. Default 30s.
+	// RequestTimeout bounds storing each request and is its deadline
+	// (Cs-Deadline): a worker answers 504 unrun once it has passed.
+	// Default 30s.
 	RequestTimeout time.Duration
 	// Metrics counts requests at this door; nil records none.
 	Metrics *telemetry.Metrics
@@ -68,16 +71,23 @@ func (c ServiceConfig) Validate() error {
 // one mesh that disagreed on it would each answer every request.
 const ServiceQueueGroup = micro.DefaultQueueGroup
 
+// errNoReply is the error a publish to a predict subject is counted
+// with: it has no reply subject, so nobody could read its answer.
+var errNoReply = errors.New("no reply subject: send a request, not a publish")
+
 // Service is the NATS door: one instance of micro service
 // "cluster-serving" with one "predict" endpoint per job, in queue group
-// ServiceQueueGroup. Its $SRV.STATS count every reply when it goes out,
-// error replies in num_errors (see microService). Any number of processes
-// may run it side by side: the handler only submits to the work queue
-// through a Client, which any process can do. The caller's request waits
-// in the process that took it: a process killed hard loses the requests it
-// holds (their callers time out), one stopped gently answers them first.
-// Each request is submitted in its own goroutine so the subscription never
-// blocks. Run it once; ID is safe for concurrent use.
+// ServiceQueueGroup. It stores each request in the work queue with the
+// caller's reply subject (Client.Forward), and the worker that runs it
+// answers the caller: the door is not on the way back. Its $SRV.STATS count
+// a request when it is stored or refused; a refusal (busy, queue full, a
+// duplicate id, no reply subject) counts in num_errors (see microService);
+// what workers answer is in their stats and metrics. Any number of
+// processes may run it side by side. A request depends on the process that
+// took it only until it is stored: one killed hard loses the requests it
+// had not stored yet (their callers time out), one stopped gently stores
+// them first. Each request is stored from its own goroutine so the
+// subscription never blocks. Run it once; ID is safe for concurrent use.
 type Service struct {
 	nc  *nats.Conn
 	c   *Client
@@ -112,7 +122,7 @@ func (s *Service) Run(ctx context.Context) error {
 	sem := make(chan struct{}, s.cfg.MaxConcurrent)
 	var wg sync.WaitGroup
 	for _, job := range s.cfg.Jobs {
-		h := func(req micro.Request) {
+		h := func(req *microRequest) {
 			select {
 			case sem <- struct{}{}:
 			default:
@@ -162,8 +172,8 @@ func (s *Service) ID() string {
 	return ""
 }
 
-func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
-	start := time.Now()
+func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
+	start := req.start
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	hdr := req.Headers()
@@ -174,9 +184,12 @@ func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
 		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job))
 	}
 	status := wire.StatusOK
+	forwarded := false
 	defer func() {
 		endStatusSpan(span, status)
-		s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(status), time.Since(start))
+		if !forwarded {
+			s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(status), time.Since(start))
+		}
 	}()
 	r := Request{
 		ContentType: hdr.Get(HeaderContentTypeHTTP),
@@ -184,9 +197,20 @@ func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
 		URI:         hdr.Get(HeaderURI),
 		MsgID:       hdr.Get(HeaderMsgID),
 	}
-	res, err := s.c.Submit(ctx, job, r)
+	if req.Reply() == "" {
+		// A publish, not a request: nobody could read the answer, so the
+		// model does not run for it.
+		status = wire.StatusBadInput
+		span.RecordError(errNoReply)
+		req.done(fmt.Errorf("%d:%w", status, errNoReply))
+		return
+	}
+	err := s.c.Forward(ctx, job, r, req.Reply(), start)
 	if err == nil {
-		_ = req.Respond(res.Body)
+		// Stored: the worker answers the caller and records the request's
+		// outcome in its metrics (Client.Forward); this door is done.
+		forwarded = true
+		req.forwarded()
 		return
 	}
 	span.RecordError(err)
@@ -199,7 +223,7 @@ func (s *Service) serve(ctx context.Context, job string, req micro.Request) {
 	case errors.Is(err, ErrQueueFull):
 		msg = "queue full"
 	case errors.Is(err, context.DeadlineExceeded):
-		msg = "timed out waiting for a worker"
+		msg = "timed out queueing the request"
 	}
 	_ = req.Error(strconv.Itoa(status), msg, nil)
 }

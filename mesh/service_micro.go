@@ -89,7 +89,7 @@ func addMicroService(nc *nats.Conn, name, version, desc string) (*microService, 
 // addEndpoint serves subject in queue group queue with h. h may answer
 // after it returns, from any goroutine; the endpoint's stats count the
 // request when it does.
-func (s *microService) addEndpoint(name, subject, queue string, metadata map[string]string, h func(micro.Request)) error {
+func (s *microService) addEndpoint(name, subject, queue string, metadata map[string]string, h func(*microRequest)) error {
 	e := &microEndpoint{
 		info:  micro.EndpointInfo{Name: name, Subject: subject, QueueGroup: queue, Metadata: metadata},
 		stats: micro.EndpointStats{Name: name, Subject: subject, QueueGroup: queue},
@@ -230,6 +230,10 @@ func (r *microRequest) done(err error) bool {
 	r.svc.count(r.ep, time.Since(r.start), err)
 	return true
 }
+
+// forwarded counts the request as a success now, without a reply: its
+// answer goes from the worker straight to the caller (Client.Forward).
+func (r *microRequest) forwarded() { r.done(nil) }
 
 // sent records a reply that failed to go out (err) for a request done
 // counted already (counted), as an error reply already when isErr.

@@ -12,18 +12,18 @@ import (
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
-// TestServiceStatsCountErrorReplies: the door answers from a goroutine of
-// its own, after the subscription's callback returned; $SRV.STATS still
-// counts each reply when it goes out, an error reply in num_errors and
-// last_error, with the time the request took (the worker's included).
-func TestServiceStatsCountErrorReplies(t *testing.T) {
+// TestServiceStatsCountForwardsAndRefusals: the door forwards a request to
+// the work queue and the worker answers the caller (Client.Forward), so
+// $SRV.STATS count each request the door took, when it is stored or
+// refused; the door's refusals (here a publish without a reply subject)
+// count in num_errors and last_error. An error the worker answers (a bad
+// body: 400) reaches the caller as a micro error reply all the same.
+func TestServiceStatsCountForwardsAndRefusals(t *testing.T) {
 	s := meshtest.StartServer(t)
 	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "stats"}
 	ensure(t, nc, sc)
-	slow := newFake()
-	slow.delay = 20 * time.Millisecond
-	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, slow)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
 	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"stats"}})
 	if err != nil {
 		t.Fatal(err)
@@ -32,34 +32,39 @@ func TestServiceStatsCountErrorReplies(t *testing.T) {
 	caller := meshtest.Connect(t, s)
 	meshtest.WaitFor(t, "the door", func() bool { return svc.ID() != "" })
 
-	if m, err := caller.Request(mesh.PredictSubject("stats"), []byte("good"), 10*time.Second); err != nil || string(m.Data) != "GOOD" {
-		t.Fatalf("good request: got %v, %v; want GOOD", m, err)
+	if m, err := caller.Request(mesh.PredictSubject("stats"), []byte("good"), 10*time.Second); err != nil || string(m.Data) != "GOOD" || len(m.Header) != 0 {
+		t.Fatalf("good request: got %v, %v; want GOOD and no headers", m, err)
 	}
 	m, err := caller.Request(mesh.PredictSubject("stats"), []byte("bad body"), 10*time.Second)
-	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "400" {
-		t.Fatalf("bad request: got %v, %v; want a 400 error reply", m, err)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "400" || !strings.Contains(m.Header.Get(micro.ErrorHeader), "bad payload") || len(m.Data) != 0 {
+		t.Fatalf("bad request: got %v, %v; want a 400 error reply saying bad payload", m, err)
+	}
+	if err := caller.Publish(mesh.PredictSubject("stats"), []byte("no reply")); err != nil {
+		t.Fatal(err)
 	}
 
 	for _, subj := range []string{"$SRV.STATS." + mesh.ServiceName, "$SRV.STATS." + mesh.ServiceName + "." + svc.ID()} {
-		m, err = caller.Request(subj, nil, 5*time.Second)
-		if err != nil {
-			t.Fatalf("%s: %v", subj, err)
+		var e *micro.EndpointStats
+		meshtest.WaitFor(t, subj+" counting 3 requests", func() bool {
+			m, err = caller.Request(subj, nil, 5*time.Second)
+			if err != nil {
+				t.Fatalf("%s: %v", subj, err)
+			}
+			var st micro.Stats
+			if err := json.Unmarshal(m.Data, &st); err != nil || st.Type != micro.StatsResponseType || len(st.Endpoints) != 1 {
+				t.Fatalf("%s: got %s (%v), want micro stats of one endpoint", subj, m.Data, err)
+			}
+			e = st.Endpoints[0]
+			return e.NumRequests >= 3
+		})
+		if e.Name != mesh.EndpointName || e.NumRequests != 3 || e.NumErrors != 1 {
+			t.Errorf("%s: got %s %d requests %d errors, want %s 3 requests 1 error", subj, e.Name, e.NumRequests, e.NumErrors, mesh.EndpointName)
 		}
-		var st micro.Stats
-		if err := json.Unmarshal(m.Data, &st); err != nil || st.Type != micro.StatsResponseType || len(st.Endpoints) != 1 {
-			t.Fatalf("%s: got %s (%v), want micro stats of one endpoint", subj, m.Data, err)
+		if !strings.HasPrefix(e.LastError, "400:") || !strings.Contains(e.LastError, "no reply subject") {
+			t.Errorf("%s: last_error %q, want 400:<no reply subject>", subj, e.LastError)
 		}
-		e := st.Endpoints[0]
-		if e.Name != mesh.EndpointName || e.NumRequests != 2 || e.NumErrors != 1 {
-			t.Errorf("%s: got %s %d requests %d errors, want %s 2 requests 1 error", subj, e.Name, e.NumRequests, e.NumErrors, mesh.EndpointName)
-		}
-		if !strings.HasPrefix(e.LastError, "400:") || !strings.Contains(e.LastError, "bad payload") {
-			t.Errorf("%s: last_error %q, want 400:<the reply's description>", subj, e.LastError)
-		}
-		// Counted when the reply went out: each request waited for the
-		// worker's 20ms.
-		if e.ProcessingTime < 2*slow.delay || e.AverageProcessingTime < slow.delay {
-			t.Errorf("%s: processing time %v (average %v), want at least %v (average %v)", subj, e.ProcessingTime, e.AverageProcessingTime, 2*slow.delay, slow.delay)
+		if e.ProcessingTime <= 0 || e.AverageProcessingTime <= 0 {
+			t.Errorf("%s: processing time %v (average %v), want both above 0", subj, e.ProcessingTime, e.AverageProcessingTime)
 		}
 	}
 

@@ -64,15 +64,17 @@ func TestBatchingReported(t *testing.T) {
 
 // TestNATSDoorStatsCountBadRequests sends a request the model refuses
 // (a row of 2 values for an input of 4) through the NATS door of a real
-// node: the error reply counts in the door's $SRV.STATS.
+// node: the worker answers the caller a 400 itself (Client.Forward), so
+// the failure counts in the worker's stats, and the door's $SRV.STATS
+// count one request taken, without an error of the door's own.
 func TestNATSDoorStatsCountBadRequests(t *testing.T) {
 	cfg := addConfig(t, "bstats", "")
 	cfg.Serve, cfg.Service = true, true
 	r := runReady(t, cfg)
 	nc := r.Conn()
 	m, err := nc.Request(mesh.PredictSubject("bstats"), []byte(`{"instances":[{"x":[1,2]}]}`), 10*time.Second)
-	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "400" {
-		t.Fatalf("bad request: got %v, %v; want a 400 error reply", m, err)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "400" || !strings.Contains(m.Header.Get(micro.ErrorHeader), `"x"`) {
+		t.Fatalf("bad request: got %v, %v; want a 400 error reply about input x", m, err)
 	}
 	m, err = nc.Request("$SRV.STATS."+mesh.ServiceName, nil, 5*time.Second)
 	if err != nil {
@@ -82,7 +84,11 @@ func TestNATSDoorStatsCountBadRequests(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &st); err != nil || len(st.Endpoints) != 1 {
 		t.Fatalf("got %s (%v), want the stats of one endpoint", m.Data, err)
 	}
-	if e := st.Endpoints[0]; e.NumErrors != 1 || !strings.HasPrefix(e.LastError, "400:") || !strings.Contains(e.LastError, `"x"`) {
-		t.Errorf("got num_errors %d last_error %q, want 1 and 400:<what is wrong with input x>", e.NumErrors, e.LastError)
+	if e := st.Endpoints[0]; e.NumRequests != 1 || e.NumErrors != 0 {
+		t.Errorf("door: got %d requests %d errors, want 1 request taken and no error of the door's", e.NumRequests, e.NumErrors)
+	}
+	ws, err := mesh.DiscoverWorkers(context.Background(), nc, 500*time.Millisecond)
+	if err != nil || len(ws) != 1 || ws[0].Stats.Failed != 1 || ws[0].Stats.Processed != 0 {
+		t.Errorf("workers: got %+v, %v; want one worker that failed 1 record", ws, err)
 	}
 }
