@@ -64,6 +64,34 @@ func BenchmarkSubmit(b *testing.B) {
 	}
 }
 
+// BenchmarkNATSDoor measures one request-reply of a NATS caller through
+// the NATS door (Service), the work queue and a Worker that answers the
+// caller directly (Client.Forward), one caller, each on its own
+// connection as in a deployment. Compare its ns/op with
+// BenchmarkCoreRequest (a trivial responder) and BenchmarkSubmit (the
+// door's inbox in the middle, as HTTP has it).
+func BenchmarkNATSDoor(b *testing.B) {
+	s := meshtest.StartServer(b)
+	nc := meshtest.Connect(b, s)
+	sc := mesh.StreamConfig{Job: "bench"}
+	ensure(b, nc, sc)
+	runWorker(b, meshtest.Connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
+	svc, err := mesh.NewService(nc, newClient(b, nc), mesh.ServiceConfig{Jobs: []string{"bench"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	meshtest.Run(b, svc.Run)
+	caller := meshtest.Connect(b, s)
+	meshtest.WaitFor(b, "the door", func() bool { return svc.ID() != "" })
+	body := make([]byte, 256)
+	for b.Loop() {
+		m, err := caller.Request(mesh.PredictSubject("bench"), body, 10*time.Second)
+		if err != nil || len(m.Data) != len(body) {
+			b.Fatalf("request: %v, %v", m, err)
+		}
+	}
+}
+
 // BenchmarkSubmitParallel is BenchmarkSubmit with concurrent callers.
 func BenchmarkSubmitParallel(b *testing.B) {
 	s := meshtest.StartServer(b)
