@@ -472,7 +472,7 @@ func TestServiceBusyAndJobs(t *testing.T) {
 	sc := mesh.StreamConfig{Job: "one"}
 	ensure(t, nc, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
-	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 3 * time.Second})
+	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
@@ -504,17 +504,38 @@ func TestServiceBusyAndJobs(t *testing.T) {
 
 	stuck := make(chan *nats.Msg, 1)
 	go func() {
-		m, err := caller.Request(mesh.PredictSubject("two"), []byte("nowhere"), 10*time.Second)
-		if err != nil {
-			t.Errorf("request for a job without a stream: %v", err)
+		// Refused busy only while a request for "one" is being stored:
+		// ask again until the slot is this request's.
+		for {
+			m, err := caller.Request(mesh.PredictSubject("two"), []byte("nowhere"), 20*time.Second)
+			if err != nil {
+				t.Errorf("request for a job without a stream: %v", err)
+			}
+			if err != nil || !strings.Contains(m.Header.Get("Nats-Service-Error"), "busy") {
+				stuck <- m
+				return
+			}
 		}
-		stuck <- m
 	}()
-	meshtest.WaitFor(t, "a 503 while the only slot is taken", func() bool {
+	// Ask "one" until the door refuses it: once "two" has the slot it
+	// holds it for the whole RequestTimeout.
+	var last string
+	for deadline := time.Now().Add(8 * time.Second); ; {
 		m, err := caller.Request(mesh.PredictSubject("one"), []byte("next"), 5*time.Second)
-		return err == nil && m.Header.Get("Nats-Service-Error-Code") == "503" && strings.Contains(m.Header.Get("Nats-Service-Error"), "busy")
-	})
-	if m := <-stuck; m == nil || m.Header.Get("Nats-Service-Error-Code") != "503" {
-		t.Errorf("request for a job without a stream: got %v, want a 503 once RequestTimeout passed", m)
+		if err == nil && m.Header.Get("Nats-Service-Error-Code") == "503" && strings.Contains(m.Header.Get("Nats-Service-Error"), "busy") {
+			break
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("code %q error %q body %q", m.Header.Get("Nats-Service-Error-Code"), m.Header.Get("Nats-Service-Error"), m.Data)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 503 busy while the only slot is taken; last answer: %s", last)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m := <-stuck; m == nil || m.Header.Get("Nats-Service-Error-Code") != "503" || !strings.Contains(m.Header.Get("Nats-Service-Error"), "unavailable") {
+		t.Errorf("request for a job without a stream: got %v, want a 503 saying the queue is unavailable once RequestTimeout passed", m)
 	}
 }
