@@ -114,10 +114,24 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 		return err
 	}
 	defer closeTriv()
+	closeStored, err := storedResponder(c.url)
+	if err != nil {
+		return err
+	}
+	defer closeStored()
+	storedDo, closeStoredOp, err := natsOp(c.url, storedSubject, tinyBody)
+	if err != nil {
+		return err
+	}
+	defer closeStoredOp()
 	httpDo := httpOp(c.httpURL+"/predict", tinyBody, 32)
 	runLoad(8, time.Second, 500, natsDo) // warm-up
 	runLoad(8, time.Second, 500, httpDo)
 	runLoad(8, time.Second, 500, trivDo)
+	runLoad(8, time.Second, 500, storedDo)
+	storedCPU := snapCPU(c, nil)
+	stored32 := runLoad(32, d, 0, storedDo)
+	storedCPU2 := snapCPU(c, nil)
 	var cpu [4]cpuSnap
 	cpu[0] = snapCPU(c, nil)
 	triv32 := runLoad(32, d, 0, trivDo)
@@ -127,9 +141,12 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 	http32 := runLoad(32, d, 0, httpDo)
 	cpu[3] = snapCPU(c, nil)
 	triv1, nats1, http1 := runLoad(1, d/2, 0, trivDo), runLoad(1, d/2, 0, natsDo), runLoad(1, d/2, 0, httpDo)
+	stored1 := runLoad(1, d/2, 0, storedDo)
 	t := table{r.w}
 	t.row("trivial NATS responder, concurrency 32", triv32)
 	fmt.Fprintf(r.w, "  %s (the responder runs in the bench)\n", perRequest(cpu[0], cpu[1], triv32.n))
+	t.row("trivial stored responder, concurrency 32", stored32)
+	fmt.Fprintf(r.w, "  %s (its door and consumer run in the bench)\n", perRequest(storedCPU, storedCPU2, stored32.n))
 	t.row("NATS door, concurrency 32", nats32)
 	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[1], cpu[2], nats32.n))
 	t.row("HTTP door /predict, concurrency 32", http32)
@@ -137,6 +154,12 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 	t.row("trivial NATS responder, concurrency 1", triv1)
 	t.row("NATS door, concurrency 1", nats1)
 	t.row("HTTP door /predict, concurrency 1", http1)
+	t.row("trivial stored responder, concurrency 1", stored1)
+	fmt.Fprintf(r.w, "trivial stored responder (door → JetStream file store → consumer answers the caller; no model, codec, metric or span)\n")
+	fmt.Fprintf(r.w, "  / trivial responder: req/s at concurrency 32 %.3f, p50 at concurrency 1 %.2fx: the NATS door's ceiling on this server\n",
+		stored32.rate()/triv32.rate(), float64(stored1.pct(0.5))/float64(triv1.pct(0.5)))
+	fmt.Fprintf(r.w, "  NATS door / trivial stored responder: req/s at concurrency 32 %.3f, p50 at concurrency 1 %.2fx\n",
+		nats32.rate()/stored32.rate(), float64(nats1.pct(0.5))/float64(stored1.pct(0.5)))
 	fmt.Fprintf(r.w, "NATS door / trivial responder, req/s at concurrency 32: %.3f (target >= 0.5)\n", nats32.rate()/triv32.rate())
 	fmt.Fprintf(r.w, "NATS door p50 / trivial p50 at concurrency 1:           %.2fx (target <= 1.5x)\n",
 		float64(nats1.pct(0.5))/float64(triv1.pct(0.5)))
