@@ -124,6 +124,12 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 		return err
 	}
 	defer closeStoredOp()
+	storedURL, closeStoredHTTP, err := storedHTTPDoor(c.url)
+	if err != nil {
+		return err
+	}
+	defer closeStoredHTTP()
+	storedHTTPDo := httpOp(storedURL, tinyBody, 32)
 	httpDo := httpOp(c.httpURL+"/predict", tinyBody, 32)
 	runLoad(8, time.Second, 500, natsDo) // warm-up
 	runLoad(8, time.Second, 500, httpDo)
@@ -132,6 +138,8 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 	storedCPU := snapCPU(c, nil)
 	stored32 := runLoad(32, d, 0, storedDo)
 	storedCPU2 := snapCPU(c, nil)
+	runLoad(8, time.Second, 500, storedHTTPDo)
+	storedHTTP32 := runLoad(32, d, 0, storedHTTPDo)
 	var cpu [4]cpuSnap
 	cpu[0] = snapCPU(c, nil)
 	triv32 := runLoad(32, d, 0, trivDo)
@@ -160,6 +168,9 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 		stored32.rate()/triv32.rate(), float64(stored1.pct(0.5))/float64(triv1.pct(0.5)))
 	fmt.Fprintf(r.w, "  NATS door / trivial stored responder: req/s at concurrency 32 %.3f, p50 at concurrency 1 %.2fx\n",
 		nats32.rate()/stored32.rate(), float64(nats1.pct(0.5))/float64(stored1.pct(0.5)))
+	t.row("trivial stored responder over HTTP, conc. 32", storedHTTP32)
+	fmt.Fprintf(r.w, "  / trivial stored responder: %.3f (its door waits for the answer, as the HTTP door must): the HTTP door / NATS door ceiling\n",
+		storedHTTP32.rate()/stored32.rate())
 	fmt.Fprintf(r.w, "NATS door / trivial responder, req/s at concurrency 32: %.3f (target >= 0.5)\n", nats32.rate()/triv32.rate())
 	fmt.Fprintf(r.w, "NATS door p50 / trivial p50 at concurrency 1:           %.2fx (target <= 1.5x)\n",
 		float64(nats1.pct(0.5))/float64(triv1.pct(0.5)))

@@ -3,10 +3,16 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // Names of the stored trivial responder's parts on the serving process's
@@ -117,4 +123,82 @@ func storedResponder(url string) (func(), error) {
 	// The stream stays: it lives and dies with the serving process's store.
 	stops = append(stops, func() { _ = sub.Unsubscribe() })
 	return closeAll, nil
+}
+
+// storedHTTPDoor is storedResponder's door over HTTP, for the same stream
+// and consumer (start storedResponder first): a net/http handler stores
+// the body with a reply subject under its own inbox, waits for the
+// consumer's answer there and writes it back. Beside storedResponder's
+// NATS door it measures what HTTP costs in place of a NATS request when
+// the door, unlike the NATS one, must stay on the way back: the ceiling
+// of the HTTP door ÷ NATS door ratio. It returns the URL to POST to.
+func storedHTTPDoor(url string) (string, func(), error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return "", nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return "", nil, err
+	}
+	prefix := nc.NewInbox()
+	var mu sync.Mutex
+	pending := map[string]chan []byte{}
+	sub, err := nc.Subscribe(prefix+".*", func(m *nats.Msg) {
+		id := strings.TrimPrefix(m.Subject, prefix+".")
+		mu.Lock()
+		ch := pending[id]
+		delete(pending, id)
+		mu.Unlock()
+		if ch != nil {
+			ch <- m.Data
+		}
+	})
+	if err != nil {
+		nc.Close()
+		return "", nil, err
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		id := nuid.Next()
+		ch := make(chan []byte, 1)
+		mu.Lock()
+		pending[id] = ch
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			delete(pending, id)
+			mu.Unlock()
+		}()
+		m := nats.NewMsg(storedWork)
+		m.Data = body
+		m.Header.Set(storedReplyTo, prefix+"."+id)
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		select {
+		case b := <-ch:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(b)
+		case <-ctx.Done():
+			http.Error(w, "no answer", http.StatusGatewayTimeout)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		nc.Close()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/", func() { _ = srv.Close(); nc.Close() }, nil
 }
