@@ -149,6 +149,18 @@ func (r *runner) redisTiny(model string, d time.Duration) error {
 	e2e := runLoad(clients, d, 0, many)
 	after := snapCPU(c, rs)
 	single := runLoad(1, d/2, 0, one)
+	const trivialStream = "bench_trivial"
+	stopTrivial, err := trivialRedisDoor(rs.addr, trivialStream)
+	if err != nil {
+		return err
+	}
+	defer stopTrivial()
+	trivialOp, closeTrivial := redisOp(rs.addr, trivialStream, tinyBody, "stream", 2*time.Millisecond, clients)
+	defer closeTrivial()
+	runLoad(8, time.Second, 500, trivialOp) // warm-up
+	tBefore := snapCPU(c, rs)
+	trivial := runLoad(clients, d, 0, trivialOp)
+	tAfter := snapCPU(c, rs)
 	xadd, err := redisBenchmarkXADD(rs.port)
 	if err != nil {
 		return err
@@ -159,9 +171,53 @@ func (r *runner) redisTiny(model string, d time.Duration) error {
 	t.row(fmt.Sprintf("Redis door, %d clients (XADD, poll, DEL)", clients), e2e)
 	fmt.Fprintf(w, "  %s\n", perRequest(before, after, e2e.n))
 	t.row("Redis door, 1 client, back-to-back polls", single)
+	t.row(fmt.Sprintf("trivial Redis door, %d clients (same polls)", clients), trivial)
+	fmt.Fprintf(w, "  %s (the trivial door runs in the bench)\n", perRequest(tBefore, tAfter, trivial.n))
 	fmt.Fprintf(w, "redis-benchmark XADD, 50 clients: %.0f req/s\n", xadd)
+	fmt.Fprintf(w, "trivial Redis door (XREADGROUP, HSET, XACK+XDEL; no mesh, no model) / XADD rate: %.3f: the Redis door's ceiling\n", trivial.rate()/xadd)
 	fmt.Fprintf(w, "records/s end to end / redis-benchmark XADD rate: %.3f (target >= 0.15)\n", e2e.rate()/xadd)
 	fmt.Fprintf(w, "XADD to readable result, 1 client: p50 %s, p99 %s (target p50 <= 1ms)\n\n",
 		single.pct(0.5).Round(time.Microsecond), single.pct(0.99).Round(time.Microsecond))
 	return nil
+}
+
+// trivialRedisDoor is the least a Redis door can do, with none of the
+// mesh: one goroutine in the bench reads stream's entries in blocks with
+// XREADGROUP, writes each entry's data back as its result (HSET of the
+// result key the clients poll, in one pipeline) and XACKs and XDELs the
+// block. With the same polling clients its rate against XADD's is the
+// ceiling of the Redis door's ratio on these cores: the clients', the
+// polls' and redis-server's own cost. Stop it with the returned func.
+func trivialRedisDoor(addr, stream string) (func(), error) {
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := rdb.XGroupCreateMkStream(ctx, stream, "trivial", "$").Err(); err != nil {
+		cancel()
+		_ = rdb.Close()
+		return nil, fmt.Errorf("trivial Redis door: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			res, err := rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "trivial", Consumer: "c", Streams: []string{stream, ">"},
+				Count: 256, Block: 100 * time.Millisecond}).Result()
+			if err != nil {
+				continue // goredis.Nil: nothing came within the block
+			}
+			p := rdb.Pipeline()
+			var ids []string
+			for _, s := range res {
+				for _, m := range s.Messages {
+					uri, _ := m.Values["uri"].(string)
+					p.HSet(ctx, redis.ResultKey(stream, uri), redis.ResultField, m.Values["data"])
+					ids = append(ids, m.ID)
+				}
+			}
+			p.XAck(ctx, stream, "trivial", ids...)
+			p.XDel(ctx, stream, ids...)
+			_, _ = p.Exec(ctx)
+		}
+	}()
+	return func() { cancel(); <-done; _ = rdb.Close() }, nil
 }
