@@ -47,7 +47,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soakSize, "soak-size", 64, "image side of the memory soak requests (the model takes any H×W; 224 is the full size)")
 	fs.IntVar(&o.soakN, "soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	fs.StringVar(&o.storage, "storage", "file", "queueStorage of the serving process: file or memory")
-	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,redis,resnet,memory")
+	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,redis,resnet,memory (tracing: the tracing rounds of tiny alone)")
 	fs.StringVar(&o.paths, "paths", "", "run only the ResNet paths whose name holds one of these, comma-separated (e.g. NATS,Arrow)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -82,6 +82,11 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	if o.want("tiny") {
 		if err := r.tiny(o.tiny, o.d); err != nil {
 			return fmt.Errorf("tiny model: %w", err)
+		}
+	} else if o.want("tracing") { // the tracing rounds of tiny alone
+		fmt.Fprintf(stdout, "== tiny model (%s), %s per run, tracing only\n", filepath.Base(o.tiny), o.d)
+		if err := r.tinyTracing(o.tiny, o.d); err != nil {
+			return fmt.Errorf("tracing: %w", err)
 		}
 	}
 	if o.want("allocs") {

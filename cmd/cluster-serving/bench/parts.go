@@ -196,6 +196,7 @@ func (r *runner) tinyTracing(model string, d time.Duration) error {
 	}
 	defer recv.Close()
 	dos := make([]op, len(tracingSettings))
+	children := make([]*child, len(tracingSettings))
 	for i, st := range tracingSettings {
 		extra := map[string]string{"threadPerModel": "1"}
 		if st.ratio != "" {
@@ -215,15 +216,16 @@ func (r *runner) tinyTracing(model string, d time.Duration) error {
 		}
 		defer closeDo()
 		runLoad(8, time.Second, 500, do) // warm-up
-		dos[i] = do
+		dos[i], children[i] = do, c
 	}
 	const rounds = 3
-	median := medianRounds(rounds, d/2, dos)
+	median, cpu := medianRounds(rounds, d/2, dos, children)
 	fmt.Fprintf(r.w, "tracing cost: %d rounds of %s per setting, median round\n", rounds, d/2)
 	t := table{r.w}
 	t.header()
 	for i, st := range tracingSettings {
 		t.row(st.name, median[i])
+		fmt.Fprintf(r.w, "  %s (all rounds; the bench's includes the OTLP receiver's)\n", cpu[i])
 	}
 	fmt.Fprintf(r.w, "tracing ratio 1.0 / off:  %.3f (target >= 0.85); spans received %d\n", median[1].rate()/median[0].rate(), recv.Count())
 	fmt.Fprintf(r.w, "tracing ratio 0.01 / off: %.3f (target >= 0.97)\n\n", median[2].rate()/median[0].rate())
@@ -231,20 +233,34 @@ func (r *runner) tinyTracing(model string, d time.Duration) error {
 }
 
 // medianRounds loads each of dos in turn at concurrency 32 for d, rounds
-// times, and returns each one's median round by rate.
-func medianRounds(rounds int, d time.Duration, dos []op) []loadResult {
+// times, and returns each one's median round by rate, and the CPU per
+// request of its serving process (cs[i]) and of this process over all
+// its rounds.
+func medianRounds(rounds int, d time.Duration, dos []op, cs []*child) ([]loadResult, []string) {
 	runs := make([][]loadResult, len(dos))
+	spent := make([]cpuSnap, len(dos))
+	counts := make([]int, len(dos))
 	for range rounds {
 		for i, do := range dos {
-			runs[i] = append(runs[i], runLoad(32, d, 0, do))
+			a := snapCPU(cs[i], nil)
+			res := runLoad(32, d, 0, do)
+			b := snapCPU(cs[i], nil)
+			runs[i] = append(runs[i], res)
+			spent[i].server += b.server - a.server
+			spent[i].bench += b.bench - a.bench
+			counts[i] += res.n
 		}
+	}
+	cpu := make([]string, len(dos))
+	for i := range dos {
+		cpu[i] = perRequest(cpuSnap{}, spent[i], counts[i])
 	}
 	median := make([]loadResult, len(dos))
 	for i := range runs {
 		slices.SortFunc(runs[i], func(a, b loadResult) int { return cmp.Compare(a.rate(), b.rate()) })
 		median[i] = runs[i][rounds/2]
 	}
-	return median
+	return median, cpu
 }
 
 // resNetPath is one way a ResNet-50 request reaches the model.
