@@ -86,3 +86,54 @@ func TestOTLPExport(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiverCounts exports spans over both protocols to receivers that
+// only count (what the bench runs) and checks every span is counted.
+func TestReceiverCounts(t *testing.T) {
+	grpcRecv, err := telemetry.StartReceiver("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(grpcRecv.Close)
+	httpRecv, err := telemetry.StartReceiver("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(httpRecv.Close)
+	srv := httptest.NewServer(httpRecv)
+	t.Cleanup(srv.Close)
+	for _, tt := range []struct {
+		name string
+		cfg  telemetry.Config
+		recv *telemetry.Receiver
+	}{
+		{"grpc", telemetry.Config{TracesExporter: telemetry.ExporterOTLPGRPC, OTLPEndpoint: grpcRecv.Addr(), OTLPInsecure: true}, grpcRecv},
+		{"http", telemetry.Config{TracesExporter: telemetry.ExporterOTLPHTTP, OTLPEndpoint: srv.URL + "/v1/traces"}, httpRecv},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs syncBuffer
+			tt.cfg.Output = &logs
+			tel, err := telemetry.Setup(t.Context(), tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 1500 // three batches of the processor's 512, the last one short
+			tracer := otel.Tracer(telemetry.ScopeName)
+			for range n / 2 {
+				ctx, root := tracer.Start(context.Background(), telemetry.SpanDoorNATS)
+				_, child := tracer.Start(ctx, telemetry.SpanProcess)
+				child.End()
+				root.End()
+			}
+			if err := tel.Shutdown(t.Context()); err != nil {
+				t.Fatalf("Shutdown: %v (log: %s)", err, logs.String())
+			}
+			if got := tt.recv.Count(); got != n {
+				t.Errorf("Count() = %d, want %d (log: %s)", got, n, logs.String())
+			}
+			if spans, _ := tt.recv.Spans(); len(spans) != 0 {
+				t.Errorf("a counting receiver kept %d spans", len(spans))
+			}
+		})
+	}
+}
