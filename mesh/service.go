@@ -120,6 +120,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// Requests in flight finish after ctx ends, bounded by RequestTimeout.
 	base := context.WithoutCancel(ctx)
 	sem := make(chan struct{}, s.cfg.MaxConcurrent)
+	spawn := newSpawner(spawnerIdle)
 	var wg sync.WaitGroup
 	for _, job := range s.cfg.Jobs {
 		h := func(req *microRequest) {
@@ -130,11 +131,11 @@ func (s *Service) Run(ctx context.Context) error {
 				return
 			}
 			wg.Add(1)
-			go func() {
+			spawn.run(func() {
 				defer wg.Done()
 				defer func() { <-sem }()
 				s.serve(base, job, req)
-			}()
+			})
 		}
 		err := svc.addEndpoint(EndpointName, PredictSubject(job), ServiceQueueGroup, map[string]string{MetadataJob: job}, h)
 		if err != nil {

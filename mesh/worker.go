@@ -107,6 +107,7 @@ type Worker struct {
 	held   *held     // records held, beaten with InProgress
 	causes *causeLog // consume errors, once per cause
 	purge  *purger   // removes answered records; set by Run
+	spawn  *spawner  // the records' goroutines
 	// limit logs per-record failures (publish, retry, ack) once per cause
 	// with a count, never once per record or retry.
 	limit *telemetry.LogLimit
@@ -146,7 +147,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 		return nil, fmt.Errorf("mesh: jetstream: %w", err)
 	}
 	log := cfg.Logger.With("job", cfg.Stream.Job)
-	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log), limit: telemetry.NewLogLimit(log, 0)}, nil
+	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log), limit: telemetry.NewLogLimit(log, 0), spawn: newSpawner(spawnerIdle)}, nil
 }
 
 // Stats returns the counters so far.
@@ -248,17 +249,17 @@ func (w *Worker) partitions(ctx context.Context) (int, error) {
 	return max(n, w.cfg.Stream.Partitions), nil
 }
 
-// dispatch runs the handling of msg on its own goroutine once g admits it,
+// dispatch runs the handling of msg on a goroutine of its own once g admits it,
 // and naks it when the worker is stopping.
 func (w *Worker) dispatch(ctx context.Context, g *gate, msg jetstream.Msg) {
 	if !g.enter() {
 		w.nak(msg, 0)
 		return
 	}
-	go func() {
+	w.spawn.run(func() {
 		defer g.leave()
 		w.handle(ctx, msg)
-	}()
+	})
 }
 
 // stop ends consuming: it stops pulling and drains within ShutdownGrace,
