@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace/embedded"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	natsserver "github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -40,17 +41,25 @@ var benchStorages = []struct {
 	{"memory", jetstream.MemoryStorage},
 }
 
+// echoMesh starts a server with job "bench"'s streams on storage and a
+// Worker answering with echoPredictor on a connection of its own, and
+// returns the server and another connection.
+func echoMesh(b *testing.B, storage jetstream.StorageType) (*natsserver.Server, *nats.Conn) {
+	s := meshtest.StartServer(b)
+	nc := meshtest.Connect(b, s)
+	sc := mesh.StreamConfig{Job: "bench", Storage: storage}
+	ensure(b, nc, sc)
+	runWorker(b, meshtest.Connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
+	return s, nc
+}
+
 // BenchmarkSubmit measures one request's round trip through the work queue
 // and a Worker (publish, PubAck, pull, Predict, reply, ack). Compare its
 // ns/op with BenchmarkCoreRequest; the target is within about 3x.
 func BenchmarkSubmit(b *testing.B) {
 	for _, tc := range benchStorages {
 		b.Run(tc.name, func(b *testing.B) {
-			s := meshtest.StartServer(b)
-			nc := meshtest.Connect(b, s)
-			sc := mesh.StreamConfig{Job: "bench", Storage: tc.storage}
-			ensure(b, nc, sc)
-			runWorker(b, meshtest.Connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
+			_, nc := echoMesh(b, tc.storage)
 			c := newClient(b, nc)
 			body := make([]byte, 256)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -71,11 +80,7 @@ func BenchmarkSubmit(b *testing.B) {
 // BenchmarkCoreRequest (a trivial responder) and BenchmarkSubmit (the
 // door's inbox in the middle, as HTTP has it).
 func BenchmarkNATSDoor(b *testing.B) {
-	s := meshtest.StartServer(b)
-	nc := meshtest.Connect(b, s)
-	sc := mesh.StreamConfig{Job: "bench"}
-	ensure(b, nc, sc)
-	runWorker(b, meshtest.Connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
+	s, nc := echoMesh(b, jetstream.FileStorage)
 	svc, err := mesh.NewService(nc, newClient(b, nc), mesh.ServiceConfig{Jobs: []string{"bench"}})
 	if err != nil {
 		b.Fatal(err)
@@ -94,11 +99,7 @@ func BenchmarkNATSDoor(b *testing.B) {
 
 // BenchmarkSubmitParallel is BenchmarkSubmit with concurrent callers.
 func BenchmarkSubmitParallel(b *testing.B) {
-	s := meshtest.StartServer(b)
-	nc := meshtest.Connect(b, s)
-	sc := mesh.StreamConfig{Job: "bench"}
-	ensure(b, nc, sc)
-	runWorker(b, meshtest.Connect(b, s), mesh.WorkerConfig{Stream: sc}, echoPredictor{})
+	_, nc := echoMesh(b, jetstream.FileStorage)
 	c := newClient(b, nc)
 	body := make([]byte, 256)
 	b.SetParallelism(4)

@@ -284,26 +284,35 @@ func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSub
 	if !isResultsSubject(job, resultSubject) {
 		return fmt.Errorf("%w: result subject %q not under %s", ErrInvalidConfig, resultSubject, ResultsSubject(job, ">"))
 	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return ErrClosed
+	ctx, m, end, err := c.begin(ctx, job, req)
+	if err != nil {
+		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	ctx, span := c.startPublish(ctx, job, req)
-	m := workMsg(ctx, job, req)
 	m.Header.Set(HeaderResultTo, resultSubject)
 	// A durable record waits in the queue as long as it must: ctx bounds
 	// only this publish, not the record's life.
 	m.Header.Del(HeaderDeadline)
-	_, err := c.store(ctx, job, req, m)
-	if err != nil {
+	if _, err = c.store(ctx, job, req, m); err != nil {
 		err = fmt.Errorf("mesh: enqueue to %s: %w", job, err)
 	}
-	telemetry.EndSpan(span, err)
+	end(err)
 	return err
+}
+
+// begin starts a publish of req to job that waits for no answer
+// (Enqueue, Forward): ctx bounded as withTimeout does, with the publish
+// span, and the work message. end ends the span with the publish's
+// outcome and releases ctx. ErrClosed once Close was called.
+func (c *Client) begin(ctx context.Context, job string, req Request) (_ context.Context, _ *nats.Msg, end func(error), _ error) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, nil, nil, ErrClosed
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	ctx, span := c.startPublish(ctx, job, req)
+	return ctx, workMsg(ctx, job, req), func(err error) { telemetry.EndSpan(span, err); cancel() }, nil
 }
 
 // Forward stores req in job's work queue with its answer going straight
@@ -328,16 +337,10 @@ func (c *Client) Forward(ctx context.Context, job string, req Request, replyTo s
 	if replyTo == "" {
 		return fmt.Errorf("%w: no reply subject to forward the answer to", ErrInvalidConfig)
 	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return ErrClosed
+	ctx, m, end, err := c.begin(ctx, job, req)
+	if err != nil {
+		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	ctx, span := c.startPublish(ctx, job, req)
-	m := workMsg(ctx, job, req)
 	m.Header.Set(HeaderReplyTo, replyTo)
 	m.Header.Set(HeaderReplyForm, ReplyFormMicro)
 	m.Header.Set(HeaderReceived, strconv.FormatInt(received.UnixNano(), 10))
@@ -349,7 +352,7 @@ func (c *Client) Forward(ctx context.Context, job string, req Request, replyTo s
 		// Another request with this id is queued; its caller gets the answer.
 		err = fmt.Errorf("mesh: forward to %s: %w: %s", job, ErrDuplicate, req.MsgID)
 	}
-	telemetry.EndSpan(span, err)
+	end(err)
 	return err
 }
 
