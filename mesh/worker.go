@@ -496,18 +496,23 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 		}
 	}
 	if to := h.Get(HeaderReplyTo); to != "" {
+		micro := h.Get(HeaderReplyForm) == ReplyFormMicro
 		var m *nats.Msg
-		if h.Get(HeaderReplyForm) == ReplyFormMicro {
+		if micro {
 			// The NATS door's caller, answered here rather than through
 			// the door: two crossings fewer (see Client.Forward).
 			m = microReply(to, status, body, message)
-			w.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, telemetry.OutcomeOf(status), sinceReceived(h))
 		} else {
 			m = resultMsg(to, h, status, body, message)
 			telemetry.Inject(ctx, m.Header)
 		}
 		if err := w.nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("reply to %s: %w", to, err)
+		}
+		if micro {
+			// Once the answer left: a reply that failed is retried and
+			// recorded then.
+			w.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, telemetry.OutcomeOf(status), sinceReceived(h))
 		}
 	}
 	return nil
