@@ -130,9 +130,6 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 	if err := checkRequest(job, req); err != nil {
 		return Result{}, err
 	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-
 	id := nuid.Next()
 	ch := make(chan *nats.Msg, 1)
 	c.mu.Lock()
@@ -150,14 +147,17 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 
 	// The publish span covers the request's time in the mesh: from the
 	// publish to the reply. The worker's spans are its children.
-	ctx, span := c.startPublish(ctx, job, req)
-	m := workMsg(ctx, job, req)
-	m.Header.Set(HeaderReplyTo, c.prefix+"."+id)
-	res, err := c.await(ctx, job, req, m, ch)
-	if err == nil && span.IsRecording() {
-		span.SetAttributes(attrStatus.Int(res.Status))
+	ctx, m, end, err := c.begin(ctx, job, req, Reply{ReplyInbox, c.prefix + "." + id})
+	if err != nil {
+		return Result{}, err
 	}
-	telemetry.EndSpan(span, err)
+	res, err := c.await(ctx, job, req, m, ch)
+	if err == nil {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(attrStatus.Int(res.Status))
+		}
+	}
+	end(err)
 	return res, err
 }
 
@@ -284,11 +284,10 @@ func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSub
 	if !isResultsSubject(job, resultSubject) {
 		return fmt.Errorf("%w: result subject %q not under %s", ErrInvalidConfig, resultSubject, ResultsSubject(job, ">"))
 	}
-	ctx, m, end, err := c.begin(ctx, job, req)
+	ctx, m, end, err := c.begin(ctx, job, req, Reply{ReplyDurable, resultSubject})
 	if err != nil {
 		return err
 	}
-	m.Header.Set(HeaderResultTo, resultSubject)
 	// A durable record waits in the queue as long as it must: ctx bounds
 	// only this publish, not the record's life.
 	m.Header.Del(HeaderDeadline)
@@ -299,11 +298,12 @@ func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSub
 	return err
 }
 
-// begin starts a publish of req to job that waits for no answer
-// (Enqueue, Forward): ctx bounded as withTimeout does, with the publish
-// span, and the work message. end ends the span with the publish's
-// outcome and releases ctx. ErrClosed once Close was called.
-func (c *Client) begin(ctx context.Context, job string, req Request) (_ context.Context, _ *nats.Msg, end func(error), _ error) {
+// begin starts a publish of req to job whose answer goes to r: the one
+// publish path of Submit, Enqueue and Forward. It returns ctx bounded as
+// withTimeout does, with the publish span, and the work message. end ends
+// the span with the outcome and releases ctx. ErrClosed once Close was
+// called.
+func (c *Client) begin(ctx context.Context, job string, req Request, r Reply) (_ context.Context, _ *nats.Msg, end func(error), _ error) {
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
@@ -312,7 +312,9 @@ func (c *Client) begin(ctx context.Context, job string, req Request) (_ context.
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	ctx, span := c.startPublish(ctx, job, req)
-	return ctx, workMsg(ctx, job, req), func(err error) { telemetry.EndSpan(span, err); cancel() }, nil
+	m := workMsg(ctx, job, req)
+	r.set(m.Header)
+	return ctx, m, func(err error) { telemetry.EndSpan(span, err); cancel() }, nil
 }
 
 // Forward stores req in job's work queue with its answer going straight
@@ -327,9 +329,9 @@ func (c *Client) begin(ctx context.Context, job string, req Request) (_ context.
 // crossings of NATS (the worker's reply to the door and the door's reply
 // to the caller) and means a request, once stored, no longer depends on
 // the door's process: a door killed after Forward returned loses nothing.
-// A record run twice (its worker died before the ack) is answered twice;
-// a caller's request-reply takes the first answer and drops the second,
-// as it did when the door's inbox dropped it.
+// The worker acks a record, confirmed, before it answers its caller, so
+// that a record run twice (its first ack lost with a NATS server) does
+// not reach its caller twice (see Worker.answerCaller).
 func (c *Client) Forward(ctx context.Context, job string, req Request, replyTo string, received time.Time) error {
 	if err := checkRequest(job, req); err != nil {
 		return err
@@ -337,12 +339,10 @@ func (c *Client) Forward(ctx context.Context, job string, req Request, replyTo s
 	if replyTo == "" {
 		return fmt.Errorf("%w: no reply subject to forward the answer to", ErrInvalidConfig)
 	}
-	ctx, m, end, err := c.begin(ctx, job, req)
+	ctx, m, end, err := c.begin(ctx, job, req, Reply{ReplyCaller, replyTo})
 	if err != nil {
 		return err
 	}
-	m.Header.Set(HeaderReplyTo, replyTo)
-	m.Header.Set(HeaderReplyForm, ReplyFormMicro)
 	m.Header.Set(HeaderReceived, strconv.FormatInt(received.UnixNano(), 10))
 	st, err := c.store(ctx, job, req, m)
 	switch {

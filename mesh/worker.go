@@ -295,13 +295,13 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		// the failure) and end the record.
 		w.expired.Add(1)
 		status = wire.StatusTimeout
-		w.fail(ctx, msg, h, status, "deadline passed before a worker took the request")
+		w.fail(ctx, msg, status, "deadline passed before a worker took the request")
 		return
 	case delivered > uint64(w.cfg.Stream.MaxDeliver):
 		// Every attempt ended without a settle: workers crashed or held it
 		// past AckWait. End it so it does not stay stuck.
 		status = wire.StatusInternal
-		w.fail(ctx, msg, h, status, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
+		w.fail(ctx, msg, status, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
 		return
 	}
 
@@ -382,22 +382,17 @@ func (w *Worker) attemptContext(ctx context.Context, h nats.Header) (pctx contex
 	return pctx, cancel, false
 }
 
-// settleOK publishes out and acks the record; when the result cannot be
-// published it naks the record to try again. It returns the status the
+// settleOK answers out and acks the record; when the answer cannot be
+// sent it naks the record to try again. It returns the status the
 // process span records.
 func (w *Worker) settleOK(ctx context.Context, msg jetstream.Msg, out []byte, delivered uint64, began time.Time) int {
-	h := msg.Headers()
-	// Counted before the reply leaves, so that a caller who has its answer
-	// never sees a count without it; taken back if it fails.
+	// Counted before the answer leaves, so that a caller who has its
+	// answer never sees a count without it; taken back if it fails.
 	w.processed.Add(1)
-	if err := w.publish(ctx, h, wire.StatusOK, out, ""); err != nil {
+	if !w.respond(ctx, msg, answer{wire.StatusOK, out, ""}, msg.Ack, delivered) {
 		w.processed.Add(^uint64(0))
-		w.limit.Log(ctx, slog.LevelWarn, "mesh: publish result; will retry", err, "uri", h.Get(HeaderURI))
-		w.retried.Add(1)
-		w.nak(msg, w.cfg.Stream.backoff(delivered))
 		return wire.StatusInternal
 	}
-	w.ack(msg)
 	w.lat.add(time.Since(began))
 	return wire.StatusOK
 }
@@ -413,11 +408,11 @@ func (w *Worker) settleError(ctx, pctx context.Context, msg jetstream.Msg, err e
 	st := wire.Status(err)
 	switch {
 	case requestAtFault(st):
-		w.fail(ctx, msg, h, st, message(err))
+		w.fail(ctx, msg, st, message(err))
 		return st
 	case errors.Is(err, wire.ErrUnanswerable):
 		// The model ran; its outputs cannot be written, on any try.
-		w.fail(ctx, msg, h, wire.StatusInternal, message(err))
+		w.fail(ctx, msg, wire.StatusInternal, message(err))
 		return wire.StatusInternal
 	case ctx.Err() != nil:
 		// Shutdown grace ran out: hand the record to another worker now.
@@ -426,10 +421,10 @@ func (w *Worker) settleError(ctx, pctx context.Context, msg jetstream.Msg, err e
 		return wire.StatusBusy
 	case h.Get(HeaderDeadline) != "" && pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		// The caller's deadline passed while we ran it; nobody waits.
-		w.fail(ctx, msg, h, wire.StatusTimeout, "deadline exceeded: "+err.Error())
+		w.fail(ctx, msg, wire.StatusTimeout, "deadline exceeded: "+err.Error())
 		return wire.StatusTimeout
 	case delivered >= uint64(w.cfg.Stream.MaxDeliver):
-		w.fail(ctx, msg, h, wire.StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
+		w.fail(ctx, msg, wire.StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
 		return wire.StatusInternal
 	}
 	level := slog.LevelWarn
@@ -459,30 +454,90 @@ func message(err error) string {
 	return err.Error()
 }
 
-// fail publishes an error result and terminates the record. When the
-// result cannot be published the record is nakked to try again.
-func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, h nats.Header, status int, message string) {
+// fail answers an error result and ends the record (Term: never again).
+// When the answer cannot be sent the record is nakked to try again.
+func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, status int, message string) {
 	w.failed.Add(1) // before the answer leaves, as processed
-	if err := w.publish(ctx, h, status, nil, message); err != nil {
+	if !w.respond(ctx, msg, answer{status, nil, message}, msg.Term, 1) {
 		w.failed.Add(^uint64(0))
-		w.limit.Log(ctx, slog.LevelWarn, "mesh: publish error result; will retry", err, "uri", h.Get(HeaderURI))
-		w.retried.Add(1)
-		w.nak(msg, w.cfg.Stream.backoff(1))
-		return
 	}
-	w.held.remove(msg)
-	if err := msg.Term(); err != nil {
-		w.limit.Log(ctx, slog.LevelWarn, "mesh: term", err)
-	}
-	w.purge.settled(len(msg.Data()))
 }
 
-// publish sends the result where the work message asks: core NATS to
-// Cs-Reply-To, JetStream with a PubAck to Cs-Result-To.
-func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []byte, message string) (err error) {
+// answer is what a worker sends back for one record.
+type answer struct {
+	status  int
+	body    []byte
+	message string
+}
+
+// respond sends a record's answer the way its Reply says and settles the
+// record with settle (msg.Ack for a result, msg.Term for an error): the
+// one replier of every reply path. An answer that cannot be sent naks the
+// record (after the backoff of delivery delivered) and returns false.
+//
+// Sent first, settled after: a worker that dies between the two leaves
+// the record to run again, and its answer arrives twice where something
+// drops the second: a door's inbox has no waiter left for it (Submit),
+// the results stream and its consumer drop a second copy by Nats-Msg-Id
+// (Enqueue). A NATS caller's reply subject has nothing between to drop
+// it, so that path settles first (answerCaller).
+func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settle func() error, delivered uint64) bool {
+	h := msg.Headers()
+	r := replyOf(h)
+	if r.Mode == ReplyCaller {
+		return w.answerCaller(ctx, msg, r, a, delivered)
+	}
+	if err := w.send(ctx, h, r, a); err != nil {
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", h.Get(HeaderURI))
+		w.retried.Add(1)
+		w.nak(msg, w.cfg.Stream.backoff(delivered))
+		return false
+	}
+	w.settle(msg, settle)
+	return true
+}
+
+// ackConfirmTimeout bounds the wait for the server to confirm the ack of
+// a record whose answer goes to a NATS caller.
+const ackConfirmTimeout = 5 * time.Second
+
+// answerCaller acks the record, and waits for the server to confirm it,
+// before it answers a NATS caller (ReplyCaller): a record run again
+// because its first ack was lost (a NATS server died; the fault suite's
+// cluster kill) must not reach its caller twice. An ack that is not
+// confirmed sends nothing and naks the record: either the ack did not
+// land and the record's next run answers, or it did and the caller, who
+// heard nothing, asks again. Either way one answer per send. Errors are
+// acked too: the caller has its answer, and Term's advisory has no reader.
+func (w *Worker) answerCaller(ctx context.Context, msg jetstream.Msg, r Reply, a answer, delivered uint64) bool {
+	h := msg.Headers()
+	w.held.remove(msg)
+	actx, cancel := context.WithTimeout(ctx, ackConfirmTimeout)
+	err := msg.DoubleAck(actx)
+	cancel()
+	if err != nil {
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: ack not confirmed; the NATS caller is not answered by this run", err, "uri", h.Get(HeaderURI))
+		w.retried.Add(1)
+		w.nak(msg, w.cfg.Stream.backoff(delivered))
+		return false
+	}
+	w.purge.settled(len(msg.Data()))
+	if err := w.send(ctx, h, r, a); err != nil {
+		// Settled: the caller, who hears nothing, asks again.
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: answer to a NATS caller lost", err, "uri", h.Get(HeaderURI))
+	}
+	return true
+}
+
+// send writes answer a to r: JetStream with a PubAck for a durable
+// result, core NATS for an inbox or a caller; nothing for ReplyNone.
+func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (err error) {
+	if r.Mode == ReplyNone {
+		return nil
+	}
 	start := time.Now()
 	name := telemetry.SpanReply
-	if h.Get(HeaderResultTo) != "" {
+	if r.Mode == ReplyDurable {
 		name = telemetry.SpanResultWrite
 	}
 	ctx, span := telemetry.Start(ctx, stageTracer, name, trace.SpanKindProducer)
@@ -490,30 +545,22 @@ func (w *Worker) publish(ctx context.Context, h nats.Header, status int, body []
 		telemetry.EndSpan(span, err)
 		w.cfg.Metrics.RecordStage(ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))
 	}()
-	if to := h.Get(HeaderResultTo); to != "" {
-		if err := w.storeResult(ctx, to, resultMsg(to, h, status, body, message), h.Get(HeaderMsgID)); err != nil {
-			return err
+	switch r.Mode {
+	case ReplyDurable:
+		return w.storeResult(ctx, r.To, resultMsg(r.To, h, a.status, a.body, a.message), h.Get(HeaderMsgID))
+	case ReplyCaller:
+		// The NATS door's caller, answered here rather than through the
+		// door: two crossings fewer (see Client.Forward).
+		if err := w.nc.PublishMsg(microReply(r.To, a.status, a.body, a.message)); err != nil {
+			return fmt.Errorf("reply to %s: %w", r.To, err)
 		}
+		w.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, telemetry.OutcomeOf(a.status), sinceReceived(h))
+		return nil
 	}
-	if to := h.Get(HeaderReplyTo); to != "" {
-		micro := h.Get(HeaderReplyForm) == ReplyFormMicro
-		var m *nats.Msg
-		if micro {
-			// The NATS door's caller, answered here rather than through
-			// the door: two crossings fewer (see Client.Forward).
-			m = microReply(to, status, body, message)
-		} else {
-			m = resultMsg(to, h, status, body, message)
-			telemetry.Inject(ctx, m.Header)
-		}
-		if err := w.nc.PublishMsg(m); err != nil {
-			return fmt.Errorf("reply to %s: %w", to, err)
-		}
-		if micro {
-			// Once the answer left: a reply that failed is retried and
-			// recorded then.
-			w.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, telemetry.OutcomeOf(status), sinceReceived(h))
-		}
+	m := resultMsg(r.To, h, a.status, a.body, a.message)
+	telemetry.Inject(ctx, m.Header)
+	if err := w.nc.PublishMsg(m); err != nil {
+		return fmt.Errorf("reply to %s: %w", r.To, err)
 	}
 	return nil
 }
@@ -556,11 +603,12 @@ func (w *Worker) storeResult(ctx context.Context, to string, m *nats.Msg, id str
 	return nil
 }
 
-// ack, nak and term settle a record; each first stops its heartbeats.
-func (w *Worker) ack(msg jetstream.Msg) {
+// settle ends a record with f (msg.Ack or msg.Term) and nak puts it back;
+// each first stops its heartbeats.
+func (w *Worker) settle(msg jetstream.Msg, f func() error) {
 	w.held.remove(msg)
-	if err := msg.Ack(); err != nil {
-		w.limit.Log(context.Background(), slog.LevelWarn, "mesh: ack", err)
+	if err := f(); err != nil {
+		w.limit.Log(context.Background(), slog.LevelWarn, "mesh: settle", err)
 	}
 	w.purge.settled(len(msg.Data()))
 }
