@@ -51,7 +51,7 @@ func TestOIPBytes(t *testing.T) {
 	})
 	t.Run("number for BYTES", func(t *testing.T) {
 		st, ans := call(t, "POST", e.url+"/v2/models/identity_str/infer", `{"inputs":[{"name":"x","datatype":"BYTES","shape":[1,2],"data":["a",2]}]}`)
-		if st != http.StatusBadRequest || !strings.Contains(string(ans), `input \"x\"`) || !strings.Contains(string(ans), "is not BYTES") {
+		if st != http.StatusBadRequest || !strings.Contains(string(ans), `input \"x\"`) || !strings.Contains(string(ans), "is not a string (BYTES elements are JSON strings)") {
 			t.Errorf("got %d %s, want 400 naming input x", st, ans)
 		}
 	})

@@ -3,10 +3,9 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 )
@@ -268,241 +267,32 @@ func checkOIPTensor(datatype string, shape []int64, mi infer.IO) (int64, error) 
 }
 
 // decodeOIPTensor checks one OIP input against the model input and parses
-// its data, flat or nested, into a Tensor of the given shape.
+// its data, flat or nested, into a Tensor of the given shape, with the
+// decoder of the instances (json_decode.go): one JSON tensor decoder.
 func decodeOIPTensor(in oipInput, mi infer.IO) (infer.Tensor, error) {
 	n, err := checkOIPTensor(in.Datatype, in.Shape, mi)
 	if err != nil {
 		return infer.Tensor{}, err
 	}
-	// The shape only hints at the leaves' count: a short body may claim a
-	// huge shape, and a hint of that size would end the process (out of
-	// memory). Each leaf takes at least two bytes of data with its comma.
-	leaves, err := flattenJSON(in.Data, int(min(n, int64(len(in.Data)/2+1))))
+	if len(bytes.TrimSpace(in.Data)) == 0 {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, `"data" is required`)
+	}
+	// The shape only hints at the elements' count: a short body may claim
+	// a huge shape, and a hint of that size would end the process (out of
+	// memory). Each element takes at least two bytes of data with its comma.
+	t, err := parseDenseNulls(&scanner{b: in.Data}, mi.DType, int(min(n, int64(len(in.Data)/2+1))))
 	if err != nil {
+		var ie *infer.InputError
+		if errors.As(err, &ie) && ie.Input == "" {
+			return infer.Tensor{}, &infer.InputError{Instance: -1, Input: mi.Name, Msg: "data: " + ie.Msg} // ie may be shared (errRagged)
+		}
 		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data: %v", err)
 	}
-	if int64(len(leaves)) != n {
-		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data has %d elements, shape %s needs %d", len(leaves), infer.ShapeString(in.Shape), n)
+	if int64(t.Len()) != n {
+		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data has %d elements, shape %s needs %d", t.Len(), infer.ShapeString(in.Shape), n)
 	}
-	data, err := parseLeaves(leaves, mi.DType)
-	if err != nil {
-		return infer.Tensor{}, infer.NewInputError(-1, mi.Name, "data: %v", err)
-	}
-	return infer.Tensor{DType: mi.DType, Shape: append([]int64(nil), in.Shape...), Data: data}, nil
-}
-
-// flattenJSON returns the scalar leaves of a JSON value (arrays nested to
-// any depth), in order, as JSON tokens: json.Number, bool, string or nil.
-func flattenJSON(raw json.RawMessage, hint int) ([]any, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, fmt.Errorf(`"data" is required`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	out := make([]any, 0, hint)
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			if depth == 0 && len(out) > 0 || depth == 0 && err.Error() == "EOF" {
-				return out, nil
-			}
-			return nil, err
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			switch v {
-			case '[':
-				depth++
-			case ']':
-				depth--
-			default:
-				return nil, fmt.Errorf("objects are not tensor elements")
-			}
-		case json.Number, bool:
-			out = append(out, v)
-		case string:
-			out = append(out, v)
-		case nil:
-			out = append(out, nil)
-		}
-		if depth == 0 {
-			return out, nil
-		}
-	}
-}
-
-// parseLeaves converts the scalar leaves of an OIP input's data (see
-// flattenJSON) into the data slice of dtype dt.
-func parseLeaves(leaves []any, dt infer.DType) (any, error) {
-	switch dt {
-	case infer.Float32:
-		return parseFloatLeaves[float32](leaves, dt, 32)
-	case infer.Float64:
-		return parseFloatLeaves[float64](leaves, dt, 64)
-	case infer.Int32:
-		return parseIntLeaves[int32](leaves, dt, math.MinInt32, math.MaxInt32)
-	case infer.Int64:
-		return parseIntLeaves[int64](leaves, dt, math.MinInt64, math.MaxInt64)
-	case infer.Uint8:
-		return parseIntLeaves[uint8](leaves, dt, 0, math.MaxUint8)
-	case infer.Int8:
-		return parseIntLeaves[int8](leaves, dt, math.MinInt8, math.MaxInt8)
-	case infer.Int16:
-		return parseIntLeaves[int16](leaves, dt, math.MinInt16, math.MaxInt16)
-	case infer.Uint16:
-		return parseUintLeaves[uint16](leaves, dt, math.MaxUint16)
-	case infer.Uint32:
-		return parseUintLeaves[uint32](leaves, dt, math.MaxUint32)
-	case infer.Uint64:
-		return parseUintLeaves[uint64](leaves, dt, math.MaxUint64)
-	case infer.Float16:
-		return parseHalfLeaves(leaves, dt, infer.F16FromFloat64)
-	case infer.BFloat16:
-		return parseHalfLeaves(leaves, dt, infer.BF16FromFloat64)
-	case infer.Bool:
-		out := make([]bool, len(leaves))
-		for i, l := range leaves {
-			b, ok := l.(bool)
-			if !ok {
-				return nil, fmt.Errorf("element %d: %s is not a BOOL", i, leafText(l))
-			}
-			out[i] = b
-		}
-		return out, nil
-	case infer.String:
-		out := make([]string, len(leaves))
-		for i, l := range leaves {
-			s, ok := l.(string)
-			if !ok {
-				return nil, fmt.Errorf("element %d: %s is not BYTES: send a JSON string", i, leafText(l))
-			}
-			out[i] = s
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: %s", infer.ErrUnsupportedDType, dt)
-}
-
-// leafNumber returns leaf i as a number; a null is "NaN" for a float
-// dtype and an error otherwise.
-func leafNumber(leaves []any, i int, dt infer.DType) (json.Number, error) {
-	switch v := leaves[i].(type) {
-	case json.Number:
-		return v, nil
-	case nil:
-		if isFloat(dt) {
-			return "NaN", nil
-		}
-	}
-	return "", fmt.Errorf("element %d: %s is not a %s", i, leafText(leaves[i]), OIPDatatype(dt))
-}
-
-// leafText shows a leaf in an error as JSON would write it: a string
-// quoted (and cut short), null as null.
-func leafText(l any) string {
-	switch v := l.(type) {
-	case string:
-		return "string " + truncate(appendQuoted(nil, v))
-	case nil:
-		return "null"
-	}
-	return fmt.Sprint(l)
-}
-
-// parseFloatLeaves parses leaves as floats of bits (32 or 64) bits.
-func parseFloatLeaves[T float32 | float64](leaves []any, dt infer.DType, bits int) ([]T, error) {
-	out := make([]T, len(leaves))
-	for i := range leaves {
-		s, err := leafNumber(leaves, i, dt)
-		if err != nil {
-			return nil, err
-		}
-		if s == "NaN" {
-			out[i] = T(math.NaN())
-			continue
-		}
-		f, err := strconv.ParseFloat(string(s), bits)
-		if err != nil {
-			return nil, fmt.Errorf("element %d: %s out of range for %s", i, s, OIPDatatype(dt))
-		}
-		out[i] = T(f)
-	}
-	return out, nil
-}
-
-// isFloat reports whether dt is a floating-point dtype, whose elements may
-// be null (NaN).
-func isFloat(dt infer.DType) bool {
-	switch dt {
-	case infer.Float32, infer.Float64, infer.Float16, infer.BFloat16:
-		return true
-	}
-	return false
-}
-
-// parseHalfLeaves parses leaves as 16-bit floats, rounded once from the
-// decimal by conv. A finite value beyond the type's range is an error, not
-// an infinity.
-func parseHalfLeaves[T infer.F16 | infer.BF16](leaves []any, dt infer.DType, conv func(float64) T) ([]T, error) {
-	wide, err := parseFloatLeaves[float64](leaves, dt, 64)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]T, len(wide))
-	for i, f := range wide {
-		out[i] = conv(f)
-		if !math.IsInf(f, 0) && halfIsInf(out[i]) {
-			return nil, fmt.Errorf("element %d: %s out of range for %s", i, leaves[i], OIPDatatype(dt))
-		}
-	}
-	return out, nil
-}
-
-// halfIsInf reports whether h is an infinity.
-func halfIsInf[T infer.F16 | infer.BF16](h T) bool {
-	switch v := any(h).(type) {
-	case infer.F16:
-		return v&0x7fff == 0x7c00
-	case infer.BF16:
-		return v&0x7fff == 0x7f80
-	}
-	return false
-}
-
-// parseUintLeaves parses leaves as unsigned integers in [0, hi]: a
-// negative value is refused, not wrapped.
-func parseUintLeaves[T uint16 | uint32 | uint64](leaves []any, dt infer.DType, hi uint64) ([]T, error) {
-	out := make([]T, len(leaves))
-	for i := range leaves {
-		s, err := leafNumber(leaves, i, dt)
-		if err != nil {
-			return nil, err
-		}
-		v, err := strconv.ParseUint(string(s), 10, 64)
-		if err != nil || v > hi {
-			return nil, fmt.Errorf("element %d: %s is not a %s", i, s, OIPDatatype(dt))
-		}
-		out[i] = T(v)
-	}
-	return out, nil
-}
-
-// parseIntLeaves parses leaves as integers in [lo, hi].
-func parseIntLeaves[T int8 | int16 | int32 | int64 | uint8](leaves []any, dt infer.DType, lo, hi int64) ([]T, error) {
-	out := make([]T, len(leaves))
-	for i := range leaves {
-		s, err := leafNumber(leaves, i, dt)
-		if err != nil {
-			return nil, err
-		}
-		v, err := strconv.ParseInt(string(s), 10, 64)
-		if err != nil || v < lo || v > hi {
-			return nil, fmt.Errorf("element %d: %s is not a %s", i, s, OIPDatatype(dt))
-		}
-		out[i] = T(v)
-	}
-	return out, nil
+	t.Shape = append([]int64(nil), in.Shape...) // flat or nested: the shape is the request's
+	return t, nil
 }
 
 // Encode writes the whole OIP answer: model_name and model_version of

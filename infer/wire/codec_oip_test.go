@@ -119,7 +119,7 @@ func TestOIPCodecErrors(t *testing.T) {
 		{"count", `{"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"data":[1,2,3,4]}]}`, "data has 4 elements, shape [2 4] needs 8"},
 		{"misspelt", `{"inputs":[{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "z": unknown input: the model's inputs are [x]`},
 		{"unknown", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},{"name":"z","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `input "z": unknown input`},
-		{"string", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":["a",2,3,4]}]}`, `input "x": data: element 0: string "a" is not a FP32`},
+		{"string", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":["a",2,3,4]}]}`, `input "x": data: wrong dtype: a string where a float32 is expected`},
 		{"zero rows", `{"inputs":[{"name":"x","datatype":"FP32","shape":[0,4],"data":[]}]}`, "batch dim is 0"},
 		{"no shape", `{"inputs":[{"name":"x","datatype":"FP32","data":[1,2,3,4]}]}`, `input "x": "shape" is required`},
 		{"no name", `{"inputs":[{"datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, `inputs[0]: "name" is required`},

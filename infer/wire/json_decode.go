@@ -282,8 +282,20 @@ func decodeDense(s *scanner, dt infer.DType) (infer.Tensor, error) {
 }
 
 // parseDenseAs parses a number or nested arrays at s into a tensor of dtype
-// dt; hint is the expected element count.
+// dt; hint is the expected element count. A JSON null is an error, as
+// the original's instances have it; parseDenseNulls reads it as NaN.
 func parseDenseAs(s *scanner, dt infer.DType, hint int) (infer.Tensor, error) {
+	return parseDense3(s, dt, hint, false)
+}
+
+// parseDenseNulls is parseDenseAs with a JSON null read as NaN where dt is
+// a float (the Open Inference Protocol's data may hold nulls); elsewhere a
+// null is an error still.
+func parseDenseNulls(s *scanner, dt infer.DType, hint int) (infer.Tensor, error) {
+	return parseDense3(s, dt, hint, true)
+}
+
+func parseDense3(s *scanner, dt infer.DType, hint int, nulls bool) (infer.Tensor, error) {
 	var (
 		shape []int64
 		data  any
@@ -291,9 +303,9 @@ func parseDenseAs(s *scanner, dt infer.DType, hint int) (infer.Tensor, error) {
 	)
 	switch dt {
 	case infer.Float32:
-		shape, data, err = parseDense(s, make([]float32, 0, hint), decimal.float32, parseF32)
+		shape, data, err = parseDense(s, make([]float32, 0, hint), decimal.float32, orNull(nulls, parseF32, float32(math.NaN())))
 	case infer.Float64:
-		shape, data, err = parseDense(s, make([]float64, 0, hint), decimal.float64, parseF64)
+		shape, data, err = parseDense(s, make([]float64, 0, hint), decimal.float64, orNull(nulls, parseF64, math.NaN()))
 	case infer.Int32:
 		shape, data, err = parseDense(s, make([]int32, 0, hint), fastI32, parseI32)
 	case infer.Int64:
@@ -313,9 +325,9 @@ func parseDenseAs(s *scanner, dt infer.DType, hint int) (infer.Tensor, error) {
 	case infer.Uint64:
 		shape, data, err = parseDense(s, make([]uint64, 0, hint), fastUint[uint64](math.MaxUint64), slowUint[uint64](math.MaxUint64, "a uint64"))
 	case infer.Float16:
-		shape, data, err = parseDense(s, make([]infer.F16, 0, hint), fastHalf(infer.F16FromFloat64), slowHalf(infer.F16FromFloat64, "a float16"))
+		shape, data, err = parseDense(s, make([]infer.F16, 0, hint), fastHalf(infer.F16FromFloat64), orNull(nulls, slowHalf(infer.F16FromFloat64, "a float16"), infer.F16FromFloat64(math.NaN())))
 	case infer.BFloat16:
-		shape, data, err = parseDense(s, make([]infer.BF16, 0, hint), fastHalf(infer.BF16FromFloat64), slowHalf(infer.BF16FromFloat64, "a bfloat16"))
+		shape, data, err = parseDense(s, make([]infer.BF16, 0, hint), fastHalf(infer.BF16FromFloat64), orNull(nulls, slowHalf(infer.BF16FromFloat64, "a bfloat16"), infer.BF16FromFloat64(math.NaN())))
 	case infer.String:
 		shape, data, err = parseStrings(s, hint)
 	default:
@@ -325,6 +337,19 @@ func parseDenseAs(s *scanner, dt infer.DType, hint int) (infer.Tensor, error) {
 		return infer.Tensor{}, err
 	}
 	return infer.Tensor{DType: dt, Shape: shape, Data: data}, nil
+}
+
+// orNull makes conv, when nulls is set, read a JSON null as nan.
+func orNull[T any](nulls bool, conv func([]byte) (T, string), nan T) func([]byte) (T, string) {
+	if !nulls {
+		return conv
+	}
+	return func(b []byte) (T, string) {
+		if string(b) == "null" {
+			return nan, ""
+		}
+		return conv(b)
+	}
 }
 
 // denseParser walks nested arrays, learning the shape from the first array

@@ -88,3 +88,14 @@ func slowHalf[T infer.F16 | infer.BF16](conv func(float64) T, name string) func(
 		return h, ""
 	}
 }
+
+// halfIsInf reports whether h is an infinity.
+func halfIsInf[T infer.F16 | infer.BF16](h T) bool {
+	switch v := any(h).(type) {
+	case infer.F16:
+		return v&0x7fff == 0x7c00
+	case infer.BF16:
+		return v&0x7fff == 0x7f80
+	}
+	return false
+}
