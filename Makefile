@@ -72,7 +72,7 @@ conformance: deps
 test-short:
 	$(GO) test -count=1 -short ./...
 
-## bench: every figure of README "Figures" (issue 13's ratios), from one run (see README "Tests and benchmarks").
+## bench: every figure of docs/results/*-bench.md (issue 13's ratios), from one run (see docs/testing.md).
 RESNET := $(CACHE)/models/resnet50/resnet50.onnx
 bench: deps build $(RESNET)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./infer/wire ./mesh ./bridge/http ./telemetry

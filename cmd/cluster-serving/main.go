@@ -1,5 +1,5 @@
 // Command cluster-serving serves ONNX models behind NATS JetStream work
-// queues. See README.md; `cluster-serving help` lists the commands.
+// queues. See README.md and docs/; `cluster-serving help` lists the commands.
 //
 // It is wiring only: a table of commands, their flags, signals, env vars
 // and os.Exit. The serving itself is mesh/serving (one Unit per model, one

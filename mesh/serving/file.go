@@ -113,10 +113,10 @@ type File struct {
 	TraceSampleRatio float64 `yaml:"traceSampleRatio"`
 	MetricsListen    string  `yaml:"metricsListen"`
 
-	// Trace detail (README "Telemetry"): request (default) or stages.
+	// Trace detail (docs/operate.md "Telemetry"): request (default) or stages.
 	TraceDetail string `yaml:"traceDetail"`
 
-	// Security (README "Security"). Each names a file; no secret itself
+	// Security (docs/security.md). Each names a file; no secret itself
 	// is ever a key (passwords in natsUrl and redisUrl aside, which the
 	// logs, banners and errors redact).
 	HTTPTLSCert        string `yaml:"httpTlsCert"`

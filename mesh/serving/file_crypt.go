@@ -10,7 +10,7 @@ import (
 )
 
 // The variables that hold the secret and the salt of modelEncrypted and
-// recordEncrypted (README "Security"), or name files that hold them (the
+// recordEncrypted (docs/security.md), or name files that hold them (the
 // Docker and Kubernetes secret convention). They are never config keys: a
 // config file is logged, copied and committed. The original read the model's
 // pair from the Redis hash model_secured (fields secret, salt) and decrypted

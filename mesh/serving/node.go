@@ -270,7 +270,7 @@ func (n *Node) connect() error {
 		nats.Name(cmp.Or(n.cfg.Name, DefaultName)),
 		nats.MaxReconnects(-1),
 		nats.ClosedHandler(func(*nats.Conn) { close(n.connClose) }),
-		// Failover settings (README "Failover"): reconnect to another
+		// Failover settings (docs/design.md "Failover"): reconnect to another
 		// server within a quarter second, not nats.go's 2 s, so a door
 		// whose server dies resumes inside the 2 s target; notice a dead
 		// machine or a split in about 10 s, not 4 minutes; start while

@@ -32,7 +32,7 @@ models: []
 # jobName takes the job jobName (/predict, the Redis door and
 # serving.<jobName>.predict reach it); every other model the job
 # <jobName>-<name>. POST /v2/repository/index, /v2/repository/models/<name>/load
-# and /unload control it (README "Model repository").
+# and /unload control it (docs/api.md "Model repository").
 modelRepository: ""
 # Seconds between scans of modelRepository for new versions and new
 # models. 0: the default, 10; -1: no polling (only load changes what serves).
@@ -66,7 +66,7 @@ maxWait: 0
 # values is an error.
 timeWindow: 0
 countWindow: 0
-# The original's encryption (README "Security"): the model file is
+# The original's encryption (docs/security.md): the model file is
 # encrypted (modelEncrypted: base64 text of AES-CBC, as the original wrote
 # it, or of AES-GCM), or the images of the Redis door's records are
 # (recordEncrypted: AES-GCM). The secret and the salt come from the environment

@@ -7,7 +7,7 @@
 // reading only the model's name and version.
 //
 // Regenerate after editing the proto (protoc and the plugins on PATH,
-// see the README):
+// see docs/api.md, "gRPC door"):
 //
 //	go generate ./infer/wire/kservepb
 package kservepb
