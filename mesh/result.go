@@ -39,11 +39,11 @@ func (r Result) Err() error {
 }
 
 // resultMsg builds the message a worker sends for one record.
-func resultMsg(subject string, work nats.Header, status int, body []byte, errMsg string) *nats.Msg {
+func resultMsg(subject string, work nats.Header, st int, body []byte, errMsg string) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data = body
 	m.Header.Set(HeaderURI, work.Get(HeaderURI))
-	m.Header.Set(HeaderStatus, strconv.Itoa(status))
+	m.Header.Set(HeaderStatus, strconv.Itoa(st))
 	if errMsg != "" {
 		m.Header.Set(HeaderError, oneLine(errMsg))
 	}
@@ -59,15 +59,15 @@ func resultMsg(subject string, work nats.Header, status int, body []byte, errMsg
 // the body alone on success, as micro.Request.Respond sends it; an error
 // as micro.Request.Error does, the status in Nats-Service-Error-Code and
 // the message in Nats-Service-Error, without a body.
-func microReply(subject string, status int, body []byte, errMsg string) *nats.Msg {
-	if status == wire.StatusOK {
+func microReply(subject string, st int, body []byte, errMsg string) *nats.Msg {
+	if st == wire.StatusOK {
 		return &nats.Msg{Subject: subject, Data: body}
 	}
 	if errMsg == "" {
-		errMsg = http.StatusText(status)
+		errMsg = http.StatusText(st)
 	}
 	return &nats.Msg{Subject: subject, Header: nats.Header{
-		micro.ErrorCodeHeader: {strconv.Itoa(status)},
+		micro.ErrorCodeHeader: {strconv.Itoa(st)},
 		micro.ErrorHeader:     {oneLine(errMsg)},
 	}}
 }

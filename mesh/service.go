@@ -184,12 +184,12 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	if span.IsRecording() {
 		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job))
 	}
-	status := wire.StatusOK
+	st := wire.StatusOK
 	forwarded := false
 	defer func() {
-		endStatusSpan(span, status)
+		endStatusSpan(span, st)
 		if !forwarded {
-			s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(status), time.Since(start))
+			s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(st), time.Since(start))
 		}
 	}()
 	r := Request{
@@ -201,9 +201,9 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	if req.Reply() == "" {
 		// A publish, not a request: nobody could read the answer, so the
 		// model does not run for it.
-		status = wire.StatusBadInput
+		st = wire.StatusBadInput
 		span.RecordError(errNoReply)
-		req.done(fmt.Errorf("%d:%w", status, errNoReply))
+		req.done(fmt.Errorf("%d:%w", st, errNoReply))
 		return
 	}
 	err := s.c.Forward(ctx, job, r, req.Reply(), start)
@@ -215,7 +215,7 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 		return
 	}
 	span.RecordError(err)
-	status = wire.Status(err)
+	st = wire.Status(err)
 	msg := err.Error()
 	var we *wire.Error
 	switch {
@@ -226,5 +226,5 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = "timed out queueing the request"
 	}
-	_ = req.Error(strconv.Itoa(status), msg, nil)
+	_ = req.Error(strconv.Itoa(st), msg, nil)
 }

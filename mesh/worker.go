@@ -284,8 +284,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	defer w.inflight.Add(-1)
 	h := msg.Headers()
 	ctx, span, delivered := w.startProcess(ctx, msg)
-	status := 0
-	defer func() { endStatusSpan(span, status) }()
+	st := 0
+	defer func() { endStatusSpan(span, st) }()
 
 	pctx, cancel, expired := w.attemptContext(ctx, h)
 	defer cancel()
@@ -294,14 +294,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		// Nobody waits any more: answer 504 unrun (a durable door records
 		// the failure) and end the record.
 		w.expired.Add(1)
-		status = wire.StatusTimeout
-		w.fail(ctx, msg, status, "deadline passed before a worker took the request")
+		st = wire.StatusTimeout
+		w.fail(ctx, msg, st, "deadline passed before a worker took the request")
 		return
 	case delivered > uint64(w.cfg.Stream.MaxDeliver):
 		// Every attempt ended without a settle: workers crashed or held it
 		// past AckWait. End it so it does not stay stuck.
-		status = wire.StatusInternal
-		w.fail(ctx, msg, status, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
+		st = wire.StatusInternal
+		w.fail(ctx, msg, st, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
 		return
 	}
 
@@ -313,10 +313,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	out, err := w.predict(pctx, ct, msg.Data())
 	if err != nil {
 		span.RecordError(err)
-		status = w.settleError(ctx, pctx, msg, err, delivered)
+		st = w.settleError(ctx, pctx, msg, err, delivered)
 		return
 	}
-	status = w.settleOK(ctx, msg, out, delivered, began)
+	st = w.settleOK(ctx, msg, out, delivered, began)
 }
 
 // predict calls the Predictor on one record. The record is outside input
@@ -456,9 +456,9 @@ func message(err error) string {
 
 // fail answers an error result and ends the record (Term: never again).
 // When the answer cannot be sent the record is nakked to try again.
-func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, status int, message string) {
+func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, st int, message string) {
 	w.failed.Add(1) // before the answer leaves, as processed
-	if !w.respond(ctx, msg, answer{status, nil, message}, msg.Term, 1) {
+	if !w.respond(ctx, msg, answer{st, nil, message}, msg.Term, 1) {
 		w.failed.Add(^uint64(0))
 	}
 }

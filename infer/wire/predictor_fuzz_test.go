@@ -63,8 +63,8 @@ func FuzzPredict(f *testing.F) {
 	f.Fuzz(func(t *testing.T, m, path uint8, body []byte) {
 		p, name, ct := preds[int(m)%len(preds)], fuzzModels[int(m)%len(preds)], fuzzPaths[int(path)%len(fuzzPaths)]
 		out, err := p.Predict(context.Background(), ct, body)
-		switch status := wire.Status(err); {
-		case status == wire.StatusOK:
+		switch st := wire.Status(err); {
+		case st == wire.StatusOK:
 			if len(out) == 0 {
 				t.Fatalf("%s as %s: 200 with an empty body", name, ct)
 			}
@@ -72,10 +72,10 @@ func FuzzPredict(f *testing.F) {
 			if ct == wire.MediaTypeOIP && (json.Unmarshal(out, &resp) != nil || len(resp.Outputs) == 0) {
 				t.Fatalf("%s as %s: 200 with %q, want an OIP response", name, ct, out)
 			}
-		case status != wire.StatusBadInput && status != wire.StatusTooLarge:
-			t.Fatalf("%s as %s: got status %d (%v), want 200, 400 or 413", name, ct, status, err)
+		case st != wire.StatusBadInput && st != wire.StatusTooLarge:
+			t.Fatalf("%s as %s: got st %d (%v), want 200, 400 or 413", name, ct, st, err)
 		case err.Error() == "":
-			t.Fatalf("%s as %s: status %d without a message", name, ct, status)
+			t.Fatalf("%s as %s: st %d without a message", name, ct, st)
 		}
 	})
 }
