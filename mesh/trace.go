@@ -37,14 +37,14 @@ const (
 
 // endStatusSpan records the status of the answer on span, marks it an
 // error unless it is wire.StatusOK, and ends it.
-func endStatusSpan(span trace.Span, status int) {
+func endStatusSpan(span trace.Span, st int) {
 	if !span.IsRecording() {
 		span.End() // a no-op for OTel's spans; still, every span is ended
 		return
 	}
-	span.SetAttributes(attrStatus.Int(status))
-	if status != wire.StatusOK {
-		span.SetStatus(codes.Error, "status "+strconv.Itoa(status))
+	span.SetAttributes(attrStatus.Int(st))
+	if st != wire.StatusOK {
+		span.SetStatus(codes.Error, "st "+strconv.Itoa(st))
 	}
 	span.End()
 }
