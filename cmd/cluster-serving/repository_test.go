@@ -170,6 +170,8 @@ func TestHTTPRepositoryRoles(t *testing.T) {
 		{"/v2/repository/models/add/load", "Bearer " + inferTok, "", 403},
 		{"/v2/repository/models/add/unload", "Bearer " + inferTok, "", 403},
 		{"/v2/repository/models/nope/unload", "Bearer " + inferTok, "", 403},
+		{"/v2/%72epository/models/add/unload", "Bearer " + inferTok, "", 403}, // escaped: the same route
+		{"/v2//repository/models/add/unload", "Bearer " + inferTok, "", 403},  // unclean: redirected there
 		{"/v2/models/add/infer", "Bearer " + inferTok, infer, 200},
 		{"/v2/repository/index", "Bearer " + adminTok, "", 200},
 		{"/v2/repository/models/add/unload", "Bearer " + adminTok, "", 200},
