@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -20,14 +21,61 @@ const tokenRecheck = time.Second
 // errNoTokens is FileError's Err for a token file with no token in it.
 var errNoTokens = errors.New("holds no token (one per line; blank lines and # comments are skipped): it would refuse every request")
 
-// Tokens holds the SHA-256 of each token of a token file (the doors' config key httpAuthTokenFile) and re-reads the file when its size,
+// Role is what a token may do: a line of the token file names it after
+// the token. RoleAdmin may do all RoleInfer may, and more.
+type Role int
+
+// Roles, from least to most allowed.
+const (
+	// RoleNone is the role of a string that is no token of the file.
+	RoleNone Role = iota
+	// RoleInfer (the word infer, or none) may call every route and RPC
+	// but model control.
+	RoleInfer
+	// RoleAdmin (the word admin) may also call model control: the model
+	// repository extension's index, load and unload.
+	RoleAdmin
+)
+
+// String returns the role's word in the token file.
+func (r Role) String() string {
+	switch r {
+	case RoleInfer:
+		return "infer"
+	case RoleAdmin:
+		return "admin"
+	}
+	return "none"
+}
+
+// Errors of Tokens.Check, which the doors map to their own answers.
+var (
+	// ErrUnauthenticated: the token is none of the file's (HTTP 401,
+	// gRPC Unauthenticated).
+	ErrUnauthenticated = errors.New("door: missing or invalid bearer token")
+	// ErrForbidden: the token is the file's, but its role is short of
+	// the one needed (HTTP 403, gRPC PermissionDenied).
+	ErrForbidden = errors.New("door: the token's role does not allow this")
+)
+
+// token is one line of a token file: the SHA-256 of the token, its role.
+type token struct {
+	digest [sha256.Size]byte
+	role   Role
+}
+
+// Tokens holds the SHA-256 and the role of each token of a token file (the doors' config key httpAuthTokenFile) and re-reads the file when its size,
 // modification time or identity changes, checked at most every
 // tokenRecheck on the way of a request (no goroutine). It is
 // safe for concurrent use. Token values are never logged nor put in an
-// error: only the file's path and the number of tokens are.
+// error: only the file's path, line numbers and the number of tokens are.
+//
+// A line is a token, then optionally whitespace and its role, infer (the
+// default) or admin; blank lines and lines starting with # are skipped.
 //
 // When the file changes:
-//   - unreadable (removed, no permission): the last good set stays in force
+//   - unreadable (removed, no permission) or malformed (a line with a
+//     word after the token that is no role): the last good set stays in force
 //     and one warning is logged until the file can be read again. Failing
 //     open would let anyone in; failing closed would lock every client out
 //     because of, say, a config management tool replacing the file.
@@ -40,7 +88,7 @@ type Tokens struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	digests [][sha256.Size]byte
+	digests []token
 	info    os.FileInfo // of the file as last read
 	checked time.Time
 	broken  bool // a warning about the file was logged and stands
@@ -66,42 +114,73 @@ func NewTokens(path string, log *slog.Logger) (*Tokens, error) {
 	return t, nil
 }
 
-// readTokens returns the digest of each token of the file at path: one a
-// line, spaces trimmed, blank lines and lines starting with # skipped.
-func readTokens(path string) ([][sha256.Size]byte, error) {
+// readTokens returns the digest and role of each token of the file at
+// path: one a line, spaces trimmed, blank lines and lines starting with #
+// skipped. A line of more than two words, or whose second word is no
+// role, is an error naming its line number, never its words: they may be
+// a token holding a space.
+func readTokens(path string) ([]token, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var out [][sha256.Size]byte
+	var out []token
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, len(b)+1)
-	for sc.Scan() {
+	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		out = append(out, sha256.Sum256([]byte(line)))
+		words := strings.Fields(line)
+		role := RoleInfer
+		switch {
+		case len(words) == 2 && words[1] == "admin":
+			role = RoleAdmin
+		case len(words) == 2 && words[1] == "infer":
+		case len(words) > 1:
+			return nil, fmt.Errorf("line %d: want a token, then optionally a role, infer or admin (a token holds no whitespace)", n)
+		}
+		out = append(out, token{sha256.Sum256([]byte(words[0])), role})
 	}
 	return out, sc.Err()
 }
 
-// Valid reports whether token is one of the file's. Every digest is
-// compared, in constant time, whatever matches: the answer's timing tells
-// neither which token nor how much of one matched.
-func (t *Tokens) Valid(token string) bool {
+// Valid reports whether token is one of the file's, whatever its role.
+func (t *Tokens) Valid(token string) bool { return t.Role(token) != RoleNone }
+
+// Role returns the role of token, RoleNone when it is none of the file's.
+// Every digest is compared, in constant time, whatever matches: the
+// answer's timing tells neither which token nor how much of one matched.
+func (t *Tokens) Role(token string) Role {
 	d := t.current()
 	got := sha256.Sum256([]byte(token))
-	ok := 0
+	role := int(RoleNone)
 	for i := range d {
-		ok |= subtle.ConstantTimeCompare(got[:], d[i][:])
+		role = subtle.ConstantTimeSelect(subtle.ConstantTimeCompare(got[:], d[i].digest[:]), int(d[i].role), role)
 	}
-	return ok == 1 && token != ""
+	if token == "" {
+		return RoleNone
+	}
+	return Role(role)
 }
 
-// current returns the token digests in force, re-reading the file first
-// when it changed since the last look.
-func (t *Tokens) current() [][sha256.Size]byte {
+// Check returns nil when token is one of the file's with a role of at
+// least need; else ErrUnauthenticated for a token that is none of the
+// file's, ErrForbidden for one whose role falls short.
+func (t *Tokens) Check(token string, need Role) error {
+	switch role := t.Role(token); {
+	case role == RoleNone:
+		return ErrUnauthenticated
+	case role < need:
+		return ErrForbidden
+	}
+	return nil
+}
+
+// current returns the tokens in force, re-reading the file first when it
+// changed since the last look.
+func (t *Tokens) current() []token {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if time.Since(t.checked) < tokenRecheck {
@@ -112,13 +191,13 @@ func (t *Tokens) current() [][sha256.Size]byte {
 	if err == nil && sameFile(info, t.info) && !t.broken {
 		return t.digests
 	}
-	var d [][sha256.Size]byte
+	var d []token
 	if err == nil {
 		d, err = readTokens(t.path)
 	}
 	switch {
 	case err != nil:
-		t.warnOnce("httpAuthTokenFile: the token file cannot be read; the tokens read last stay in force", "err", err)
+		t.warnOnce("httpAuthTokenFile: the token file cannot be read or is malformed; the tokens read last stay in force", "err", err)
 	case len(d) == 0:
 		t.digests, t.info = nil, info
 		t.warnOnce("httpAuthTokenFile: the token file holds no token; every request needing one is refused")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -131,16 +132,26 @@ func (d *Door) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	return handler(srv, ss)
 }
 
+// authorize refuses an RPC with Unauthenticated when no authorization
+// metadata holds a token of the file, with PermissionDenied when the best
+// role among them is short of what method needs (see need).
 func (d *Door) authorize(ctx context.Context, method string) error {
 	if d.tokens == nil || exempt(method) {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	role := door.RoleNone
 	for _, v := range md.Get("authorization") {
 		scheme, token, _ := strings.Cut(v, " ")
-		if strings.EqualFold(scheme, "Bearer") && d.tokens.Valid(strings.TrimSpace(token)) {
-			return nil
+		if strings.EqualFold(scheme, "Bearer") {
+			role = max(role, d.tokens.Role(strings.TrimSpace(token)))
 		}
 	}
-	return status.Error(codes.Unauthenticated, "missing or invalid bearer token: send the metadata 'authorization: Bearer TOKEN' with a token of httpAuthTokenFile")
+	switch {
+	case role == door.RoleNone:
+		return status.Error(codes.Unauthenticated, "missing or invalid bearer token: send the metadata 'authorization: Bearer TOKEN' with a token of httpAuthTokenFile")
+	case role < need(method):
+		return status.Errorf(codes.PermissionDenied, "%s needs a token of role admin (a line 'TOKEN admin' of httpAuthTokenFile); this one is an infer token", method)
+	}
+	return nil
 }

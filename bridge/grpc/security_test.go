@@ -55,7 +55,7 @@ func TestReflection(t *testing.T) {
 func TestTLSAndToken(t *testing.T) {
 	pki := tlstest.New(t, "grpc")
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("# clients\ns3cret-token\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("# clients\ns3cret-token\nadm1n-token admin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := startDoor(t, grpcdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA, TokenFile: tokens},
@@ -86,6 +86,7 @@ func TestTLSAndToken(t *testing.T) {
 		{"basic scheme", "Basic s3cret-token", codes.Unauthenticated},
 		{"token", "Bearer s3cret-token", codes.OK},
 		{"lower-case scheme", "bearer s3cret-token", codes.OK},
+		{"admin token", "Bearer adm1n-token", codes.OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctx

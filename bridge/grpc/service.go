@@ -142,7 +142,7 @@ func (d *Door) model(name, version string) (Model, error) {
 }
 
 // Code maps a wire status to its gRPC code: 400 InvalidArgument, 401
-// Unauthenticated, 404 NotFound, 413 and 429 ResourceExhausted, 499
+// Unauthenticated, 403 PermissionDenied, 404 NotFound, 413 and 429 ResourceExhausted, 499
 // Canceled, 503 Unavailable, 504 DeadlineExceeded, anything else
 // Internal.
 func Code(st int) codes.Code {
@@ -153,6 +153,8 @@ func Code(st int) codes.Code {
 		return codes.InvalidArgument
 	case 401:
 		return codes.Unauthenticated
+	case 403:
+		return codes.PermissionDenied
 	case wire.StatusNotFound:
 		return codes.NotFound
 	case wire.StatusTooLarge, wire.StatusTooManyRequests:

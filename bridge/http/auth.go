@@ -1,12 +1,14 @@
 package httpdoor
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
@@ -23,7 +25,21 @@ func exempt(r *http.Request) bool {
 	return false
 }
 
+// repositoryPrefix starts the paths of the model repository extension.
+const repositoryPrefix = "/v2/repository/"
+
+// need returns the role r's route needs: admin for model control (the
+// repository extension: its index too, which tells every model on disk and
+// why it fails), infer for the rest.
+func need(r *http.Request) door.Role {
+	if strings.HasPrefix(r.URL.Path, repositoryPrefix) {
+		return door.RoleAdmin
+	}
+	return door.RoleInfer
+}
+
 // authenticated answers 401 to a request without a valid bearer token,
+// and 403 to one whose token's role is short of its route's (see need),
 // before its body is read, unless the route is exempt. It neither logs
 // nor echoes the Authorization header.
 func (s *Server) authenticated(next http.Handler) http.Handler {
@@ -36,7 +52,14 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			return
 		}
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "Bearer") || !s.tokens.Valid(strings.TrimSpace(token)) {
+		if !strings.EqualFold(scheme, "Bearer") {
+			token = ""
+		}
+		switch err := s.tokens.Check(strings.TrimSpace(token), need(r)); {
+		case errors.Is(err, door.ErrForbidden):
+			s.writeError(w, wire.Errorf(http.StatusForbidden, "forbidden: %s needs a token of role admin (a line 'TOKEN admin' of httpAuthTokenFile); this one is an infer token", r.URL.Path), "")
+			return
+		case err != nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cluster-serving"`)
 			s.writeError(w, wire.Errorf(http.StatusUnauthorized, "missing or invalid bearer token: send the header 'Authorization: Bearer TOKEN' with a token of httpAuthTokenFile"), "")
 			return

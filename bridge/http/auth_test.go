@@ -58,6 +58,8 @@ func TestBearerTokens(t *testing.T) {
 		{"metadata", "GET", "/v2/models/add", "", "", 401},
 		{"unknown route", "GET", "/nope", "", "", 401},
 		{"right token", "POST", "/predict", "Bearer " + oldToken, addBody, 200},
+		{"model control, infer token", "POST", "/v2/repository/models/add/unload", "Bearer " + oldToken, "", 403},
+		{"model control, no token", "POST", "/v2/repository/index", "", "", 401},
 		{"right token, lower-case scheme", "GET", "/models", "bearer " + oldToken, "", 200},
 		{"welcome", "GET", "/", "", "", 200},
 		{"live", "GET", "/v2/health/live", "", "", 200},
@@ -71,6 +73,11 @@ func TestBearerTokens(t *testing.T) {
 			}
 			if st != tc.want {
 				t.Fatalf("got %d %s, want %d", st, body, tc.want)
+			}
+			if st == 403 {
+				if msg := errorOf(t, body); strings.Contains(msg, "planted") || !strings.Contains(msg, "role admin") {
+					t.Errorf("the 403: got %q, want one naming role admin and no token", msg)
+				}
 			}
 			if st == 401 {
 				if msg := errorOf(t, body); strings.Contains(msg, "planted") {

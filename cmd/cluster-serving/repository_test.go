@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,18 +34,18 @@ func putRepoModel(t *testing.T, repo, name, version string) {
 
 const addModelFile = "../../infer/testdata/add_f32.onnx"
 
-// TestHTTPModelRepository runs a serving node on a model repository (polling
-// off) with its HTTP door, as `start` wires them, and drives the
-// model_repository extension: index, load of a model added later, bad
-// bodies, unknown models, unload, and the 404 after it.
-func TestHTTPModelRepository(t *testing.T) {
+// repoDoor runs a serving node on a model repository holding add
+// version 1, with its HTTP door, as `start` wires them; extra is more
+// config.yaml. It returns call, which sends one request with the header
+// "Authorization: <auth>" (none when "") and returns the answer.
+func repoDoor(t *testing.T, repo, extra string) func(method, path, auth, body string) (int, string) {
+	t.Helper()
 	requireORT(t)
-	repo := t.TempDir()
 	putRepoModel(t, repo, "add", "1")
 	ports := freePorts(t, 2)
-	file, err := serving.ParseFile(fmt.Appendf(nil, "modelRepository: %s\nmodelRepositoryPoll: -1\njobName: add\nqueueStorage: memory\n"+
-		"natsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nhttpInterface: 127.0.0.1\nhttpPort: %d\nthreadPerModel: 1\n",
-		repo, ports[0], t.TempDir(), ports[1]))
+	file, err := serving.ParseFile(fmt.Appendf(nil, "modelRepository: %s\njobName: add\nqueueStorage: memory\n"+
+		"natsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nhttpInterface: 127.0.0.1\nhttpPort: %d\nthreadPerModel: 1\n%s",
+		repo, ports[0], t.TempDir(), ports[1], extra))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,13 +71,15 @@ func TestHTTPModelRepository(t *testing.T) {
 	if err := node.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-
 	base := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	call := func(method, path, body string) (int, string) {
+	return func(method, path, auth, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -86,6 +89,16 @@ func TestHTTPModelRepository(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+}
+
+// TestHTTPModelRepository runs a serving node on a model repository (polling
+// off) with its HTTP door, as `start` wires them, and drives the
+// model_repository extension: index, load of a model added later, bad
+// bodies, unknown models, unload, and the 404 after it.
+func TestHTTPModelRepository(t *testing.T) {
+	repo := t.TempDir()
+	send := repoDoor(t, repo, "modelRepositoryPoll: -1\n")
+	call := func(method, path, body string) (int, string) { t.Helper(); return send(method, path, "", body) }
 	infer := `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`
 
 	putRepoModel(t, repo, "other", "2") // after start, polling off
@@ -121,5 +134,87 @@ func TestHTTPModelRepository(t *testing.T) {
 		if st != tc.status || (tc.want == "" && body != "") || !strings.Contains(body, tc.want) {
 			t.Errorf("%s %s %s: got %d %s, want %d with %q", tc.method, tc.path, tc.body, st, body, tc.status, tc.want)
 		}
+	}
+}
+
+// errorBody returns the message of a door's JSON error body, which must
+// hold exactly {"error": "..."}.
+func errorBody(t *testing.T, body string) string {
+	t.Helper()
+	var e map[string]string
+	if err := json.Unmarshal([]byte(body), &e); err != nil || len(e) != 1 || e["error"] == "" {
+		t.Fatalf("got %s (%v), want a JSON body {\"error\": ...}", body, err)
+	}
+	return e["error"]
+}
+
+// TestHTTPRepositoryRoles: behind a token file with an infer token and an
+// admin token, the repository extension needs the admin token: the infer
+// token gets a JSON 403 on index, load and unload (and still infers), no
+// token a 401, the admin token does both.
+func TestHTTPRepositoryRoles(t *testing.T) {
+	const inferTok, adminTok = "planted-infer-tok-61ab", "planted-admin-tok-d03f"
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("# clients\n"+inferTok+"\n"+adminTok+" admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	call := repoDoor(t, t.TempDir(), "modelControl: explicit\nhttpAuthTokenFile: "+tokens+"\n")
+	infer := `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`
+	for _, tc := range []struct {
+		path, auth, body string
+		status           int
+	}{
+		{"/v2/repository/index", "", "", 401},
+		{"/v2/repository/models/add/load", "", "", 401},
+		{"/v2/repository/index", "Bearer " + inferTok, "", 403},
+		{"/v2/repository/models/add/load", "Bearer " + inferTok, "", 403},
+		{"/v2/repository/models/add/unload", "Bearer " + inferTok, "", 403},
+		{"/v2/repository/models/nope/unload", "Bearer " + inferTok, "", 403},
+		{"/v2/%72epository/models/add/unload", "Bearer " + inferTok, "", 403}, // escaped: the same route
+		{"/v2//repository/models/add/unload", "Bearer " + inferTok, "", 403},  // unclean: redirected there
+		{"/v2/models/add/infer", "Bearer " + inferTok, infer, 200},
+		{"/v2/repository/index", "Bearer " + adminTok, "", 200},
+		{"/v2/repository/models/add/unload", "Bearer " + adminTok, "", 200},
+		{"/v2/models/add/infer", "Bearer " + inferTok, infer, 404},
+		{"/v2/repository/models/add/load", "Bearer " + adminTok, "", 200},
+		{"/v2/models/add/infer", "Bearer " + adminTok, infer, 200},
+	} {
+		st, body := call("POST", tc.path, tc.auth, tc.body)
+		if st != tc.status {
+			t.Errorf("POST %s as %q: got %d %s, want %d", tc.path, tc.auth, st, body, tc.status)
+			continue
+		}
+		if st == 403 {
+			if msg := errorBody(t, body); !strings.Contains(msg, "role admin") || strings.Contains(msg, "planted") {
+				t.Errorf("POST %s as %q: got 403 %q, want one naming role admin and no token", tc.path, tc.auth, msg)
+			}
+		}
+	}
+}
+
+// TestHTTPModelControl: with modelControl none, poll or left out (poll),
+// load and unload answer a JSON 403 naming the mode, even to a door
+// without tokens, and the model keeps serving; the index answers.
+func TestHTTPModelControl(t *testing.T) {
+	for _, tc := range []struct{ name, extra, mode string }{
+		{"default", "", "modelControl poll"},
+		{"poll", "modelControl: poll\nmodelRepositoryPoll: 1\n", "modelControl poll"},
+		{"none", "modelControl: none\n", "modelControl none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			call := repoDoor(t, t.TempDir(), tc.extra)
+			for _, path := range []string{"/v2/repository/models/add/unload", "/v2/repository/models/add/load"} {
+				st, body := call("POST", path, "", "")
+				if msg := errorBody(t, body); st != 403 || !strings.Contains(msg, tc.mode) || !strings.Contains(msg, "modelControl: explicit") {
+					t.Errorf("POST %s: got %d %q, want 403 naming %s and modelControl: explicit", path, st, msg, tc.mode)
+				}
+			}
+			if st, body := call("POST", "/v2/repository/index", "", ""); st != 200 || !strings.Contains(body, `"state":"READY"`) {
+				t.Errorf("index: got %d %s, want 200 with add READY", st, body)
+			}
+			if st, body := call("POST", "/predict", "", `{"instances":[{"x":[1,2,3,4]}]}`); st != 200 {
+				t.Errorf("predict after the refused unload: got %d %s, want 200", st, body)
+			}
+		})
 	}
 }

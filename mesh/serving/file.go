@@ -79,6 +79,7 @@ type File struct {
 	// and models.
 	ModelRepository     string `yaml:"modelRepository"`
 	ModelRepositoryPoll int    `yaml:"modelRepositoryPoll"`
+	ModelControl        string `yaml:"modelControl"`
 
 	// HTTP door (SPEC §3 start options). timeWindow and countWindow are the
 	// original's names of maxWait and maxBatch: aliases folded into those

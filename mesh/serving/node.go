@@ -93,6 +93,9 @@ func (c Config) Validate() error {
 		if err := mesh.ValidateJob(c.Repository.Job); err != nil {
 			return fmt.Errorf("%w: Repository.Job: %w", ErrInvalidConfig, err)
 		}
+		if err := c.Repository.validate(); err != nil {
+			return err
+		}
 	case len(c.Models) == 0:
 		return fmt.Errorf("%w: Models is empty", ErrInvalidConfig)
 	}

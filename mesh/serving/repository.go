@@ -31,6 +31,21 @@ const (
 // models in its repository when the config does not say (modelRepositoryPoll).
 const DefaultRepositoryPoll = 10 * time.Second
 
+// Model control modes of a repository (config key modelControl), Triton's
+// names (tritonserver --model-control-mode).
+const (
+	// ControlPoll: every model of the directory loads at start, and the
+	// node rescans it every Poll; Load and Unload are refused.
+	ControlPoll = "poll"
+	// ControlExplicit: every model of the directory loads at start (as
+	// Triton's --load-model=*); then only Load and Unload change what
+	// serves. No polling.
+	ControlExplicit = "explicit"
+	// ControlNone: the models loaded at start serve until the node stops;
+	// no polling, Load and Unload are refused.
+	ControlNone = "none"
+)
+
 // RepositoryConfig configures the model repository of a Node: a directory
 // with one sub-directory per model and numeric version directories inside
 // (see ScanRepository). The highest version of each model serves.
@@ -39,13 +54,50 @@ type RepositoryConfig struct {
 	// serves Config.Models).
 	Dir string
 	// Poll is how often the node rescans Dir and loads new versions and
-	// new models (and unloads models whose directory went); 0 turns
-	// polling off: only the load API changes what serves.
+	// new models (and unloads models whose directory went), with Control
+	// ControlPoll; 0 there means DefaultRepositoryPoll. Set only with
+	// ControlPoll (or an empty Control).
 	Poll time.Duration
+	// Control is the model control mode: ControlPoll, ControlExplicit or
+	// ControlNone. Empty: ControlPoll when Poll > 0, else ControlExplicit
+	// (the node's behaviour before modes existed).
+	Control string
 	// Job is the job name of the deployment (jobName): the model named
 	// Job serves on the job Job itself (the Redis door, POST /predict and
 	// serving.<Job>.predict reach it); every other model on <Job>-<name>.
 	Job string
+}
+
+// control returns the mode in force (see Control).
+func (c RepositoryConfig) control() string {
+	switch {
+	case c.Control != "":
+		return c.Control
+	case c.Poll > 0:
+		return ControlPoll
+	}
+	return ControlExplicit
+}
+
+// poll returns how often to rescan Dir; 0: never.
+func (c RepositoryConfig) poll() time.Duration {
+	if c.control() != ControlPoll {
+		return 0
+	}
+	return cmp.Or(c.Poll, DefaultRepositoryPoll)
+}
+
+// validate reports a bad Control, or a Poll set without ControlPoll.
+func (c RepositoryConfig) validate() error {
+	switch c.control() {
+	case ControlPoll, ControlExplicit, ControlNone:
+	default:
+		return fmt.Errorf("%w: Repository.Control: %q: want %s, %s or %s", ErrInvalidConfig, c.Control, ControlPoll, ControlExplicit, ControlNone)
+	}
+	if c.Poll < 0 || (c.Poll > 0 && c.control() != ControlPoll) {
+		return fmt.Errorf("%w: Repository.Poll: %v: set only with Control %s, and not negative", ErrInvalidConfig, c.Poll, ControlPoll)
+	}
+	return nil
 }
 
 // IndexEntry is one model of the repository index.
@@ -196,7 +248,7 @@ func (r *Repository) Index(ready bool) []IndexEntry {
 		if seen[e.Name] {
 			continue
 		}
-		ie := IndexEntry{Name: e.Name, State: StateUnavailable, Reason: "not loaded yet: POST /v2/repository/models/" + e.Name + "/load"}
+		ie := IndexEntry{Name: e.Name, State: StateUnavailable, Reason: r.notLoaded(e.Name)}
 		if e.Version > 0 {
 			ie.Version = strconv.FormatInt(e.Version, 10)
 		}
@@ -212,12 +264,49 @@ func (r *Repository) Index(ready bool) []IndexEntry {
 	return out
 }
 
+// notLoaded is the index's reason for a model on disk the node never
+// loaded (added after start, or since the last poll).
+func (r *Repository) notLoaded(name string) string {
+	switch r.cfg.control() {
+	case ControlPoll:
+		return "not loaded yet: the next poll of the model repository loads it"
+	case ControlNone:
+		return "not loaded: with modelControl none, only the models present at start serve"
+	}
+	return "not loaded yet: POST /v2/repository/models/" + name + "/load"
+}
+
+// statusForbidden is the status of a load or unload that the model control
+// mode refuses (HTTP's 403).
+const statusForbidden = 403
+
+// controlRefused is the *wire.Error of a load or unload outside
+// ControlExplicit, nil in it. Triton refuses them too outside its
+// EXPLICIT mode ("explicit model load / unload is not allowed if polling
+// is enabled", in POLL as in NONE): in poll mode the directory is the one
+// source of truth, and an API that also loads and unloads would fight the
+// poll (a model unloaded by hand that the directory still holds, a
+// version loaded that the next scan judges again), with the directory's
+// file permissions, not a network token, guarding what serves. Triton
+// answers 503 (UNAVAILABLE); this answers 403, since retrying cannot
+// help until the node's config changes.
+func (r *Repository) controlRefused(what string) error {
+	switch mode := r.cfg.control(); mode {
+	case ControlPoll:
+		return wire.Errorf(statusForbidden, "explicit model %s is not allowed with modelControl poll: the node loads and unloads what the model repository directory holds; set modelControl: explicit to use this API", what)
+	case ControlNone:
+		return wire.Errorf(statusForbidden, "explicit model %s is not allowed with modelControl none: the models loaded at start serve until the node stops; set modelControl: explicit to use this API", what)
+	}
+	return nil
+}
+
 // Load loads (or reloads) the highest version of model name from the
 // repository, waits until it serves and returns nil; the serving version,
 // if any, keeps serving until then, and keeps serving when the load
 // fails. A model not in the repository is a *wire.Error 404, one that
 // fails to load a *wire.Error 400 with the reason; ErrRepositoryStopped
-// when the node does not run.
+// when the node does not run. Outside ControlExplicit it is a
+// *wire.Error 403 (see controlRefused).
 func (r *Repository) Load(ctx context.Context, name string) error {
 	return r.do(ctx, repoOp{name: name})
 }
@@ -225,7 +314,7 @@ func (r *Repository) Load(ctx context.Context, name string) error {
 // Unload stops serving model name: the door stops routing to it at once,
 // its worker drains (requests it runs finish) and its engine closes.
 // Polling leaves it unloaded until Load. A model that does not serve is a
-// *wire.Error 404.
+// *wire.Error 404; outside ControlExplicit, one of 403.
 func (r *Repository) Unload(ctx context.Context, name string) error {
 	return r.do(ctx, repoOp{name: name, unload: true})
 }
@@ -235,6 +324,13 @@ func (r *Repository) Unload(ctx context.Context, name string) error {
 var ErrRepositoryStopped = errors.New("serving: model repository is not running")
 
 func (r *Repository) do(ctx context.Context, op repoOp) error {
+	what := "load"
+	if op.unload {
+		what = "unload"
+	}
+	if err := r.controlRefused(what); err != nil {
+		return err
+	}
 	op.reply = make(chan error, 1)
 	select {
 	case r.ops <- op:
@@ -272,8 +368,8 @@ func (r *Repository) Run(ctx context.Context, nc *nats.Conn) error {
 	}
 	defer r.stopAll()
 	var tick <-chan time.Time
-	if r.cfg.Poll > 0 {
-		t := time.NewTicker(r.cfg.Poll)
+	if poll := r.cfg.poll(); poll > 0 {
+		t := time.NewTicker(poll)
 		defer t.Stop()
 		tick = t.C
 	}

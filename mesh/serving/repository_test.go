@@ -13,6 +13,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
@@ -130,6 +131,11 @@ func TestRepositoryConfigKeys(t *testing.T) {
 		{"modelRepository: r\nmodelRepositoryPoll: -2\n", `"modelRepositoryPoll": -2`},
 		{"modelPath: m\nmodelRepositoryPoll: 5\n", `"modelRepositoryPoll": needs modelRepository`},
 		{"modelRepository: r\nmodelRepositoryPoll: soon\n", `"modelRepositoryPoll" (line 2): want int`},
+		{"modelRepository: r\nmodelControl: manual\n", `"modelControl": "manual": want poll (the default), explicit or none`},
+		{"modelPath: m\nmodelControl: none\n", `"modelControl": needs modelRepository`},
+		{"modelRepository: r\nmodelControl: explicit\nmodelRepositoryPoll: 5\n", `"modelRepositoryPoll": 5: modelControl explicit does not poll`},
+		{"modelRepository: r\nmodelControl: none\nmodelRepositoryPoll: 5\n", `"modelRepositoryPoll": 5: modelControl none does not poll`},
+		{"modelRepository: r\nmodelControl: poll\nmodelRepositoryPoll: -1\n", `"modelRepositoryPoll": -1 (no polling) contradicts modelControl poll`},
 	} {
 		_, err := serving.ParseFile([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -140,10 +146,14 @@ func TestRepositoryConfigKeys(t *testing.T) {
 		yaml string
 		want serving.RepositoryConfig
 	}{
-		{"modelRepository: r\n", serving.RepositoryConfig{Dir: "r", Poll: serving.DefaultRepositoryPoll, Job: mesh.DefaultJob}},
-		{"modelRepository: r\nmodelRepositoryPoll: 0\njobName: j\n", serving.RepositoryConfig{Dir: "r", Poll: serving.DefaultRepositoryPoll, Job: "j"}},
-		{"modelRepository: r\nmodelRepositoryPoll: 3\n", serving.RepositoryConfig{Dir: "r", Poll: 3 * time.Second, Job: mesh.DefaultJob}},
-		{"modelRepository: r\nmodelRepositoryPoll: -1\n", serving.RepositoryConfig{Dir: "r", Job: mesh.DefaultJob}},
+		{"modelRepository: r\n", serving.RepositoryConfig{Dir: "r", Poll: serving.DefaultRepositoryPoll, Job: mesh.DefaultJob, Control: serving.ControlPoll}},
+		{"modelRepository: r\nmodelRepositoryPoll: 0\njobName: j\n", serving.RepositoryConfig{Dir: "r", Poll: serving.DefaultRepositoryPoll, Job: "j", Control: serving.ControlPoll}},
+		{"modelRepository: r\nmodelRepositoryPoll: 3\n", serving.RepositoryConfig{Dir: "r", Poll: 3 * time.Second, Job: mesh.DefaultJob, Control: serving.ControlPoll}},
+		{"modelRepository: r\nmodelControl: poll\nmodelRepositoryPoll: 3\n", serving.RepositoryConfig{Dir: "r", Poll: 3 * time.Second, Job: mesh.DefaultJob, Control: serving.ControlPoll}},
+		// -1 meant "only the load API changes what serves": explicit.
+		{"modelRepository: r\nmodelRepositoryPoll: -1\n", serving.RepositoryConfig{Dir: "r", Job: mesh.DefaultJob, Control: serving.ControlExplicit}},
+		{"modelRepository: r\nmodelControl: explicit\n", serving.RepositoryConfig{Dir: "r", Job: mesh.DefaultJob, Control: serving.ControlExplicit}},
+		{"modelRepository: r\nmodelControl: none\nmodelRepositoryPoll: -1\n", serving.RepositoryConfig{Dir: "r", Job: mesh.DefaultJob, Control: serving.ControlNone}},
 	} {
 		f, err := serving.ParseFile([]byte(tc.yaml))
 		if err != nil {
@@ -421,5 +431,60 @@ func TestRepositoryDescribeNode(t *testing.T) {
 	defer cancel()
 	if v, err := oipAdd(ctx, door.Client(), "dn-add"); err != nil || v != "4" {
 		t.Errorf("through the door node: got %q, %v; want version 4", v, err)
+	}
+}
+
+// TestRepositoryModelControl: outside explicit, load and unload are a 403
+// wire.Error naming the mode and what serves stays as it is; a model
+// added after start loads with the next poll in poll mode, never in none.
+// A Control the node does not know, or a Poll without poll, is
+// ErrInvalidConfig.
+func TestRepositoryModelControl(t *testing.T) {
+	for _, tc := range []struct {
+		control string
+		poll    time.Duration
+		reason  string
+	}{
+		{serving.ControlNone, 0, "modelControl none"},
+		{serving.ControlPoll, 20 * time.Millisecond, ""},
+	} {
+		t.Run(tc.control, func(t *testing.T) {
+			repo := t.TempDir()
+			putModel(t, repo, "add", "1", "model.onnx", addModel)
+			cfg := repoConfig(t, repo, "mc"+tc.control, tc.poll)
+			cfg.Repository.Control = tc.control
+			n := runReady(t, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var we *wire.Error
+			for what, err := range map[string]error{"load": n.Repository().Load(ctx, "add"), "unload": n.Repository().Unload(ctx, "add")} {
+				if !errors.As(err, &we) || we.Status != 403 || !strings.Contains(we.Message, "modelControl "+tc.control) {
+					t.Errorf("%s: got %v, want a 403 wire.Error naming modelControl %s", what, err, tc.control)
+				}
+			}
+			if v, err := oipAdd(ctx, n.Client(), "mc"+tc.control+"-add"); err != nil || v != "1" {
+				t.Errorf("add after the refused unload: got %q, %v; want version 1 serving", v, err)
+			}
+			putModel(t, repo, "other", "2", "model.onnx", addModel)
+			if tc.reason != "" {
+				if e := index(n, "other"); e.State != serving.StateUnavailable || !strings.Contains(e.Reason, tc.reason) {
+					t.Errorf("a model added after start: got %+v, want UNAVAILABLE saying %s", e, tc.reason)
+				}
+				return
+			}
+			meshtest.WaitFor(t, "the poll to load other", func() bool { return index(n, "other").State == serving.StateReady })
+		})
+	}
+	for _, rc := range []serving.RepositoryConfig{
+		{Control: "manual"},
+		{Control: serving.ControlExplicit, Poll: time.Second},
+		{Control: serving.ControlNone, Poll: time.Second},
+	} {
+		cfg := repoConfig(t, t.TempDir(), "mc", 0)
+		rc.Dir, rc.Job = cfg.Repository.Dir, cfg.Repository.Job
+		cfg.Repository = rc
+		if _, err := serving.NewNode(context.Background(), cfg); !errors.Is(err, serving.ErrInvalidConfig) {
+			t.Errorf("%+v: got %v, want ErrInvalidConfig", rc, err)
+		}
 	}
 }

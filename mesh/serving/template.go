@@ -37,6 +37,11 @@ modelRepository: ""
 # Seconds between scans of modelRepository for new versions and new
 # models. 0: the default, 10; -1: no polling (only load changes what serves).
 modelRepositoryPoll: 0
+# Model control, Triton's modes: poll (the default; -1 above: explicit)
+# loads every model at start and polls; the load/unload API answers 403.
+# explicit: no polling, load/unload (with an admin token of
+# httpAuthTokenFile) change what serves. none: what loads at start serves.
+modelControl: ""
 # Name of the serving job: the Redis stream, the NATS subjects
 # (serving.<jobName>.predict) and the JetStream stream SERVING_<jobName>.
 jobName: serving_stream
