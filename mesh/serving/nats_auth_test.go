@@ -141,10 +141,10 @@ func TestNATSAuthTLS(t *testing.T) {
 
 func TestFileNATSAuth(t *testing.T) {
 	f := &serving.File{NatsCredentials: "/c.creds", NatsTLSCA: "/ca.pem", NatsTLSCert: "/c.pem", NatsTLSKey: "/k.pem",
-		NatsServerConfig: "/nats.conf", NatsAllowAnonymous: true}
+		NatsServerConfig: "/nats.conf", NatsAllowAnonymous: true, NatsInboxPrefix: "_INBOX_svc"}
 	env := map[string]string{"NATS_USER": "u", "NATS_PASSWORD": "p", "NATS_TOKEN": "t"}
 	got := f.NATSAuth(func(k string) string { return env[k] })
-	want := serving.NATSAuth{Credentials: "/c.creds", User: "u", Password: "p", Token: "t", TLSCA: "/ca.pem", TLSCert: "/c.pem", TLSKey: "/k.pem"}
+	want := serving.NATSAuth{Credentials: "/c.creds", User: "u", Password: "p", Token: "t", TLSCA: "/ca.pem", TLSCert: "/c.pem", TLSKey: "/k.pem", InboxPrefix: "_INBOX_svc"}
 	if got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
