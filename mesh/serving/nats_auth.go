@@ -30,9 +30,9 @@ const DefaultInboxPrefix = "_INBOX_cs"
 
 // NATSAuth is how one of the service's NATS clients proves who it is,
 // checks the server's certificate and names its inboxes. Every process
-// and command builds its connection from it (NATSAuth.Options). A user and password in the URL
-// (nats://user:password@host) are read by nats.go from the URL itself
-// and win over User and Password. The zero value means none: a plain
+// and command builds its connection from it (NATSAuth.Options). A user
+// and password in the URL (nats://user:password@host) are read by
+// nats.go from the URL itself and win over User and Password. The zero value means none: a plain
 // connection, TLS only when the server asks for it.
 type NATSAuth struct {
 	// Credentials is natsCredentials: a .creds file (user JWT and nkey
