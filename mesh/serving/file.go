@@ -129,6 +129,7 @@ type File struct {
 	NatsTLSCA          string `yaml:"natsTlsCa"`
 	NatsTLSCert        string `yaml:"natsTlsCert"`
 	NatsTLSKey         string `yaml:"natsTlsKey"`
+	NatsInboxPrefix    string `yaml:"natsInboxPrefix"`
 	RedisTLSCert       string `yaml:"redisTlsCert"`
 	RedisTLSKey        string `yaml:"redisTlsKey"`
 }

@@ -175,6 +175,11 @@ func (f *File) validateSecurity(p *problems) {
 	if f.NatsAllowAnonymous && f.NatsURL != "" {
 		p.bad("natsAllowAnonymous", "applies to the embedded NATS server, which runs only when natsUrl is empty")
 	}
+	if f.NatsInboxPrefix != "" {
+		if err := checkInboxPrefix(f.NatsInboxPrefix); err != nil {
+			p.bad("natsInboxPrefix", "%v", err)
+		}
+	}
 }
 
 // validateTelemetry checks the keys of traces, metrics and logs.

@@ -121,12 +121,13 @@ func (f *File) Embedded() embedded.Config {
 	return c
 }
 
-// NATSAuth is how every NATS client of the job authenticates:
-// natsCredentials and natsTls*, and the user, password or token getenv
-// finds in $NATS_USER, $NATS_PASSWORD and $NATS_TOKEN (the nats CLI's
-// variables; secrets are never keys). getenv may be nil: no variables.
+// NATSAuth is how every NATS client of the job authenticates and names
+// its inboxes: natsCredentials, natsTls* and natsInboxPrefix, and the
+// user, password or token getenv finds in $NATS_USER, $NATS_PASSWORD and
+// $NATS_TOKEN (the nats CLI's variables; secrets are never keys). getenv may be nil: no variables.
 func (f *File) NATSAuth(getenv func(string) string) NATSAuth {
-	a := NATSAuth{Credentials: f.NatsCredentials, TLSCA: f.NatsTLSCA, TLSCert: f.NatsTLSCert, TLSKey: f.NatsTLSKey}
+	a := NATSAuth{Credentials: f.NatsCredentials, TLSCA: f.NatsTLSCA, TLSCert: f.NatsTLSCert, TLSKey: f.NatsTLSKey,
+		InboxPrefix: f.NatsInboxPrefix}
 	if getenv != nil {
 		a.User, a.Password, a.Token = getenv(EnvNATSUser), getenv(EnvNATSPassword), getenv(EnvNATSToken)
 	}

@@ -41,6 +41,7 @@ func TestTemplateStatesThePackageDefaults(t *testing.T) {
 		{"shutdownGrace", tmpl.Grace(), mesh.DefaultShutdownGrace},
 		{"metricsListen", tmpl.MetricsAddr(), empty.MetricsAddr()},
 		{"jobName", tmpl.JobName, empty.JobName},
+		{"natsInboxPrefix", tmpl.NATSAuth(nil).InboxPrefix, serving.DefaultInboxPrefix},
 	}
 	for _, tt := range tests {
 		if !reflect.DeepEqual(tt.got, tt.want) {

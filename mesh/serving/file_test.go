@@ -46,6 +46,11 @@ func TestParseFileErrors(t *testing.T) {
 		{"tls key alone", "modelPath: m\nredisTlsKey: k.pem\n", `config key "redisTlsCert": required when redisTlsKey is set`},
 		{"client ca without tls", "modelPath: m\nhttpTlsClientCa: ca.pem\n", `config key "httpTlsClientCa": needs httpTlsCert`},
 		{"server config with url", "modelPath: m\nnatsUrl: nats://h:4222\nnatsServerConfig: n.conf\n", `config key "natsServerConfig"`},
+		{"inbox wildcard", "modelPath: m\nnatsInboxPrefix: _INBOX_cs.>\n", `config key "natsInboxPrefix": "_INBOX_cs.>" is not a subject prefix`},
+		{"inbox star", "modelPath: m\nnatsInboxPrefix: a.*.b\n", `config key "natsInboxPrefix"`},
+		{"inbox trailing dot", "modelPath: m\nnatsInboxPrefix: _INBOX_cs.\n", `config key "natsInboxPrefix"`},
+		{"inbox empty token", "modelPath: m\nnatsInboxPrefix: a..b\n", `config key "natsInboxPrefix"`},
+		{"inbox blank", "modelPath: m\nnatsInboxPrefix: \"a b\"\n", `config key "natsInboxPrefix"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package serving
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -20,11 +21,18 @@ const (
 	EnvNATSToken    = "NATS_TOKEN"
 )
 
-// NATSAuth is how one of the service's NATS clients proves who it is and
-// checks the server's certificate. Every process and command builds its
-// connection from it (NATSAuth.Options). A user and password in the URL
-// (nats://user:password@host) are read by nats.go from the URL itself
-// and win over User and Password. The zero value means none: a plain
+// DefaultInboxPrefix is the inbox prefix of every NATS connection of the
+// service when natsInboxPrefix is empty: not nats.go's _INBOX, which
+// every client shares by default, so that a user allowed to subscribe
+// _INBOX.> reads none of the service's replies (JetStream API replies,
+// pulled work, the HTTP door's results).
+const DefaultInboxPrefix = "_INBOX_cs"
+
+// NATSAuth is how one of the service's NATS clients proves who it is,
+// checks the server's certificate and names its inboxes. Every process
+// and command builds its connection from it (NATSAuth.Options). A user
+// and password in the URL (nats://user:password@host) are read by
+// nats.go from the URL itself and win over User and Password. The zero value means none: a plain
 // connection, TLS only when the server asks for it.
 type NATSAuth struct {
 	// Credentials is natsCredentials: a .creds file (user JWT and nkey
@@ -39,6 +47,11 @@ type NATSAuth struct {
 	// (natsTlsCa); TLSCert and TLSKey a client certificate and its key
 	// (natsTlsCert, natsTlsKey) for servers that verify clients.
 	TLSCA, TLSCert, TLSKey string
+	// InboxPrefix is natsInboxPrefix: the subject prefix of the
+	// connection's inboxes, where replies, JetStream deliveries and the
+	// doors' results arrive. Empty: DefaultInboxPrefix. A deployer grants
+	// the service's user subscribe on <InboxPrefix>.> and no one else.
+	InboxPrefix string
 }
 
 // ErrNATSAuth is wrapped when NATS refuses the service's credentials, or
@@ -49,10 +62,10 @@ var ErrNATSAuth = errors.New("serving: NATS authentication")
 // authKeys names what a deployer sets to authenticate to NATS.
 const authKeys = "natsCredentials, natsTlsCert and natsTlsKey, or " + EnvNATSUser + " and " + EnvNATSPassword + " in the environment"
 
-// Options are the nats.Options that present a's credentials and trust
-// its CA.
+// Options are the nats.Options that present a's credentials, trust its
+// CA and name its inboxes (Inbox).
 func (a NATSAuth) Options() []nats.Option {
-	var opts []nats.Option
+	opts := []nats.Option{a.Inbox()}
 	if a.Credentials != "" {
 		opts = append(opts, credentials(a.Credentials))
 	}
@@ -71,6 +84,24 @@ func (a NATSAuth) Options() []nats.Option {
 		opts = append(opts, nats.ClientCert(a.TLSCert, a.TLSKey))
 	}
 	return opts
+}
+
+// Inbox is the nats.Option that gives a connection a's inbox prefix:
+// nats.go's own inboxes, request-reply, and the jetstream package's
+// pulls and acks all take it from the connection.
+func (a NATSAuth) Inbox() nats.Option {
+	return nats.CustomInboxPrefix(cmp.Or(a.InboxPrefix, DefaultInboxPrefix))
+}
+
+// checkInboxPrefix returns why p cannot prefix inboxes: subject tokens
+// separated by dots, none empty, without wildcards or blanks.
+func checkInboxPrefix(p string) error {
+	for tok := range strings.SplitSeq(p, ".") {
+		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
+			return fmt.Errorf("%q is not a subject prefix without wildcards, like %s", p, DefaultInboxPrefix)
+		}
+	}
+	return nil
 }
 
 // credentials presents a .creds file (a user JWT and its nkey seed), or

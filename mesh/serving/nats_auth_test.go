@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,10 +142,10 @@ func TestNATSAuthTLS(t *testing.T) {
 
 func TestFileNATSAuth(t *testing.T) {
 	f := &serving.File{NatsCredentials: "/c.creds", NatsTLSCA: "/ca.pem", NatsTLSCert: "/c.pem", NatsTLSKey: "/k.pem",
-		NatsServerConfig: "/nats.conf", NatsAllowAnonymous: true}
+		NatsServerConfig: "/nats.conf", NatsAllowAnonymous: true, NatsInboxPrefix: "_INBOX_svc"}
 	env := map[string]string{"NATS_USER": "u", "NATS_PASSWORD": "p", "NATS_TOKEN": "t"}
 	got := f.NATSAuth(func(k string) string { return env[k] })
-	want := serving.NATSAuth{Credentials: "/c.creds", User: "u", Password: "p", Token: "t", TLSCA: "/ca.pem", TLSCert: "/c.pem", TLSKey: "/k.pem"}
+	want := serving.NATSAuth{Credentials: "/c.creds", User: "u", Password: "p", Token: "t", TLSCA: "/ca.pem", TLSCert: "/c.pem", TLSKey: "/k.pem", InboxPrefix: "_INBOX_svc"}
 	if got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
@@ -240,4 +241,51 @@ func TestNATSAuthNkeySeed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNodeInboxPrefix: the node's in-process connection to its embedded
+// server takes its inboxes under Auth.InboxPrefix, so its client's
+// results and its worker's pulled work arrive there; a user allowed to
+// subscribe _INBOX.> reads none of it, only the canary sent to it last.
+func TestNodeInboxPrefix(t *testing.T) {
+	cfg := addConfig(t, "inbox", "")
+	cfg.Embedded.ConfigFile = natsConf(t, `authorization { users = [{user: a, password: pw},
+		{user: snoop, password: pw, permissions: {publish: "serving.*.predict", subscribe: "_INBOX.>"}}] }`)
+	cfg.Serve, cfg.Auth.InboxPrefix = true, "_INBOX_t.node"
+	n := runReady(t, cfg)
+	if got := n.Conn().NewInbox(); !strings.HasPrefix(got, "_INBOX_t.node.") {
+		t.Errorf("NewInbox: got %s, want it under _INBOX_t.node", got)
+	}
+	count := func(user, subject string) *atomic.Int64 {
+		nc, err := nats.Connect(n.URL(), nats.UserInfo(user, "pw"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		var c atomic.Int64
+		if _, err := nc.Subscribe(subject, func(*nats.Msg) { c.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	own, snooped := count("a", "_INBOX_t.node.>"), count("snoop", "_INBOX.>")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 5 {
+		if err := submitAdd(ctx, n.Client(), "inbox"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Conn().Publish("_INBOX.canary", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the canary", func() bool { return snooped.Load() > 0 })
+	if got := snooped.Load(); got != 1 {
+		t.Errorf("under _INBOX.: got %d messages, want the canary alone", got)
+	}
+	// Each request: its PubAck, its pulled work and its result, at least.
+	waitFor(t, "10 messages under _INBOX_t.node", func() bool { return own.Load() >= 10 })
 }

@@ -326,7 +326,7 @@ func (n *Node) startEmbedded() ([]nats.Option, error) {
 		"auth", srv.AuthRequired())
 	opts := []nats.Option{srv.ConnectOption()}
 	if srv.InProcessAuth() {
-		return opts, nil
+		return append(opts, n.cfg.Auth.Inbox()), nil
 	}
 	if !n.cfg.Auth.Identity() {
 		return nil, fmt.Errorf("%w: the embedded NATS server (natsServerConfig) requires authentication it cannot grant this process "+

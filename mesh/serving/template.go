@@ -117,6 +117,10 @@ natsCredentials: ""
 natsTlsCa: ""
 natsTlsCert: ""
 natsTlsKey: ""
+# Prefix of the inboxes of every NATS connection of the service (replies,
+# pulled work, the doors' results): grant the service's NATS user
+# subscribe on <prefix>.> and no other user (README "Security").
+natsInboxPrefix: _INBOX_cs
 # A nats-server configuration file for the embedded server, read by
 # nats-server's own parser: authorization, users, nkeys, accounts, tls.
 # natsListen wins over the file's listen and port; JetStream is always on;
