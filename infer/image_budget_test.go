@@ -62,6 +62,17 @@ func TestDecodeImageBombRefusedBeforeDecode(t *testing.T) {
 	}
 }
 
+// TestBombPNG checks the test's bomb: a valid PNG of its size.
+func TestBombPNG(t *testing.T) {
+	img, err := png.Decode(bytes.NewReader(infertest.BombPNG(t, 300, 200)))
+	if err != nil || img.Bounds() != image.Rect(0, 0, 300, 200) {
+		t.Fatalf("got %v, %v; want a 300x200 image", err, img)
+	}
+	if size := len(infertest.BombPNG(t, 5792, 5792)); size > 400<<10 {
+		t.Errorf("5792x5792 bomb: %d bytes, want a few hundred KB", size)
+	}
+}
+
 func TestImageMaxPixels(t *testing.T) {
 	tests := []struct {
 		name string

@@ -2,16 +2,18 @@ package infertest
 
 import (
 	"bytes"
-	"compress/zlib"
+	"compress/flate"
 	"encoding/binary"
 	"hash/crc32"
 	"testing"
 )
 
-// BombPNG returns a valid w×h 8-bit RGBA PNG of black pixels, written
-// row by row so that making it allocates one row, not the canvas: a
-// decompression bomb of a few hundred KB that decodes to 4×w×h bytes
-// (5792×5792: about 130 KB that becomes 134 MB).
+// BombPNG returns a valid w×h 8-bit RGBA PNG of transparent black pixels:
+// a decompression bomb of a few hundred KB that decodes to 4×w×h bytes
+// (5792×5792: about 260 KB that becomes 134 MB). Making it costs one
+// compressed row: its IDAT repeats the deflate blocks of one row h times
+// (each ends byte-aligned with a sync flush), and the Adler-32 of all-zero
+// data is known.
 func BombPNG(tb testing.TB, w, h int) []byte {
 	tb.Helper()
 	var b bytes.Buffer
@@ -20,21 +22,26 @@ func BombPNG(tb testing.TB, w, h int) []byte {
 	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
 	ihdr = append(ihdr, 8, 6, 0, 0, 0) // depth 8, RGBA, deflate, no filter, no interlace
 	pngChunk(&b, "IHDR", ihdr)
-	var idat bytes.Buffer
-	zw, err := zlib.NewWriterLevel(&idat, zlib.BestCompression)
+	var row bytes.Buffer
+	fw, err := flate.NewWriter(&row, flate.BestCompression)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	row := make([]byte, 1+4*w) // filter byte 0, then transparent black
-	for range h {
-		if _, err := zw.Write(row); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
+	rowLen := 1 + 4*w // filter byte 0, then the pixels
+	if _, err := fw.Write(make([]byte, rowLen)); err != nil {
 		tb.Fatal(err)
 	}
-	pngChunk(&b, "IDAT", idat.Bytes())
+	if err := fw.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	idat := []byte{0x78, 0xda} // zlib, best compression
+	for range h {
+		idat = append(idat, row.Bytes()...)
+	}
+	idat = append(idat, 0x03, 0x00) // final empty block
+	// Adler-32 of n zero bytes: a stays 1, b adds it n times.
+	idat = binary.BigEndian.AppendUint32(idat, uint32(int64(rowLen)*int64(h)%65521)<<16|1)
+	pngChunk(&b, "IDAT", idat)
 	pngChunk(&b, "IEND", nil)
 	return b.Bytes()
 }
