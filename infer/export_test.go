@@ -22,3 +22,6 @@ func SetImageBudgetWait(tb testing.TB, d time.Duration) {
 
 // DecodeCost is decodeCost for tests.
 var DecodeCost = decodeCost
+
+// BytesPerPixel is bytesPerPixel for tests.
+var BytesPerPixel = bytesPerPixel

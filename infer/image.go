@@ -101,7 +101,7 @@ func DecodeImage(ctx context.Context, b64 []byte, p ImagePre) (Tensor, error) {
 			return Tensor{}, NewInputError(-1, "", "encrypted image (recordEncrypted): %v", err)
 		}
 	}
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(raw))
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(raw))
 	if err != nil {
 		return Tensor{}, NewInputError(-1, "", "undecodable image (want JPEG or PNG): %v", err)
 	}
@@ -109,7 +109,7 @@ func DecodeImage(ctx context.Context, b64 []byte, p ImagePre) (Tensor, error) {
 		return Tensor{}, NewInputError(-1, "", "image is %dx%d (%d pixels), want at most %d pixels (imageMaxPixels; imageResize sets the default)",
 			cfg.Width, cfg.Height, int64(cfg.Width)*int64(cfg.Height), limit)
 	}
-	release, err := sharedGate(p.DecodeConcurrency, p.MemoryBudget).acquire(ctx, decodeCost(cfg, p), cfg)
+	release, err := sharedGate(p.DecodeConcurrency, p.MemoryBudget).acquire(ctx, decodeCost(cfg, bytesPerPixel(format, cfg.ColorModel, raw), p), cfg)
 	if err != nil {
 		return Tensor{}, err
 	}

@@ -141,22 +141,28 @@ func (p ImagePre) maxPixels() int {
 // MaxPixels returns the pixel cap of c's images (see ImagePre.MaxPixels).
 func (c Config) MaxPixels() int { return c.imagePre().maxPixels() }
 
-// decodeCost returns the bytes decoding an image of header cfg costs as p
+// decodeCost returns the bytes decoding an image of header cfg, whose
+// decoder allocates bpp bytes a pixel (see bytesPerPixel), costs as p
 // says: the decoded image, the NRGBA copy it is resized or converted into
-// and the float32 tensor. A JPEG's YCbCr counts at 3 bytes a pixel, its
-// most (4:4:4).
-func decodeCost(cfg image.Config, p ImagePre) int64 {
+// and the float32 tensor.
+func decodeCost(cfg image.Config, bpp int64, p ImagePre) int64 {
 	px := int64(cfg.Width) * int64(cfg.Height)
 	out := px
 	if p.Resize[0] > 0 {
 		out = int64(p.Resize[0]) * int64(p.Resize[1])
 	}
-	return px*bytesPerPixel(cfg.ColorModel) + out*(4+3*4)
+	return px*bpp + out*(4+3*4)
 }
 
 // bytesPerPixel returns what image/png and image/jpeg allocate per pixel
-// for an image of color model m.
-func bytesPerPixel(m color.Model) int64 {
+// for raw, an image of format and color model m (from its header). A
+// JPEG's YCbCr counts at 3 bytes a pixel, its most (4:4:4); a progressive
+// JPEG's decoder also keeps every DCT coefficient, an int32 a pixel per
+// component: 15 bytes in all.
+func bytesPerPixel(format string, m color.Model, raw []byte) int64 {
+	if format == "jpeg" && jpegProgressive(raw) {
+		return 3 + 3*4
+	}
 	switch m {
 	case color.GrayModel, color.AlphaModel:
 		return 1
@@ -171,4 +177,26 @@ func bytesPerPixel(m color.Model) int64 {
 		return 1
 	}
 	return 4 // RGBA, NRGBA, CMYK
+}
+
+// jpegProgressive reports whether the JPEG raw's frame is progressive
+// (SOF2), walking its marker segments up to the frame header.
+func jpegProgressive(raw []byte) bool {
+	for i := 2; i+4 <= len(raw) && raw[i] == 0xff; {
+		marker := raw[i+1]
+		switch {
+		case marker == 0xff: // fill byte
+			i++
+			continue
+		case marker == 0xc2:
+			return true
+		case marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc:
+			return false // another frame type
+		case marker == 0x01 || (marker >= 0xd0 && marker <= 0xd9):
+			i += 2 // no length
+			continue
+		}
+		i += 2 + (int(raw[i+2])<<8 | int(raw[i+3]))
+	}
+	return false
 }

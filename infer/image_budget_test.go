@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"image/png"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,7 +167,7 @@ func TestImageMemoryBudget(t *testing.T) {
 	infer.SetImageBudgetWait(t, 20*time.Millisecond)
 	raw := b64(smallPNG(t, 64, 64))
 	pre := infer.ImagePre{Resize: [2]int{8, 8}, DecodeConcurrency: 4}
-	cost := infer.DecodeCost(image.Config{ColorModel: color.RGBAModel, Width: 64, Height: 64}, pre)
+	cost := infer.DecodeCost(image.Config{ColorModel: color.RGBAModel, Width: 64, Height: 64}, 4, pre)
 	pre.MemoryBudget = cost + cost/2 // one image fits, two do not
 
 	t.Run("over the whole budget", func(t *testing.T) {
@@ -215,6 +216,35 @@ func TestConfigValidateImageBudget(t *testing.T) {
 			tt.cfg.ModelPath = "m.onnx"
 			if err := tt.cfg.Validate(); !errors.Is(err, infer.ErrConfigValidation) || !strings.Contains(err.Error(), tt.key) {
 				t.Fatalf("Validate: got %v, want an ErrConfigValidation naming %s", err, tt.key)
+			}
+		})
+	}
+}
+
+func TestImageBytesPerPixel(t *testing.T) {
+	// Segments up to the frame header: an APP0 of length 0x12, then SOF0
+	// (baseline) or SOF2 (progressive).
+	app0 := append([]byte{0xff, 0xd8, 0xff, 0xe0, 0x00, 0x12}, make([]byte, 16)...)
+	sof := func(marker byte) []byte { return append(slices.Clone(app0), 0xff, marker, 0x00, 0x11) }
+	tests := []struct {
+		name   string
+		format string
+		model  color.Model
+		raw    []byte
+		want   int64
+	}{
+		{"baseline JPEG", "jpeg", color.YCbCrModel, fixture(t, "images/cat1.jpeg"), 3},
+		{"baseline header", "jpeg", color.YCbCrModel, sof(0xc0), 3},
+		{"progressive JPEG", "jpeg", color.YCbCrModel, sof(0xc2), 15},
+		{"RGBA PNG", "png", color.RGBAModel, nil, 4},
+		{"16-bit PNG", "png", color.NRGBA64Model, nil, 8},
+		{"gray PNG", "png", color.GrayModel, nil, 1},
+		{"paletted PNG", "png", color.Palette{color.Black}, nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := infer.BytesPerPixel(tt.format, tt.model, tt.raw); got != tt.want {
+				t.Errorf("got %d bytes a pixel, want %d", got, tt.want)
 			}
 		})
 	}
