@@ -115,7 +115,7 @@ func DecodeImage(ctx context.Context, b64 []byte, p ImagePre) (Tensor, error) {
 	}
 	defer release()
 	if decodeHook != nil {
-		decodeHook()
+		decodeHook(cfg)
 	}
 	img, _, err := image.Decode(bytes.NewReader(raw))
 	if err != nil {

@@ -43,15 +43,16 @@ const (
 // holding it. A variable so that tests can shorten it.
 var imageBudgetWait = time.Second
 
-// decodeHook, when set (tests), runs while an image holds its decode slot
-// and its memory budget, before its pixels are decoded.
-var decodeHook func()
+// decodeHook, when set (tests), runs with an image's header while the
+// image holds its decode slot and its memory budget, before its pixels are
+// decoded.
+var decodeHook func(image.Config)
 
 // imageGate is one process's decode slots and memory budget, shared by
 // every Engine configured alike (the keys are process-wide). Safe for
 // concurrent use.
 type imageGate struct {
-	slots       *semaphore.Weighted
+	slots       *decodeSlots
 	mem         *semaphore.Weighted
 	concurrency int
 	budget      int64
@@ -81,7 +82,7 @@ func sharedGate(concurrency int, budget int64) *imageGate {
 	if gates.m == nil {
 		gates.m = map[[2]int64]*imageGate{}
 	}
-	g := &imageGate{slots: semaphore.NewWeighted(int64(concurrency)), mem: semaphore.NewWeighted(budget),
+	g := &imageGate{slots: newDecodeSlots(concurrency), mem: semaphore.NewWeighted(budget),
 		concurrency: concurrency, budget: budget}
 	gates.m[key] = g
 	return g
@@ -92,9 +93,9 @@ func sharedGate(concurrency int, budget int64) *imageGate {
 // were decoding: status 503, a transient failure that a retry may pass.
 var ErrImageBudget = errors.New("busy: image decode memory budget")
 
-// acquire takes a decode slot, waiting while ctx lasts, then cost bytes of
-// the memory budget, waiting at most imageBudgetWait. It returns the
-// function that gives both back. A cost over the whole budget is an
+// acquire takes a decode slot (cheapest image first), waiting while ctx
+// lasts, then cost bytes of the memory budget, waiting at most
+// imageBudgetWait. It returns the function that gives both back. A cost over the whole budget is an
 // *InputError (no wait can help); no budget in time is ErrImageBudget;
 // ctx's end while waiting is ctx's error.
 func (g *imageGate) acquire(ctx context.Context, cost int64, cfg image.Config) (release func(), err error) {
@@ -102,7 +103,7 @@ func (g *imageGate) acquire(ctx context.Context, cost int64, cfg image.Config) (
 		return nil, NewInputError(-1, "", "image is %dx%d: decoding it takes %d MiB, more than the %d MiB of imageMemoryBudget",
 			cfg.Width, cfg.Height, mib(cost), mib(g.budget))
 	}
-	if err := g.slots.Acquire(ctx, 1); err != nil {
+	if err := g.slots.acquire(ctx, cost); err != nil {
 		return nil, fmt.Errorf("wait for an image decode slot (imageDecodeConcurrency %d): %w", g.concurrency, err)
 	}
 	if !g.mem.TryAcquire(cost) {
@@ -110,7 +111,7 @@ func (g *imageGate) acquire(ctx context.Context, cost int64, cfg image.Config) (
 		err := g.mem.Acquire(wctx, cost)
 		cancel()
 		if err != nil {
-			g.slots.Release(1)
+			g.slots.release()
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("wait for image memory budget: %w", ctx.Err())
 			}
@@ -120,7 +121,7 @@ func (g *imageGate) acquire(ctx context.Context, cost int64, cfg image.Config) (
 	}
 	return func() {
 		g.mem.Release(cost)
-		g.slots.Release(1)
+		g.slots.release()
 	}, nil
 }
 

@@ -109,18 +109,18 @@ func TestImageMaxPixels(t *testing.T) {
 }
 
 // holdDecodes makes every decode block in the decode hook until the
-// returned release is called; entered receives once per decode that got
-// its slot and budget, and peak is the most seen at once.
-func holdDecodes(t *testing.T) (entered chan struct{}, peak *atomic.Int32, release func()) {
-	entered = make(chan struct{}, 64)
+// returned release is called; entered receives the width of each image
+// that got its slot and budget, and peak is the most seen at once.
+func holdDecodes(t *testing.T) (entered chan int, peak *atomic.Int32, release func()) {
+	entered = make(chan int, 64)
 	gate := make(chan struct{})
 	var cur atomic.Int32
 	peak = new(atomic.Int32)
-	infer.SetDecodeHook(t, func() {
+	infer.SetDecodeHook(t, func(cfg image.Config) {
 		n := cur.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		entered <- struct{}{}
+		entered <- cfg.Width
 		<-gate
 		cur.Add(-1)
 	})
@@ -247,5 +247,43 @@ func TestImageBytesPerPixel(t *testing.T) {
 				t.Errorf("got %d bytes a pixel, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestImageDecodeCheapestFirst: with the one slot taken, a big image and
+// then a small one wait; the freed slot goes to the small one.
+func TestImageDecodeCheapestFirst(t *testing.T) {
+	entered, _, release := holdDecodes(t)
+	pre := infer.ImagePre{Resize: [2]int{8, 8}, DecodeConcurrency: 1, MemoryBudget: 32 << 20}
+	decode := func(raw []byte) error {
+		_, err := infer.DecodeImage(context.Background(), raw, pre)
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Go(func() { errs[0] = decode(b64(smallPNG(t, 20, 20))) })
+	<-entered
+	wg.Go(func() { errs[1] = decode(b64(smallPNG(t, 512, 512))) })
+	for infer.ImageSlotWaiters(1, 32<<20) < 1 {
+		runtime.Gosched()
+	}
+	wg.Go(func() { errs[2] = decode(b64(smallPNG(t, 16, 16))) })
+	for infer.ImageSlotWaiters(1, 32<<20) < 2 {
+		runtime.Gosched()
+	}
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("decode %d: %v", i, err)
+		}
+	}
+	close(entered)
+	var order []int
+	for w := range entered {
+		order = append(order, w)
+	}
+	if want := []int{16, 512}; !slices.Equal(order, want) {
+		t.Errorf("widths of the waiting images in decode order: got %v, want %v (cheapest first)", order, want)
 	}
 }
