@@ -68,24 +68,25 @@ func (f *File) Engine() infer.Config {
 	mean, _ := parseTriple(f.ImageMean)
 	std, _ := parseTriple(f.ImageStd)
 	return infer.Config{
-		Parallelism:            f.ModelParallelism,
-		Threads:                f.ThreadPerModel,
-		MaxBatch:               f.MaxBatch,
-		MaxWait:                millis(f.MaxWait),
-		PostProcessing:         f.PostProcessing,
-		InputAlreadyBatched:    f.InputAlreadyBatched,
-		ImageResize:            resize,
-		ImageLayout:            f.ImageLayout,
-		ImageChannels:          f.ImageChannels,
-		ImageScale:             float32(f.ImageScale),
-		ImageMean:              mean,
-		ImageStd:               std,
+		Parallelism:         f.ModelParallelism,
+		Threads:             f.ThreadPerModel,
+		MaxBatch:            f.MaxBatch,
+		MaxWait:             millis(f.MaxWait),
+		PostProcessing:      f.PostProcessing,
+		InputAlreadyBatched: f.InputAlreadyBatched,
+		ImageResize:         resize,
+		ImageLayout:         f.ImageLayout,
+		ImageChannels:       f.ImageChannels,
+		ImageScale:          float32(f.ImageScale),
+		ImageMean:           mean,
+		ImageStd:            std,
+		ExecutionProvider:   f.ExecutionProvider,
+		Batching:            f.Batching,
+		ThreadSpinning:      f.ThreadSpinning,
+
 		ImageMaxPixels:         f.ImageMaxPixels,
 		ImageDecodeConcurrency: f.ImageDecodeConcurrency,
 		ImageMemoryBudget:      f.ImageMemoryBudget,
-		ExecutionProvider:      f.ExecutionProvider,
-		Batching:               f.Batching,
-		ThreadSpinning:         f.ThreadSpinning,
 	}
 }
 
