@@ -2,7 +2,6 @@ package infer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -87,11 +86,6 @@ func sharedGate(concurrency int, budget int64) *imageGate {
 	gates.m[key] = g
 	return g
 }
-
-// ErrImageBudget means an image could not get its share of the image
-// memory budget (imageMemoryBudget) within a short wait, as other images
-// were decoding: status 503, a transient failure that a retry may pass.
-var ErrImageBudget = errors.New("busy: image decode memory budget")
 
 // acquire takes a decode slot (cheapest image first), waiting while ctx
 // lasts, then cost bytes of the memory budget, waiting at most
