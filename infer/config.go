@@ -56,6 +56,21 @@ type Config struct {
 	// (taken as 1) leave values as they are. Config keys: imageMean,
 	// imageStd.
 	ImageMean, ImageStd [3]float32
+	// ImageMaxPixels bounds an image's width×height, read from its header
+	// before any pixel is decoded. 0: 256×h×w of ImageResize, at least
+	// 2^24 and at most 2^25 (ImageResizeFactor); without ImageResize 2^22
+	// (DefaultImageMaxPixels). At most 2^25. Config key: imageMaxPixels.
+	ImageMaxPixels int
+	// ImageDecodeConcurrency bounds the images decoding at once in the
+	// process (shared by the engines configured alike); a decode waits for
+	// a slot while its ctx lasts. 0: runtime.GOMAXPROCS(0). Config key:
+	// imageDecodeConcurrency.
+	ImageDecodeConcurrency int
+	// ImageMemoryBudget bounds the bytes, decoded image plus float tensor,
+	// of the images decoding at once in the process; an image that gets
+	// no room within a second fails with ErrImageBudget (503). 0: 512 MiB
+	// (DefaultImageMemoryBudget). Config key: imageMemoryBudget.
+	ImageMemoryBudget int64
 	// ModelKey, when set, means the model file is encrypted the original's
 	// way (OpenModel) and is decrypted into memory with it; the plain model
 	// never touches the disk. Nil: the file is plain. Config key:
@@ -138,6 +153,10 @@ func (c Config) imagePre() ImagePre {
 		Scale:    c.ImageScale,
 		Mean:     c.ImageMean,
 		Std:      c.ImageStd,
+
+		MaxPixels:         c.ImageMaxPixels,
+		DecodeConcurrency: c.ImageDecodeConcurrency,
+		MemoryBudget:      c.ImageMemoryBudget,
 	}
 }
 

@@ -51,6 +51,11 @@ var (
 	// ErrBatching means Config.Batching "on" was asked of a model whose
 	// inputs cannot be stacked along dim 0; the message names the input.
 	ErrBatching = errors.New("infer: model cannot batch")
+	// ErrImageBudget means an image could not get its share of the image
+	// memory budget (imageMemoryBudget) within a short wait, as other
+	// images were decoding: status 503, a transient failure that a retry
+	// may pass. Its text is the one callers read, hence no "infer:".
+	ErrImageBudget = errors.New("busy: image decode memory budget")
 )
 
 // InputError is a bad request: the payload does not fit the model.

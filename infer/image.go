@@ -2,6 +2,7 @@ package infer
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,10 +14,6 @@ import (
 
 	"golang.org/x/image/draw"
 )
-
-// maxImagePixels bounds a decoded image, whose size the payload's length
-// does not bound (a small PNG can claim a huge canvas).
-const maxImagePixels = 1 << 25
 
 // ImagePre is how an image input is pre-processed: decode (JPEG or PNG),
 // optional bilinear resize, channel order, scale and normalisation, layout.
@@ -38,6 +35,18 @@ type ImagePre struct {
 	// original's recordEncrypted records); nil means plain images. The
 	// Redis codecs set it from Engine.RecordKey.
 	Key *Key
+	// MaxPixels bounds width×height, read from the image's header before
+	// any pixel is decoded; 0 means the rule of Resize (see
+	// ImageResizeFactor), or DefaultImageMaxPixels without it. At most
+	// 2^25. Config key: imageMaxPixels.
+	MaxPixels int
+	// DecodeConcurrency bounds the images decoding at once in the process;
+	// 0 means runtime.GOMAXPROCS(0). Config key: imageDecodeConcurrency.
+	DecodeConcurrency int
+	// MemoryBudget bounds the bytes (decoded image, its resized copy and
+	// its tensor) of the images decoding at once in the process; 0 means
+	// DefaultImageMemoryBudget. Config key: imageMemoryBudget.
+	MemoryBudget int64
 }
 
 // validate reports the config key of the first bad setting.
@@ -45,8 +54,14 @@ func (p ImagePre) validate() (string, error) {
 	switch {
 	case p.Resize[0] < 0 || p.Resize[1] < 0 || (p.Resize[0] == 0) != (p.Resize[1] == 0):
 		return "imageResize", fmt.Errorf("got %d,%d, want two positive sizes h,w or none", p.Resize[0], p.Resize[1])
-	case p.Resize[0]*p.Resize[1] > maxImagePixels:
-		return "imageResize", fmt.Errorf("got %d,%d, want at most %d pixels", p.Resize[0], p.Resize[1], maxImagePixels)
+	case p.Resize[0]*p.Resize[1] > MaxImagePixels:
+		return "imageResize", fmt.Errorf("got %d,%d, want at most %d pixels", p.Resize[0], p.Resize[1], MaxImagePixels)
+	case p.MaxPixels < 0 || p.MaxPixels > MaxImagePixels:
+		return "imageMaxPixels", fmt.Errorf("got %d, want 1 to %d, or 0 for the default", p.MaxPixels, MaxImagePixels)
+	case p.DecodeConcurrency < 0:
+		return "imageDecodeConcurrency", fmt.Errorf("got %d, want >= 0", p.DecodeConcurrency)
+	case p.MemoryBudget < 0:
+		return "imageMemoryBudget", fmt.Errorf("got %d, want >= 0 bytes", p.MemoryBudget)
 	case p.Layout != "" && p.Layout != "CHW" && p.Layout != "HWC":
 		return "imageLayout", fmt.Errorf("got %q, want CHW or HWC", p.Layout)
 	case p.Channels != "" && p.Channels != "BGR" && p.Channels != "RGB":
@@ -69,9 +84,14 @@ func isBad(f float32) bool { return math.IsNaN(float64(f)) || math.IsInf(float64
 
 // DecodeImage decodes b64, base64 (standard alphabet, padded or not) of a
 // JPEG or PNG image (encrypted when p.Key is set), into a float32 tensor [3,h,w] (or [h,w,3] with Layout
-// HWC) pre-processed as p says. A bad encoding or image is an *InputError.
-// Safe for concurrent use; it does not retain b64.
-func DecodeImage(b64 []byte, p ImagePre) (Tensor, error) {
+// HWC) pre-processed as p says. The image's header is checked against
+// p's pixel cap before any pixel is decoded; the decode then waits for a
+// slot of p.DecodeConcurrency while ctx lasts and for its cost in
+// p.MemoryBudget a short while. A bad encoding, an image over the cap or
+// over the whole budget is an *InputError; no budget in time is
+// ErrImageBudget (transient); ctx's end is ctx's error. Safe for
+// concurrent use; it does not retain b64.
+func DecodeImage(ctx context.Context, b64 []byte, p ImagePre) (Tensor, error) {
 	raw, err := DecodeBase64(b64)
 	if err != nil {
 		return Tensor{}, NewInputError(-1, "", "image is not base64: %v", err)
@@ -81,12 +101,21 @@ func DecodeImage(b64 []byte, p ImagePre) (Tensor, error) {
 			return Tensor{}, NewInputError(-1, "", "encrypted image (recordEncrypted): %v", err)
 		}
 	}
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(raw))
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(raw))
 	if err != nil {
 		return Tensor{}, NewInputError(-1, "", "undecodable image (want JPEG or PNG): %v", err)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxImagePixels {
-		return Tensor{}, NewInputError(-1, "", "image is %dx%d, want at most %d pixels", cfg.Width, cfg.Height, maxImagePixels)
+	if limit := p.maxPixels(); cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > int64(limit) {
+		return Tensor{}, NewInputError(-1, "", "image is %dx%d (%d pixels), want at most %d pixels (imageMaxPixels; imageResize sets the default)",
+			cfg.Width, cfg.Height, int64(cfg.Width)*int64(cfg.Height), limit)
+	}
+	release, err := sharedGate(p.DecodeConcurrency, p.MemoryBudget).acquire(ctx, decodeCost(cfg, bytesPerPixel(format, cfg.ColorModel, raw), p), cfg)
+	if err != nil {
+		return Tensor{}, err
+	}
+	defer release()
+	if decodeHook != nil {
+		decodeHook(cfg)
 	}
 	img, _, err := image.Decode(bytes.NewReader(raw))
 	if err != nil {
@@ -158,8 +187,9 @@ func imageTensor(img image.Image, p ImagePre) Tensor {
 // ImageInput decodes b64 as an image for model input in, pre-processed as
 // p says: the input must be of rank 3 without its batch dim. With batched
 // the tensor gets a batch dim of 1. The result has the input's dtype. A
-// bad image, or one that does not fit the input, is an *InputError.
-func ImageInput(b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
+// bad image, or one that does not fit the input, is an *InputError; it
+// waits for the image budget and fails as DecodeImage does.
+func ImageInput(ctx context.Context, b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
 	want := in.Shape
 	if !batched && len(want) > 0 {
 		want = want[1:]
@@ -171,7 +201,7 @@ func ImageInput(b64 []byte, in IO, batched bool, p ImagePre) (Tensor, error) {
 	if len(want) != 3 {
 		return Tensor{}, NewInputError(-1, "", "got a string (image), but model input %s is not an image (want rank 3 without the batch dim)", ShapeString(in.Shape))
 	}
-	t, err := DecodeImage(b64, p)
+	t, err := DecodeImage(ctx, b64, p)
 	if err != nil {
 		return Tensor{}, err
 	}

@@ -1,6 +1,8 @@
 package infer_test
 
 import (
+	"context"
+
 	"bytes"
 	"encoding/base64"
 	"errors"
@@ -57,7 +59,7 @@ func TestDecodeImagePNG(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := infer.DecodeImage(b64(buf.Bytes()), tt.pre)
+			got, err := infer.DecodeImage(context.Background(), b64(buf.Bytes()), tt.pre)
 			if err != nil {
 				t.Fatalf("DecodeImage: %v", err)
 			}
@@ -81,7 +83,7 @@ func TestDecodeImageJPEG(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, w := ref.Bounds().Dy(), ref.Bounds().Dx()
-	got, err := infer.DecodeImage(b64(raw), infer.ImagePre{})
+	got, err := infer.DecodeImage(context.Background(), b64(raw), infer.ImagePre{})
 	if err != nil {
 		t.Fatalf("DecodeImage: %v", err)
 	}
@@ -97,7 +99,7 @@ func TestDecodeImageJPEG(t *testing.T) {
 			}
 		}
 	}
-	resized, err := infer.DecodeImage(b64(raw), infer.ImagePre{Resize: [2]int{224, 200}})
+	resized, err := infer.DecodeImage(context.Background(), b64(raw), infer.ImagePre{Resize: [2]int{224, 200}})
 	if err != nil {
 		t.Fatalf("DecodeImage resized: %v", err)
 	}
@@ -120,7 +122,7 @@ func TestDecodeImageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := infer.DecodeImage([]byte(tt.b64), infer.ImagePre{})
+			_, err := infer.DecodeImage(context.Background(), []byte(tt.b64), infer.ImagePre{})
 			var ie *infer.InputError
 			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got error %v, want an *InputError containing %q", err, tt.want)

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"bytes"
 	"fmt"
 	"strings"
@@ -26,8 +28,14 @@ import (
 // when indiceData is empty, else sparse and densified), or a utf8 value:
 // '|'-joined strings (a string tensor, for a string input: see
 // decodeStringValue) or a base64 image, pre-processed as info.Image says. Every problem is an *InputError; it never
-// panics. Safe for concurrent use; it does not retain data.
-func DecodeRedisArrow(data []byte, info infer.ModelInfo, alreadyBatched bool) (rec []infer.Tensor, err error) {
+// panics. Safe for concurrent use; it does not retain data. An image
+// waits for the image budget without a deadline (see infer.DecodeImage);
+// the Redis codec decodes under the request's ctx.
+func DecodeRedisArrow(data []byte, info infer.ModelInfo, alreadyBatched bool) ([]infer.Tensor, error) {
+	return decodeRedisArrow(context.Background(), data, info, alreadyBatched)
+}
+
+func decodeRedisArrow(ctx context.Context, data []byte, info infer.ModelInfo, alreadyBatched bool) (rec []infer.Tensor, err error) {
 	raw, err := infer.DecodeBase64(data)
 	if err != nil {
 		return nil, infer.NewInputError(-1, "", "data is not base64: %v", err)
@@ -68,7 +76,7 @@ func DecodeRedisArrow(data []byte, info infer.ModelInfo, alreadyBatched bool) (r
 	}
 	rec = make([]infer.Tensor, len(info.Inputs))
 	for j, in := range info.Inputs {
-		t, err := decodeColumn(batch.Column(order[j]), in, alreadyBatched, info.Image)
+		t, err := decodeColumn(ctx, batch.Column(order[j]), in, alreadyBatched, info.Image)
 		if err != nil {
 			if ie, ok := err.(*infer.InputError); ok {
 				ie.Instance, ie.Input = 0, in.Name
@@ -115,7 +123,7 @@ func mapColumns(schema *arrow.Schema, inputs []infer.IO) ([]int, error) {
 }
 
 // decodeColumn turns one column into the tensor for input in.
-func decodeColumn(col arrow.Array, in infer.IO, batched bool, p infer.ImagePre) (infer.Tensor, error) {
+func decodeColumn(ctx context.Context, col arrow.Array, in infer.IO, batched bool, p infer.ImagePre) (infer.Tensor, error) {
 	var t infer.Tensor
 	switch c := col.(type) {
 	case *array.Struct:
@@ -130,12 +138,12 @@ func decodeColumn(col arrow.Array, in infer.IO, batched bool, p infer.ImagePre) 
 		if c.Len() != 1 || c.IsNull(0) {
 			return infer.Tensor{}, infer.NewInputError(-1, "", "utf8 column has %d values, want one non-null value", c.Len())
 		}
-		return decodeStringValue([]byte(c.Value(0)), in, batched, p)
+		return decodeStringValue(ctx, []byte(c.Value(0)), in, batched, p)
 	case *array.LargeString:
 		if c.Len() != 1 || c.IsNull(0) {
 			return infer.Tensor{}, infer.NewInputError(-1, "", "utf8 column has %d values, want one non-null value", c.Len())
 		}
-		return decodeStringValue([]byte(c.Value(0)), in, batched, p)
+		return decodeStringValue(ctx, []byte(c.Value(0)), in, batched, p)
 	default:
 		return infer.Tensor{}, infer.NewInputError(-1, "", "unsupported column type %s; want a tensor struct or utf8", col.DataType())
 	}

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"fmt"
 	"mime"
 	"slices"
@@ -19,7 +21,7 @@ type Codec interface {
 	// model input, in model order, without the batch dim unless
 	// s.AlreadyBatched. A body that does not fit the model is an
 	// *infer.InputError.
-	Decode(body []byte, s *Spec) (*Request, error)
+	Decode(ctx context.Context, body []byte, s *Spec) (*Request, error)
 	// Encode renders the outputs of req's records, in order, as the
 	// answer to req.
 	Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error)
@@ -113,8 +115,8 @@ type instancesCodec struct{}
 
 func init() { RegisterCodec(MediaTypeJSON, instancesCodec{}) }
 
-func (instancesCodec) Decode(body []byte, s *Spec) (*Request, error) {
-	recs, err := decodeInstances(body, s.Info.Inputs, s.AlreadyBatched, s.Info.Image)
+func (instancesCodec) Decode(ctx context.Context, body []byte, s *Spec) (*Request, error) {
+	recs, err := decodeInstances(ctx, body, s.Info.Inputs, s.AlreadyBatched, s.Info.Image)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"fmt"
 	"math"
 
@@ -25,7 +27,7 @@ type grpcCodec struct{}
 
 func init() { RegisterCodec(MediaTypeKServeGRPC, grpcCodec{}) }
 
-func (grpcCodec) Decode(body []byte, s *Spec) (*Request, error) {
+func (grpcCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, error) {
 	var req kservepb.ModelInferRequest
 	if err := proto.Unmarshal(body, &req); err != nil {
 		return nil, infer.NewInputError(-1, "", "malformed ModelInferRequest: %v", err)

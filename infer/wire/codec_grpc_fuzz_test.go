@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"errors"
 	"testing"
 
@@ -79,7 +81,7 @@ func FuzzDecodeGRPC(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, spec := range fuzzSpecs {
-			req, err := grpcCodec{}.Decode(body, spec)
+			req, err := grpcCodec{}.Decode(context.Background(), body, spec)
 			checkDecoded(t, req, err, spec)
 		}
 	})
@@ -101,7 +103,7 @@ func FuzzDecodeOIPBinary(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, spec := range fuzzSpecs {
-			req, err := oipBinCodec{}.Decode(body, spec)
+			req, err := oipBinCodec{}.Decode(context.Background(), body, spec)
 			checkDecoded(t, req, err, spec)
 		}
 	})

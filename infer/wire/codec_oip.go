@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -76,7 +78,7 @@ type oipRequest struct {
 
 // Decode reads the whole OIP envelope: the id and the requested outputs
 // go into the Request for Encode, the inputs become records.
-func (oipCodec) Decode(body []byte, s *Spec) (*Request, error) {
+func (oipCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, error) {
 	req, err := parseOIPRequest(body, s.Info)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"errors"
 	"testing"
 
@@ -54,7 +56,7 @@ func FuzzDecodeOIP(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, spec := range specs {
-			req, err := oipCodec{}.Decode(body, spec)
+			req, err := oipCodec{}.Decode(context.Background(), body, spec)
 			if err != nil {
 				var ie *infer.InputError
 				if !errors.As(err, &ie) {

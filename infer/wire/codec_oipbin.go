@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -85,7 +87,7 @@ type oipBinCodec struct{}
 
 func init() { RegisterCodec(MediaTypeOIPBinary, oipBinCodec{}) }
 
-func (oipBinCodec) Decode(body []byte, s *Spec) (*Request, error) {
+func (oipBinCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, error) {
 	header, tail, err := SplitOIPBinary(body)
 	if err != nil {
 		return nil, err

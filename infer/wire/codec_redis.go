@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"fmt"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -20,17 +22,17 @@ func init() {
 // recordEncrypted did; tensors never are.
 type redisCodec struct{ json bool }
 
-func (c redisCodec) Decode(body []byte, s *Spec) (*Request, error) {
+func (c redisCodec) Decode(ctx context.Context, body []byte, s *Spec) (*Request, error) {
 	info := s.Info
 	info.Image.Key = s.RecordKey // recordEncrypted: images decrypt after base64
 	if !c.json {
-		rec, err := DecodeRedisArrow(body, info, s.AlreadyBatched)
+		rec, err := decodeRedisArrow(ctx, body, info, s.AlreadyBatched)
 		if err != nil {
 			return nil, err
 		}
 		return &Request{Records: [][]infer.Tensor{rec}}, nil
 	}
-	recs, err := decodeInstances(body, info.Inputs, s.AlreadyBatched, info.Image)
+	recs, err := decodeInstances(ctx, body, info.Inputs, s.AlreadyBatched, info.Image)
 	if err != nil {
 		return nil, err
 	}

@@ -97,8 +97,8 @@ func (e *Error) Unwrap() error {
 
 // Status maps err to the status of its answer: StatusOK for nil; an
 // *Error's own Status; the sentinels' codes; StatusBadInput for an
-// *infer.InputError; StatusBusy for infer.ErrQueueFull and
-// infer.ErrClosed; StatusTimeout for context.DeadlineExceeded;
+// *infer.InputError; StatusBusy for infer.ErrQueueFull, infer.ErrClosed
+// and infer.ErrImageBudget; StatusTimeout for context.DeadlineExceeded;
 // StatusClientClosed for context.Canceled; StatusInternal for anything
 // else. Every door and the worker decide with it.
 func Status(err error) int {
@@ -119,7 +119,8 @@ func Status(err error) int {
 		return StatusTooLarge
 	case errors.Is(err, ErrTooManyRequests):
 		return StatusTooManyRequests
-	case errors.Is(err, ErrBusy), errors.Is(err, infer.ErrQueueFull), errors.Is(err, infer.ErrClosed):
+	case errors.Is(err, ErrBusy), errors.Is(err, infer.ErrQueueFull), errors.Is(err, infer.ErrClosed),
+		errors.Is(err, infer.ErrImageBudget):
 		return StatusBusy
 	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return StatusTimeout

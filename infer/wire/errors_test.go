@@ -27,6 +27,7 @@ func TestStatus(t *testing.T) {
 		{"busy", wire.ErrBusy, wire.StatusBusy},
 		{"engine queue full", fmt.Errorf("infer: %w", infer.ErrQueueFull), wire.StatusBusy},
 		{"engine closed", infer.ErrClosed, wire.StatusBusy},
+		{"image budget", fmt.Errorf("decode: %w", infer.ErrImageBudget), wire.StatusBusy},
 		{"timeout", wire.ErrTimeout, wire.StatusTimeout},
 		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), wire.StatusTimeout},
 		{"canceled", context.Canceled, wire.StatusClientClosed},
@@ -79,7 +80,7 @@ const mediaTypeFailingEncoder = "application/x-failing-encoder-test"
 
 func init() { wire.RegisterCodec(mediaTypeFailingEncoder, failingEncoder{}) }
 
-func (failingEncoder) Decode([]byte, *wire.Spec) (*wire.Request, error) {
+func (failingEncoder) Decode(context.Context, []byte, *wire.Spec) (*wire.Request, error) {
 	x := infer.Tensor{DType: infer.Float32, Shape: []int64{4}, Data: []float32{1, 1, 1, 1}}
 	return &wire.Request{Records: [][]infer.Tensor{{x}}}, nil
 }

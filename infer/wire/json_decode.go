@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"fmt"
 	"math"
 	"strconv"
@@ -39,11 +41,11 @@ const jsonExample = `want {"instances":[{"<input name>":[[1.0,2.0],[3.0,4.0]]}]}
 // instead: one for a scalar, nested arrays of them for a tensor; a number,
 // bool or null among them is an *InputError.
 func DecodeInstances(body []byte, inputs []infer.IO, alreadyBatched bool) ([][]infer.Tensor, error) {
-	return decodeInstances(body, inputs, alreadyBatched, infer.ImagePre{})
+	return decodeInstances(context.Background(), body, inputs, alreadyBatched, infer.ImagePre{})
 }
 
 // decodeInstances is DecodeInstances with images pre-processed by pre.
-func decodeInstances(body []byte, inputs []infer.IO, alreadyBatched bool, pre infer.ImagePre) ([][]infer.Tensor, error) {
+func decodeInstances(ctx context.Context, body []byte, inputs []infer.IO, alreadyBatched bool, pre infer.ImagePre) ([][]infer.Tensor, error) {
 	s := &scanner{b: body}
 	var records [][]infer.Tensor
 	found := false
@@ -54,7 +56,7 @@ func decodeInstances(body []byte, inputs []infer.IO, alreadyBatched bool, pre in
 		found = true
 		records = records[:0]
 		return s.array(func(i int) error {
-			rec, err := decodeInstance(s, i, inputs, alreadyBatched, pre)
+			rec, err := decodeInstance(ctx, s, i, inputs, alreadyBatched, pre)
 			if err != nil {
 				return err
 			}
@@ -89,7 +91,7 @@ type rawValue struct {
 	err error        // decode error, reported only if the value is used
 }
 
-func decodeInstance(s *scanner, inst int, inputs []infer.IO, batched bool, pre infer.ImagePre) ([]infer.Tensor, error) {
+func decodeInstance(ctx context.Context, s *scanner, inst int, inputs []infer.IO, batched bool, pre infer.ImagePre) ([]infer.Tensor, error) {
 	var vals []rawValue
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
@@ -99,7 +101,7 @@ func decodeInstance(s *scanner, inst int, inputs []infer.IO, batched bool, pre i
 	// as the input at its position when no key names one: that saves a
 	// second pass over a large tensor.
 	err := s.object(func(key []byte) error {
-		v, err := decodeInstanceValue(s, string(key), len(vals), inst, inputs, batched, pre)
+		v, err := decodeInstanceValue(ctx, s, string(key), len(vals), inst, inputs, batched, pre)
 		if err != nil {
 			return err
 		}
@@ -120,7 +122,7 @@ func decodeInstance(s *scanner, inst int, inputs []infer.IO, batched bool, pre i
 // instance, as the input key names (else the input at pos). A value that
 // does not decode keeps its error in rawValue, unless key names its input
 // (the error is returned) or the JSON is malformed.
-func decodeInstanceValue(s *scanner, key string, pos, inst int, inputs []infer.IO, batched bool, pre infer.ImagePre) (rawValue, error) {
+func decodeInstanceValue(ctx context.Context, s *scanner, key string, pos, inst int, inputs []infer.IO, batched bool, pre infer.ImagePre) (rawValue, error) {
 	j := pos
 	byName := false
 	for k := range inputs {
@@ -139,7 +141,7 @@ func decodeInstanceValue(s *scanner, key string, pos, inst int, inputs []infer.I
 	}
 	s.ws()
 	from := s.i
-	v.t, v.err = decodeValueAt(s, inputs[j], batched, pre)
+	v.t, v.err = decodeValueAt(ctx, s, inputs[j], batched, pre)
 	if v.err != nil {
 		if _, ok := v.err.(*syntaxError); ok {
 			return v, v.err
@@ -236,7 +238,7 @@ func mapInputs(inst int, vals []rawValue, inputs []infer.IO) ([]int, error) {
 // a sparse object, or a string (see decodeStringValue). For a string input
 // (infer.String) a JSON string is one element and arrays of them a
 // tensor: no '|' splitting, no image.
-func decodeValueAt(s *scanner, in infer.IO, batched bool, pre infer.ImagePre) (infer.Tensor, error) {
+func decodeValueAt(ctx context.Context, s *scanner, in infer.IO, batched bool, pre infer.ImagePre) (infer.Tensor, error) {
 	s.ws()
 	if s.i >= len(s.b) {
 		return infer.Tensor{}, s.errorf("unexpected end of input")
@@ -250,7 +252,7 @@ func decodeValueAt(s *scanner, in infer.IO, batched bool, pre infer.ImagePre) (i
 		if err != nil {
 			return infer.Tensor{}, err
 		}
-		return decodeStringValue(v, in, batched, pre)
+		return decodeStringValue(ctx, v, in, batched, pre)
 	case '{':
 		from := s.i
 		if err := s.skipFast(); err != nil {

@@ -68,7 +68,7 @@ func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte
 	}
 	var req *Request
 	err = p.stage(ctx, infer.StageDecode, func() (err error) {
-		req, err = codec.Decode(body, &p.spec)
+		req, err = codec.Decode(ctx, body, &p.spec)
 		return err
 	})
 	if err != nil {

@@ -165,7 +165,7 @@ func TestPredictJSONImage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.ModelPath = model("image_mean")
 			p := newPredictor(t, tt.cfg)
-			img, err := infer.DecodeImage(b64(raw), tt.pre)
+			img, err := infer.DecodeImage(context.Background(), b64(raw), tt.pre)
 			if err != nil {
 				t.Fatal(err)
 			}

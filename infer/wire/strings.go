@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"bytes"
 	"strings"
 
@@ -14,7 +16,7 @@ import (
 // input (infer.String) every value is a string tensor: its '|'-separated
 // parts, see stringList. A '|'-joined value for any other input is an
 // *InputError that says so.
-func decodeStringValue(v []byte, in infer.IO, batched bool, p infer.ImagePre) (infer.Tensor, error) {
+func decodeStringValue(ctx context.Context, v []byte, in infer.IO, batched bool, p infer.ImagePre) (infer.Tensor, error) {
 	if in.DType == infer.String {
 		return stringList(string(v), in, batched)
 	}
@@ -22,7 +24,7 @@ func decodeStringValue(v []byte, in infer.IO, batched bool, p infer.ImagePre) (i
 		n := bytes.Count(v, []byte{'|'}) + 1
 		return infer.Tensor{}, infer.NewInputError(-1, "", "got a string tensor of %d '|'-joined strings, but model input is %s %s: string tensors need a string (BYTES) input; send numbers or a base64 image", n, in.DType, infer.ShapeString(in.Shape))
 	}
-	return infer.ImageInput(v, in, batched, p)
+	return infer.ImageInput(ctx, v, in, batched, p)
 }
 
 // stringList splits v on '|' into a 1-D string tensor, or a scalar when

@@ -106,6 +106,11 @@ type File struct {
 	ImageScale    float64 `yaml:"imageScale"`
 	ImageMean     string  `yaml:"imageMean"`
 	ImageStd      string  `yaml:"imageStd"`
+	// Image budget (infer.Config.ImageMaxPixels, ImageDecodeConcurrency,
+	// ImageMemoryBudget): 0 means infer's default.
+	ImageMaxPixels         int   `yaml:"imageMaxPixels"`
+	ImageDecodeConcurrency int   `yaml:"imageDecodeConcurrency"`
+	ImageMemoryBudget      int64 `yaml:"imageMemoryBudget"`
 
 	// Telemetry.
 	TracesExporter   string  `yaml:"tracesExporter"`

@@ -108,6 +108,15 @@ func (f *File) validateModel(p *problems) {
 			p.bad("imageResize", "%v", err)
 		}
 	}
+	if f.ImageMaxPixels < 0 || f.ImageMaxPixels > infer.MaxImagePixels {
+		p.bad("imageMaxPixels", "%d: want 1 to %d, or 0 for the default", f.ImageMaxPixels, infer.MaxImagePixels)
+	}
+	if f.ImageDecodeConcurrency < 0 {
+		p.bad("imageDecodeConcurrency", "%d is negative", f.ImageDecodeConcurrency)
+	}
+	if f.ImageMemoryBudget < 0 {
+		p.bad("imageMemoryBudget", "%d is negative", f.ImageMemoryBudget)
+	}
 }
 
 // validateMesh checks the keys of NATS, the embedded server and the queues.

@@ -83,6 +83,10 @@ func (f *File) Engine() infer.Config {
 		ExecutionProvider:   f.ExecutionProvider,
 		Batching:            f.Batching,
 		ThreadSpinning:      f.ThreadSpinning,
+
+		ImageMaxPixels:         f.ImageMaxPixels,
+		ImageDecodeConcurrency: f.ImageDecodeConcurrency,
+		ImageMemoryBudget:      f.ImageMemoryBudget,
 	}
 }
 

@@ -74,7 +74,8 @@ func TestDerivedThreads(t *testing.T) {
 
 func TestMappedKeys(t *testing.T) {
 	f, err := serving.ParseFile([]byte("modelPath: m\ntimeWindow: 5\ncountWindow: 32\nackWait: 1500\nresultTTL: 60\n" +
-		"queueStorage: memory\nnatsListen: 0.0.0.0:4333\ntokenBucketEnabled: true\ntokenAcquireTimeout: 250\n"))
+		"queueStorage: memory\nnatsListen: 0.0.0.0:4333\ntokenBucketEnabled: true\ntokenAcquireTimeout: 250\n" +
+		"imageMaxPixels: 1000000\nimageDecodeConcurrency: 3\nimageMemoryBudget: 1048576\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +84,10 @@ func TestMappedKeys(t *testing.T) {
 	}
 	if e := f.Engine(); e.MaxWait != 5*time.Millisecond || e.MaxBatch != 32 {
 		t.Errorf("engine: got MaxWait %v MaxBatch %d, want 5ms and 32", e.MaxWait, e.MaxBatch)
+	}
+	if e := f.Engine(); e.ImageMaxPixels != 1000000 || e.ImageDecodeConcurrency != 3 || e.ImageMemoryBudget != 1<<20 {
+		t.Errorf("image budget: got %d pixels, %d decodes, %d bytes; want 1000000, 3, 1048576",
+			e.ImageMaxPixels, e.ImageDecodeConcurrency, e.ImageMemoryBudget)
 	}
 	if s := f.Stream(); s.AckWait != 1500*time.Millisecond || s.ResultTTL != time.Minute || s.Storage != jetstream.MemoryStorage {
 		t.Errorf("stream: got %+v", s)

@@ -231,6 +231,19 @@ imageChannels: BGR
 imageScale: 1
 imageMean: ""
 imageStd: ""
+# Image budget, per process. An image's header is checked before any
+# pixel is decoded: width*height above imageMaxPixels is a bad request
+# (400 / NaN). 0: 256*h*w of imageResize, at least 16777216 (4096x4096,
+# a 12 MP photo passes) and at most 33554432; without imageResize
+# 4194304 (2048x2048). At most 33554432.
+imageMaxPixels: 0
+# Images decoding at once; the others wait while their request lasts.
+# 0: the number of cores (GOMAXPROCS).
+imageDecodeConcurrency: 0
+# Bytes the images decoding at once may cost (decoded pixels plus the
+# float tensor). An image that finds no room within a second is refused
+# as busy (503; the worker retries the record later). 0: 536870912 (512 MiB).
+imageMemoryBudget: 0
 
 ## Telemetry ###########################################################
 # Traces: none, otlp-grpc or otlp-http. The standard OTEL_EXPORTER_OTLP_*
