@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -112,35 +113,20 @@ func exempt(method string) bool {
 	return strings.HasPrefix(method, "/grpc.reflection.")
 }
 
-// authUnary refuses an RPC without a valid bearer token (Config.TokenFile)
-// with Unauthenticated, unless it is exempt. It neither logs nor echoes
-// the token.
-func (d *Door) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := d.authorize(ctx, info.FullMethod); err != nil {
-		return nil, err
+// authTap refuses a call without a valid bearer token (Config.TokenFile)
+// with Unauthenticated, unless its method is exempt. As a tap handle it
+// runs when the call's headers arrive, so a refused caller's message is
+// never read (at most the HTTP/2 flow-control window of it reaches the
+// socket buffers). It neither logs nor echoes the token.
+func (d *Door) authTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if d.tokens == nil || exempt(info.FullMethodName) {
+		return ctx, nil
 	}
-	return handler(ctx, req)
-}
-
-// authStream is authUnary for streams (none needs a token today: server
-// reflection is exempt, Health.Watch is not served).
-func (d *Door) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := d.authorize(ss.Context(), info.FullMethod); err != nil {
-		return err
-	}
-	return handler(srv, ss)
-}
-
-func (d *Door) authorize(ctx context.Context, method string) error {
-	if d.tokens == nil || exempt(method) {
-		return nil
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
+	for _, v := range info.Header.Get("authorization") {
 		scheme, token, _ := strings.Cut(v, " ")
 		if strings.EqualFold(scheme, "Bearer") && d.tokens.Valid(strings.TrimSpace(token)) {
-			return nil
+			return ctx, nil
 		}
 	}
-	return status.Error(codes.Unauthenticated, "missing or invalid bearer token: send the metadata 'authorization: Bearer TOKEN' with a token of httpAuthTokenFile")
+	return ctx, status.Error(codes.Unauthenticated, "missing or invalid bearer token: send the metadata 'authorization: Bearer TOKEN' with a token of httpAuthTokenFile")
 }
