@@ -209,25 +209,36 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	door.WarnIfOpen(d.log, "gRPC door", ln.Addr(), d.tokens == nil && d.cfg.TLSClientCAFile == "")
 	d.conns = door.NewListener(ln, d.cfg.Conns.MaxConnections)
 	ln = d.conns
-	gs := d.Server()
-	errc := make(chan error, 1)
-	go func() { errc <- gs.Serve(ln) }()
-	d.log.Info("gRPC door listening", "addr", ln.Addr().String(), "models", len(d.models()),
+	return door.Serve(ctx, &stopper{Server: d.Server()}, ln, "gRPC door", d.cfg.ShutdownGrace, d.log, "models", len(d.models()),
 		"tls", d.tls != nil, "clientCerts", d.cfg.TLSClientCAFile != "", "tokens", d.tokens != nil)
+}
+
+// stopper is a *grpc.Server as a door.Server; door.Serve calls its
+// Shutdown and Close from one goroutine.
+type stopper struct {
+	*grpc.Server
+	stopped chan struct{} // closed when Shutdown's GracefulStop returns
+}
+
+// Shutdown stops the server gracefully: no new RPCs, and it returns once
+// those in flight end, or with ctx's error when ctx ends first.
+func (s *stopper) Shutdown(ctx context.Context) error {
+	s.stopped = make(chan struct{})
+	go func() { s.GracefulStop(); close(s.stopped) }()
 	select {
-	case err := <-errc:
-		return fmt.Errorf("grpcdoor: serve: %w", err)
+	case <-s.stopped:
+		return nil
 	case <-ctx.Done():
+		return ctx.Err()
 	}
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(d.cfg.ShutdownGrace):
-		d.log.Warn("gRPC door: RPCs still in flight at the end of the grace period")
-		gs.Stop()
-		<-stopped
+}
+
+// Close cuts the RPCs left and waits for Shutdown's GracefulStop, which
+// then returns.
+func (s *stopper) Close() error {
+	s.Stop()
+	if s.stopped != nil {
+		<-s.stopped
 	}
-	<-errc // nil after GracefulStop
 	return nil
 }

@@ -251,23 +251,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ConnState:         s.connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("HTTP door listening", "addr", ln.Addr().String(), "models", len(s.models()),
+	return door.Serve(ctx, hs, ln, "HTTP door", s.cfg.ShutdownGrace, s.log, "models", len(s.models()),
 		"tls", s.tls != nil, "clientCerts", s.cfg.TLSClientCAFile != "", "tokens", s.tokens != nil)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("httpdoor: serve: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		s.log.Warn("HTTP door: requests still in flight at the end of the grace period", "err", err)
-		_ = hs.Close()
-	}
-	<-errc // http.ErrServerClosed
-	return nil
 }
 
 // connState tells the listener which connections have a request in
