@@ -40,3 +40,13 @@ func Serve(ctx context.Context, srv Server, ln net.Listener, name string, grace 
 	<-errc // http.ErrServerClosed, or nil from gRPC
 	return nil
 }
+
+// Run listens on addr and serves there with serve (a door's Serve) until
+// ctx ends.
+func Run(ctx context.Context, addr string, serve func(context.Context, net.Listener) error) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("door: listen: %w", err)
+	}
+	return serve(ctx, ln)
+}

@@ -123,3 +123,18 @@ func Versioned(models []Model) []Model {
 	}
 	return out
 }
+
+// Defaults sets the zero fields both doors' Configs share to their
+// defaults, in place: the request timeout, the shutdown grace, the
+// version, the logger, each model's version (on a copy of the list) and
+// the connection bounds (whose WriteTimeout follows from acquire, the
+// token wait, and the request timeout). One place, so that the doors
+// cannot drift apart.
+func Defaults(requestTimeout, grace *time.Duration, version *string, log **slog.Logger, models *[]Model, conns *Conns, acquire time.Duration) {
+	*requestTimeout = cmp.Or(*requestTimeout, DefaultRequestTimeout)
+	*grace = cmp.Or(*grace, DefaultShutdownGrace)
+	*version = cmp.Or(*version, DefaultVersion)
+	*log = cmp.Or(*log, slog.Default())
+	*models = Versioned(*models)
+	*conns = conns.WithDefaults(*requestTimeout, acquire)
+}

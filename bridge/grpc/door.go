@@ -146,13 +146,8 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
 	}
-	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	cfg.MaxRecvBytes = cmp.Or(cfg.MaxRecvBytes, DefaultMaxRecvBytes)
-	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace)
-	cfg.Version = cmp.Or(cfg.Version, door.DefaultVersion)
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	cfg.Models = door.Versioned(cfg.Models)
-	cfg.Conns = cfg.Conns.WithDefaults(cfg.RequestTimeout, cfg.TokenAcquireTimeout)
+	door.Defaults(&cfg.RequestTimeout, &cfg.ShutdownGrace, &cfg.Version, &cfg.Logger, &cfg.Models, &cfg.Conns, cfg.TokenAcquireTimeout)
 	d := &Door{cfg: cfg, sub: s, log: cfg.Logger, bucket: door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)}
 	var err error
 	if d.tls, d.tokens, err = door.Load(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TokenFile, cfg.Logger); err != nil {
@@ -191,11 +186,7 @@ func (d *Door) Server() *grpc.Server {
 
 // Run listens on Config.Addr and serves until ctx ends (see Serve).
 func (d *Door) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", d.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("grpcdoor: listen: %w", err)
-	}
-	return d.Serve(ctx, ln)
+	return door.Run(ctx, d.cfg.Addr, d.Serve)
 }
 
 // Serve serves on ln until ctx ends, then stops gracefully: no new RPCs,

@@ -157,13 +157,8 @@ func New(s Submitter, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
 	}
 	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
-	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
-	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace)
-	cfg.Version = cmp.Or(cfg.Version, door.DefaultVersion)
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	cfg.Models = door.Versioned(cfg.Models)
-	cfg.Conns = cfg.Conns.WithDefaults(cfg.RequestTimeout, cfg.TokenAcquireTimeout)
+	door.Defaults(&cfg.RequestTimeout, &cfg.ShutdownGrace, &cfg.Version, &cfg.Logger, &cfg.Models, &cfg.Conns, cfg.TokenAcquireTimeout)
 	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger}
 	var err error
 	if srv.tls, srv.tokens, err = door.Load(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TokenFile, cfg.Logger); err != nil {
@@ -221,11 +216,7 @@ func (s *Server) recovering(next http.Handler) http.Handler {
 
 // Run listens on Config.Addr and serves until ctx ends (see Serve).
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("httpdoor: listen: %w", err)
-	}
-	return s.Serve(ctx, ln)
+	return door.Run(ctx, s.cfg.Addr, s.Serve)
 }
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
