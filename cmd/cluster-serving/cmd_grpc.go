@@ -28,18 +28,15 @@ func grpcListen(file *serving.File) listenAddr {
 
 // grpcConfig maps config.yaml's keys and the node's models to the
 // door's Config: the gRPC door takes the HTTP door's (hc's) security,
-// timeout, size, connection and token bucket keys, and its models.
+// timeout, size, connection and token bucket keys, its models, and its
+// repository as the catalog (the models loaded or unloaded after start,
+// as the HTTP door sees them).
 func grpcConfig(file *serving.File, hc httpdoor.Config) grpcdoor.Config {
-	gc := grpcdoor.Config{Addr: grpcAddr(file), Models: hc.Models, RequestTimeout: hc.RequestTimeout,
+	gc := grpcdoor.Config{Addr: grpcAddr(file), Models: hc.Models, Catalog: hc.Repository, RequestTimeout: hc.RequestTimeout,
 		MaxRecvBytes: int(min(hc.MaxBodyBytes, 1<<31-1)), Version: hc.Version, ShutdownGrace: hc.ShutdownGrace,
 		TokensPerSecond: hc.TokensPerSecond, TokenAcquireTimeout: hc.TokenAcquireTimeout, Conns: hc.Conns,
 		Ready: hc.Ready, Logger: hc.Logger, Metrics: hc.Metrics}
 	gc.TLSCertFile, gc.TLSKeyFile, gc.TLSClientCAFile, gc.TokenFile = hc.TLSCertFile, hc.TLSKeyFile, hc.TLSClientCAFile, hc.TokenFile
-	if hc.Repository != nil {
-		// The models the repository loads or unloads after start, as the
-		// HTTP door sees them.
-		gc.Catalog = hc.Repository
-	}
 	return gc
 }
 
