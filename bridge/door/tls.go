@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // FileError is a door's error for a file it cannot use: Field is the
@@ -23,6 +24,28 @@ func (e *FileError) Error() string {
 }
 
 func (e *FileError) Unwrap() error { return e.Err }
+
+// fileKeys names the config key of each file field of the doors' Configs.
+var fileKeys = map[string]string{
+	"TLSCertFile":     "httpTlsCert",
+	"TLSKeyFile":      "httpTlsKey",
+	"TLSClientCAFile": "httpTlsClientCa",
+	"TokenFile":       "httpAuthTokenFile",
+}
+
+// KeyError is err, when it is a *FileError, as the error of the config
+// key that names the file (httpTlsCert, httpTlsKey, httpTlsClientCa or
+// httpAuthTokenFile); other errors pass unchanged.
+func KeyError(err error) error {
+	var fe *FileError
+	if !errors.As(err, &fe) || fileKeys[fe.Field] == "" {
+		return err
+	}
+	if strings.Contains(fe.Err.Error(), fe.Path) { // an *fs.PathError
+		return fmt.Errorf("config key %q: %w", fileKeys[fe.Field], fe.Err)
+	}
+	return fmt.Errorf("config key %q: %s: %w", fileKeys[fe.Field], fe.Path, fe.Err)
+}
 
 // ServerTLS loads a door's certificate and key and, with clientCAFile,
 // the CA its clients' certificates must chain to (the doors' config keys

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
@@ -30,9 +30,9 @@ type (
 
 // Defaults applied by Config for zero fields.
 const (
-	DefaultRequestTimeout = 30 * time.Second
-	DefaultMaxRecvBytes   = 16 << 20
-	DefaultShutdownGrace  = 30 * time.Second
+	DefaultRequestTimeout = door.DefaultRequestTimeout
+	DefaultMaxRecvBytes   = door.DefaultMaxBodyBytes
+	DefaultShutdownGrace  = door.DefaultShutdownGrace
 )
 
 // Config configures a Door. The zero value, with Addr and Models (or
@@ -82,8 +82,15 @@ type Config struct {
 	// every RPC but the health probes (ServerLive, ServerReady,
 	// grpc.health.v1) and server reflection needs the metadata
 	// "authorization: Bearer <one of its tokens>", or gets
-	// Unauthenticated. Default: no authentication.
+	// Unauthenticated, checked when the call's headers arrive, before
+	// its message is read. Default: no authentication.
 	TokenFile string
+
+	// Conns bounds the door's connections (see door.Conns): IdleTimeout
+	// is keepalive's MaxConnectionIdle, and past MaxConnections the door
+	// sheds its longest-idle connection (no RPC in flight) or refuses the
+	// new one. ReadTimeout and WriteTimeout are the HTTP door's only.
+	Conns door.Conns
 }
 
 // ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
@@ -96,10 +103,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Addr is empty", ErrInvalidConfig)
 	case len(c.Models) == 0 && c.Catalog == nil:
 		return fmt.Errorf("%w: Models is empty and there is no Catalog", ErrInvalidConfig)
-	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
-		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", ErrInvalidConfig)
-	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
-		return fmt.Errorf("%w: TLSClientCAFile needs TLSCertFile and TLSKeyFile", ErrInvalidConfig)
+	}
+	if err := door.ValidateTLS(ErrInvalidConfig, c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile); err != nil {
+		return err
+	}
+	if err := c.Conns.Validate(ErrInvalidConfig, 0); err != nil {
+		return err
 	}
 	for _, m := range c.Models {
 		if m.Name == "" {
@@ -125,6 +134,7 @@ type Door struct {
 	tls    *tls.Config       // nil: plaintext
 	tokens *door.Tokens      // nil: no authentication
 	bucket *door.TokenBucket // nil: no rate limit
+	conns  *door.Listener    // set by Serve; nil: no cap
 }
 
 // New validates cfg and loads its TLS and token files; a file it cannot
@@ -136,40 +146,33 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
 	}
-	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	cfg.MaxRecvBytes = cmp.Or(cfg.MaxRecvBytes, DefaultMaxRecvBytes)
-	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace)
-	cfg.Version = cmp.Or(cfg.Version, "0.0.0")
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	cfg.Models = append([]Model(nil), cfg.Models...)
-	for i := range cfg.Models {
-		cfg.Models[i].Version = cmp.Or(cfg.Models[i].Version, "1")
-	}
+	door.Defaults(&cfg.RequestTimeout, &cfg.ShutdownGrace, &cfg.Version, &cfg.Logger, &cfg.Models, &cfg.Conns, cfg.TokenAcquireTimeout)
 	d := &Door{cfg: cfg, sub: s, log: cfg.Logger, bucket: door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)}
 	var err error
-	if d.tls, err = door.ServerTLS(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
+	if d.tls, d.tokens, err = door.Load(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TokenFile, cfg.Logger); err != nil {
 		return nil, err
-	}
-	if cfg.TokenFile != "" {
-		if d.tokens, err = door.NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
-			return nil, err
-		}
 	}
 	return d, nil
 }
 
 // Server returns a new *grpc.Server with the door's service (ModelInfer
-// passing its bytes through, see passCodec), the
-// standard health service (see health), server reflection, TLS, the message size limit and the interceptors (span,
-// panic recovery, token) registered. Serve uses it; tests may too.
+// passing its bytes through, see passCodec), the standard health service
+// (see health), server reflection, TLS, the message size limit, the
+// token check (a tap handle, before any message is read), the
+// connection bounds (handshake timeout, MaxConnectionIdle, the idle
+// tracking Serve's listener sheds by) and the interceptors (span, panic
+// recovery) registered. Serve uses it; tests may too.
 func (d *Door) Server() *grpc.Server {
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newPassCodec()),
 		grpc.MaxRecvMsgSize(d.cfg.MaxRecvBytes),
-		grpc.ChainUnaryInterceptor(d.tracedUnary, d.recoverUnary, d.authUnary),
-		grpc.ChainStreamInterceptor(d.recoverStream, d.authStream),
+		grpc.InTapHandle(d.authTap),
+		grpc.ConnectionTimeout(door.HeaderTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: d.cfg.Conns.IdleTimeout}),
+		grpc.StatsHandler(connStats{d}),
+		grpc.ChainUnaryInterceptor(d.tracedUnary, d.recoverUnary),
+		grpc.ChainStreamInterceptor(d.recoverStream),
 	}
 	if d.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(d.tls)))
@@ -183,55 +186,50 @@ func (d *Door) Server() *grpc.Server {
 
 // Run listens on Config.Addr and serves until ctx ends (see Serve).
 func (d *Door) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", d.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("grpcdoor: listen: %w", err)
-	}
-	return d.Serve(ctx, ln)
+	return door.Run(ctx, d.cfg.Addr, d.Serve)
 }
 
 // Serve serves on ln until ctx ends, then stops gracefully: no new RPCs,
 // those in flight finish within ShutdownGrace, then the rest are cut. It
 // closes ln and returns an error only when serving fails.
+//
+// It holds at most Conns.MaxConnections connections open: past that it
+// closes the longest-idle one (no RPC in flight) to admit a new one, or
+// the new one when none is idle (door.Listener).
 func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
-	d.warnIfOpen(ln.Addr())
-	gs := d.Server()
-	errc := make(chan error, 1)
-	go func() { errc <- gs.Serve(ln) }()
-	d.log.Info("gRPC door listening", "addr", ln.Addr().String(), "models", len(d.models()),
+	door.WarnIfOpen(d.log, "gRPC door", ln.Addr(), d.tokens == nil && d.cfg.TLSClientCAFile == "")
+	d.conns = door.NewListener(ln, d.cfg.Conns.MaxConnections)
+	ln = d.conns
+	return door.Serve(ctx, &stopper{Server: d.Server()}, ln, "gRPC door", d.cfg.ShutdownGrace, d.log, "models", len(d.models()),
 		"tls", d.tls != nil, "clientCerts", d.cfg.TLSClientCAFile != "", "tokens", d.tokens != nil)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("grpcdoor: serve: %w", err)
-	case <-ctx.Done():
-	}
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(d.cfg.ShutdownGrace):
-		d.log.Warn("gRPC door: RPCs still in flight at the end of the grace period")
-		gs.Stop()
-		<-stopped
-	}
-	<-errc // nil after GracefulStop
-	return nil
 }
 
-// warnIfOpen logs one warning when the door, listening on addr beyond
-// loopback, lets anyone in: no token file and no client certificates.
-func (d *Door) warnIfOpen(addr net.Addr) {
-	if d.tokens != nil || d.cfg.TLSClientCAFile != "" {
-		return
+// stopper is a *grpc.Server as a door.Server; door.Serve calls its
+// Shutdown and Close from one goroutine.
+type stopper struct {
+	*grpc.Server
+	stopped chan struct{} // closed when Shutdown's GracefulStop returns
+}
+
+// Shutdown stops the server gracefully: no new RPCs, and it returns once
+// those in flight end, or with ctx's error when ctx ends first.
+func (s *stopper) Shutdown(ctx context.Context) error {
+	s.stopped = make(chan struct{})
+	go func() { s.GracefulStop(); close(s.stopped) }()
+	select {
+	case <-s.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	where := addr.String()
-	if ta, ok := addr.(*net.TCPAddr); ok {
-		if ta.IP.IsLoopback() {
-			return
-		}
-		if ta.IP.IsUnspecified() {
-			where = net.JoinHostPort("0.0.0.0", strconv.Itoa(ta.Port))
-		}
+}
+
+// Close cuts the RPCs left and waits for Shutdown's GracefulStop, which
+// then returns.
+func (s *stopper) Close() error {
+	s.Stop()
+	if s.stopped != nil {
+		<-s.stopped
 	}
-	d.log.Warn(fmt.Sprintf("gRPC door on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", where))
+	return nil
 }

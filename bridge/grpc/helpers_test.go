@@ -42,6 +42,16 @@ func startDoor(tb testing.TB, cfg grpcdoor.Config, models ...served) string {
 // startDoorAndGet is startDoor that returns the door too.
 func startDoorAndGet(tb testing.TB, cfg grpcdoor.Config, models ...served) (string, *grpcdoor.Door) {
 	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return startDoorOn(tb, ln, cfg, models...)
+}
+
+// startDoorOn is startDoorAndGet serving on ln.
+func startDoorOn(tb testing.TB, ln net.Listener, cfg grpcdoor.Config, models ...served) (string, *grpcdoor.Door) {
+	tb.Helper()
 	infertest.RequireLibrary(tb)
 	s := meshtest.StartServer(tb)
 	nc := meshtest.Connect(tb, s)
@@ -78,10 +88,6 @@ func startDoorAndGet(tb testing.TB, cfg grpcdoor.Config, models ...served) (stri
 	tb.Cleanup(func() { _ = client.Close() })
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
 	}
 	cfg.Addr = ln.Addr().String()
 	door, err := grpcdoor.New(client, cfg)

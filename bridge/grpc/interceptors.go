@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/telemetry"
@@ -113,33 +114,25 @@ func exempt(method string) bool {
 	return strings.HasPrefix(method, "/grpc.reflection.")
 }
 
-// authUnary refuses an RPC without a valid bearer token (Config.TokenFile)
-// with Unauthenticated, unless it is exempt. It neither logs nor echoes
-// the token.
-func (d *Door) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := d.authorize(ctx, info.FullMethod); err != nil {
-		return nil, err
+// authTap refuses a call without a valid bearer token (Config.TokenFile)
+// with Unauthenticated, unless its method is exempt. As a tap handle it
+// runs when the call's headers arrive, so a refused caller's message is
+// never read (at most the HTTP/2 flow-control window of it reaches the
+// socket buffers). It neither logs nor echoes the token.
+func (d *Door) authTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if d.tokens == nil || exempt(info.FullMethodName) {
+		return ctx, nil
 	}
-	return handler(ctx, req)
+	return ctx, d.authorize(info.Header, info.FullMethodName)
 }
 
-// authStream is authUnary for streams (none needs a token today: server
-// reflection is exempt, Health.Watch is not served).
-func (d *Door) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := d.authorize(ss.Context(), info.FullMethod); err != nil {
-		return err
-	}
-	return handler(srv, ss)
-}
-
-// authorize refuses an RPC with Unauthenticated when no authorization
-// metadata holds a token of the file, with PermissionDenied when the best
-// role among them is short of what method needs (see need).
-func (d *Door) authorize(ctx context.Context, method string) error {
+// authorize refuses a call with Unauthenticated when no authorization
+// metadata in md holds a token of the file, with PermissionDenied when the
+// best role among them is short of what method needs (see need).
+func (d *Door) authorize(md metadata.MD, method string) error {
 	if d.tokens == nil || exempt(method) {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
 	role := door.RoleNone
 	for _, v := range md.Get("authorization") {
 		scheme, token, _ := strings.Cut(v, " ")

@@ -2,7 +2,6 @@ package grpcdoor
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -122,23 +121,7 @@ func (d *Door) models() []Model { return door.Models(d.cfg.Catalog, d.cfg.Models
 
 // model finds name at version ("" = the last listed version of name).
 func (d *Door) model(name, version string) (Model, error) {
-	models := d.models()
-	var found *Model
-	for i := range models {
-		m := &models[i]
-		if m.Name == name && (version == "" || m.Version == version) {
-			found = m
-		}
-	}
-	if found != nil {
-		return *found, nil
-	}
-	for _, m := range models {
-		if m.Name == name {
-			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
-		}
-	}
-	return Model{}, door.UnknownModel(d.cfg.Catalog, name)
+	return door.Lookup(d.models(), d.cfg.Catalog, name, version)
 }
 
 // Code maps a wire status to its gRPC code: 400 InvalidArgument, 401
@@ -170,25 +153,7 @@ func Code(st int) codes.Code {
 }
 
 // grpcError is err as a gRPC status: the code of wire.Status(err) and the
-// message the HTTP door would answer with.
+// message the HTTP door would answer with (door.Message).
 func grpcError(err error) error {
-	st := wire.Status(err)
-	msg := err.Error()
-	var we *wire.Error
-	switch {
-	case errors.As(err, &we):
-		msg = we.Message
-		if st == wire.StatusTimeout {
-			msg = "timed out (httpRequestTimeout): " + msg
-		}
-	case errors.Is(err, mesh.ErrQueueFull):
-		msg = "queue full: retry later"
-	case errors.Is(err, mesh.ErrClosed):
-		msg = "shutting down"
-	case errors.Is(err, context.DeadlineExceeded):
-		msg = "timed out waiting for a worker (httpRequestTimeout or the client's deadline)"
-	case errors.Is(err, context.Canceled):
-		msg = "client cancelled the call"
-	}
-	return status.Error(Code(st), msg)
+	return status.Error(Code(wire.Status(err)), door.Message(err))
 }

@@ -2,10 +2,7 @@ package httpdoor
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
@@ -66,22 +63,4 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// warnIfOpen logs one warning when the door, listening on addr beyond
-// loopback, lets anyone in: no token file and no client certificates.
-func (s *Server) warnIfOpen(addr net.Addr) {
-	if s.tokens != nil || s.cfg.TLSClientCAFile != "" {
-		return
-	}
-	where := addr.String()
-	if ta, ok := addr.(*net.TCPAddr); ok {
-		if ta.IP.IsLoopback() {
-			return
-		}
-		if ta.IP.IsUnspecified() { // Go reports 0.0.0.0 as [::] (dual stack)
-			where = net.JoinHostPort("0.0.0.0", strconv.Itoa(ta.Port))
-		}
-	}
-	s.log.Warn(fmt.Sprintf("HTTP door on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", where))
 }

@@ -47,15 +47,6 @@ func (s *Server) extensions() []string {
 	return []string{"model_repository"}
 }
 
-// unknownModel is the 404 of a model that does not serve, saying why
-// when the repository knows it.
-func (s *Server) unknownModel(name string) error {
-	if s.cfg.Repository == nil {
-		return door.UnknownModel(nil, name)
-	}
-	return door.UnknownModel(s.cfg.Repository, name)
-}
-
 // repositoryRoutes are the model repository extension's routes, when the
 // door has a Repository:
 //

@@ -31,9 +31,9 @@ type (
 // Defaults applied by Config for zero fields.
 const (
 	DefaultAddr           = "0.0.0.0:10020"
-	DefaultRequestTimeout = 30 * time.Second
-	DefaultMaxBodyBytes   = 16 << 20
-	DefaultShutdownGrace  = 30 * time.Second
+	DefaultRequestTimeout = door.DefaultRequestTimeout
+	DefaultMaxBodyBytes   = door.DefaultMaxBodyBytes
+	DefaultShutdownGrace  = door.DefaultShutdownGrace
 )
 
 // Config configures a Server. The zero value, with Models set, means all
@@ -87,6 +87,11 @@ type Config struct {
 	// without "Authorization: Bearer <one of them>". The file is re-read
 	// when it changes (see Tokens). Default: no authentication.
 	TokenFile string
+
+	// Conns bounds the door's connections: idle, read and write
+	// timeouts and a cap past which the door sheds its longest-idle
+	// connection (see door.Conns). The zero value means its defaults.
+	Conns door.Conns
 }
 
 // ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
@@ -116,11 +121,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: Models: %s: %w", ErrInvalidConfig, m.Name, err)
 		}
 	}
-	switch {
-	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
-		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", ErrInvalidConfig)
-	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
-		return fmt.Errorf("%w: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for only over HTTPS", ErrInvalidConfig)
+	if err := door.ValidateTLS(ErrInvalidConfig, c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile); err != nil {
+		return err
+	}
+	if err := c.Conns.Validate(ErrInvalidConfig, cmp.Or(c.RequestTimeout, DefaultRequestTimeout)); err != nil {
+		return err
 	}
 	return mesh.CheckLimits(ErrInvalidConfig, mesh.Limit{Name: "RequestTimeout", Value: c.RequestTimeout},
 		mesh.Limit{Name: "MaxBodyBytes", Value: c.MaxBodyBytes}, mesh.Limit{Name: "TokensPerSecond", Value: c.TokensPerSecond},
@@ -138,6 +143,7 @@ type Server struct {
 	mux     *http.ServeMux
 	tls     *tls.Config  // nil: plain HTTP
 	tokens  *door.Tokens // nil: no authentication
+	conns   *door.Listener
 }
 
 // New validates cfg, loads its TLS and token files and builds the routes.
@@ -151,26 +157,12 @@ func New(s Submitter, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
 	}
 	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
-	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
-	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace)
-	cfg.Version = cmp.Or(cfg.Version, "0.0.0")
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	cfg.Models = append([]Model(nil), cfg.Models...)
-	for i := range cfg.Models {
-		cfg.Models[i].Version = cmp.Or(cfg.Models[i].Version, "1")
-	}
+	door.Defaults(&cfg.RequestTimeout, &cfg.ShutdownGrace, &cfg.Version, &cfg.Logger, &cfg.Models, &cfg.Conns, cfg.TokenAcquireTimeout)
 	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger}
 	var err error
-	if srv.tls, err = cfg.serverTLS(); err != nil {
+	if srv.tls, srv.tokens, err = door.Load(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TokenFile, cfg.Logger); err != nil {
 		return nil, err
-	}
-	if cfg.TokenFile != "" {
-		if srv.tokens, err = door.NewTokens(cfg.TokenFile, cfg.Logger); err != nil {
-			return nil, err
-		}
 	}
 	srv.limiter = door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)
 	srv.routes()
@@ -224,68 +216,50 @@ func (s *Server) recovering(next http.Handler) http.Handler {
 
 // Run listens on Config.Addr and serves until ctx ends (see Serve).
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("httpdoor: listen: %w", err)
-	}
-	return s.Serve(ctx, ln)
+	return door.Run(ctx, s.cfg.Addr, s.Serve)
 }
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
 // accepting, lets requests in flight finish within ShutdownGrace and then
 // closes what is left. With TLSCertFile it speaks TLS on ln and nothing
-// else. It closes ln and returns an error only when serving fails.
+// else. It holds at most Conns.MaxConnections connections open, shedding
+// the longest-idle one to admit a new one (door.Listener), and closes
+// connections idle past Conns.IdleTimeout and requests slower than
+// Conns.ReadTimeout or Conns.WriteTimeout. It closes ln and returns an
+// error only when serving fails.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.warnIfOpen(ln.Addr())
-	if s.tls != nil {
+	door.WarnIfOpen(s.log, "HTTP door", ln.Addr(), s.tokens == nil && s.cfg.TLSClientCAFile == "")
+	s.conns = door.NewListener(ln, s.cfg.Conns.MaxConnections)
+	if ln = s.conns; s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: door.HeaderTimeout,
+		ReadTimeout:       s.cfg.Conns.ReadTimeout,
+		WriteTimeout:      s.cfg.Conns.WriteTimeout,
+		IdleTimeout:       s.cfg.Conns.IdleTimeout,
+		ConnState:         s.connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("HTTP door listening", "addr", ln.Addr().String(), "models", len(s.models()),
+	return door.Serve(ctx, hs, ln, "HTTP door", s.cfg.ShutdownGrace, s.log, "models", len(s.models()),
 		"tls", s.tls != nil, "clientCerts", s.cfg.TLSClientCAFile != "", "tokens", s.tokens != nil)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("httpdoor: serve: %w", err)
-	case <-ctx.Done():
+}
+
+// connState tells the listener which connections have a request in
+// flight, so that it sheds only idle ones.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateActive:
+		s.conns.Begin(c)
+	case http.StateIdle:
+		s.conns.End(c)
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		s.log.Warn("HTTP door: requests still in flight at the end of the grace period", "err", err)
-		_ = hs.Close()
-	}
-	<-errc // http.ErrServerClosed
-	return nil
 }
 
 // model finds name at version ("" = the last listed version of name).
 func (s *Server) model(name, version string) (Model, error) {
-	var found *Model
-	models := s.models()
-	for i := range models {
-		m := &models[i]
-		if m.Name != name {
-			continue
-		}
-		if version == "" || m.Version == version {
-			found = m
-		}
-	}
-	if found != nil {
-		return *found, nil
-	}
-	for _, m := range models {
-		if m.Name == name {
-			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
-		}
-	}
-	return Model{}, s.unknownModel(name)
+	return door.Lookup(s.models(), s.cfg.Repository, name, version)
 }
 
 // submit reads the body (at most MaxBodyBytes: bounded caps it), waits for a token and
@@ -330,26 +304,9 @@ func (s *Server) send(r *http.Request, m Model, contentType string, body []byte)
 }
 
 // status maps err to its HTTP status (wire.Status) and the message the
-// door answers with.
+// door answers with (door.Message).
 func status(err error) (int, string) {
-	st := wire.Status(err)
-	var we *wire.Error
-	switch {
-	case errors.As(err, &we):
-		if st == wire.StatusTimeout {
-			return st, "timed out (httpRequestTimeout): " + we.Message
-		}
-		return st, we.Message
-	case errors.Is(err, mesh.ErrQueueFull):
-		return st, "queue full: retry later"
-	case errors.Is(err, mesh.ErrClosed):
-		return st, "shutting down"
-	case errors.Is(err, context.DeadlineExceeded):
-		return st, "timed out waiting for a worker (httpRequestTimeout)"
-	case errors.Is(err, context.Canceled):
-		return st, "client closed the request"
-	}
-	return st, err.Error()
+	return wire.Status(err), door.Message(err)
 }
 
 // writeError answers {"error": msg} with err's status.

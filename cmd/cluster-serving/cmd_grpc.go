@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
@@ -19,10 +18,7 @@ func grpcOn(file *serving.File) bool { return file.GRPCPort > 0 }
 
 // grpcAddr is where the gRPC door listens: httpInterface:grpcPort.
 func grpcAddr(file *serving.File) string {
-	host, _, _ := net.SplitHostPort(httpdoor.DefaultAddr)
-	if file.HTTPInterface != "" {
-		host = file.HTTPInterface
-	}
+	host, _, _ := net.SplitHostPort(httpAddr(file))
 	return net.JoinHostPort(host, strconv.Itoa(file.GRPCPort))
 }
 
@@ -30,49 +26,25 @@ func grpcListen(file *serving.File) listenAddr {
 	return listenAddr{"grpcPort", grpcAddr(file), "gRPC server"}
 }
 
-// grpcConfig maps config.yaml's keys (the HTTP door's security, timeout,
-// size and token bucket keys, which the gRPC door shares) and the node's models to the
-// door's Config.
-func grpcConfig(file *serving.File, models []serving.Model) grpcdoor.Config {
-	gc := grpcdoor.Config{
-		Addr:           grpcAddr(file),
-		RequestTimeout: time.Duration(file.HTTPRequestTimeout) * time.Millisecond,
-		MaxRecvBytes:   int(min(file.HTTPMaxBodyBytes, 1<<31-1)),
-		Version:        semver(version),
-		ShutdownGrace:  file.Grace(),
-
-		TLSCertFile:     file.HTTPTLSCert,
-		TLSKeyFile:      file.HTTPTLSKey,
-		TLSClientCAFile: file.HTTPTLSClientCA,
-		TokenFile:       file.HTTPAuthTokenFile,
-	}
-	gc.TokensPerSecond, gc.TokenAcquireTimeout = file.TokenBucket()
-	gc.Models = doorModels(models)
+// grpcConfig maps config.yaml's keys and the node's models to the
+// door's Config: the gRPC door takes the HTTP door's (hc's) security,
+// timeout, size, connection and token bucket keys, its models, and its
+// repository as the catalog (the models loaded or unloaded after start,
+// as the HTTP door sees them).
+func grpcConfig(file *serving.File, hc httpdoor.Config) grpcdoor.Config {
+	gc := grpcdoor.Config{Addr: grpcAddr(file), Models: hc.Models, Catalog: hc.Repository, RequestTimeout: hc.RequestTimeout,
+		MaxRecvBytes: int(min(hc.MaxBodyBytes, 1<<31-1)), Version: hc.Version, ShutdownGrace: hc.ShutdownGrace,
+		TokensPerSecond: hc.TokensPerSecond, TokenAcquireTimeout: hc.TokenAcquireTimeout, Conns: hc.Conns,
+		Ready: hc.Ready, Logger: hc.Logger, Metrics: hc.Metrics}
+	gc.TLSCertFile, gc.TLSKeyFile, gc.TLSClientCAFile, gc.TokenFile = hc.TLSCertFile, hc.TLSKeyFile, hc.TLSClientCAFile, hc.TokenFile
 	return gc
 }
 
-// grpcRunner builds the gRPC door on the node, nil when grpcPort is 0. It
-// listens before returning, so a port in use fails the command at once.
+// grpcRunner builds the gRPC door on the node, nil when grpcPort is 0.
 func grpcRunner(d doorDeps) (func(context.Context) error, error) {
-	if !grpcOn(d.p.file) {
-		return nil, nil
-	}
-	gc := grpcConfig(d.p.file, d.node.Models())
-	gc.Ready, gc.Logger, gc.Metrics = d.node.Ready, d.log, d.metrics
-	if repo := d.node.Repository(); repo != nil {
-		// The models the repository loads or unloads after start, as the
-		// HTTP door sees them.
-		gc.Catalog = doorRepository{repo}
-	}
-	door, err := grpcdoor.New(d.node.Client(), gc)
-	if err != nil {
-		return nil, httpFileError(err)
-	}
-	ln, err := net.Listen("tcp", gc.Addr)
-	if err != nil {
-		return nil, grpcListen(d.p.file).error(err)
-	}
-	return func(ctx context.Context) error { return door.Serve(ctx, ln) }, nil
+	return listenRunner(grpcOn(d.p.file), grpcListen(d.p.file), func() (*grpcdoor.Door, error) {
+		return grpcdoor.New(d.node.Client(), grpcConfig(d.p.file, nodeHTTPConfig(d)))
+	})
 }
 
 // grpcurlLine is the banner's line for the gRPC door: a grpcurl command

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
@@ -47,9 +46,27 @@ func httpConfig(file *serving.File, models []serving.Model) httpdoor.Config {
 		TLSKeyFile:      file.HTTPTLSKey,
 		TLSClientCAFile: file.HTTPTLSClientCA,
 		TokenFile:       file.HTTPAuthTokenFile,
+		Conns: door.Conns{
+			IdleTimeout:    time.Duration(file.HTTPIdleTimeout) * time.Millisecond,
+			ReadTimeout:    time.Duration(file.HTTPReadTimeout) * time.Millisecond,
+			WriteTimeout:   time.Duration(file.HTTPWriteTimeout) * time.Millisecond,
+			MaxConnections: file.HTTPMaxConnections,
+		},
 	}
 	hc.TokensPerSecond, hc.TokenAcquireTimeout = file.TokenBucket()
 	hc.Models = doorModels(models)
+	return hc
+}
+
+// nodeHTTPConfig is httpConfig with the node's models, readiness and
+// repository, and the process's logger and metrics: what both the HTTP
+// and the gRPC door run with.
+func nodeHTTPConfig(d doorDeps) httpdoor.Config {
+	hc := httpConfig(d.p.file, d.node.Models())
+	hc.Ready, hc.Logger, hc.Metrics = d.node.Ready, d.log, d.metrics
+	if repo := d.node.Repository(); repo != nil {
+		hc.Repository = doorRepository{repo}
+	}
 	return hc
 }
 
@@ -62,46 +79,48 @@ func doorModels(models []serving.Model) []door.Model {
 	return out
 }
 
-// httpRunner builds the HTTP door on the node, nil when httpPort is -1. It
-// listens before returning, so a port in use fails the command at once.
+// httpRunner builds the HTTP door on the node, nil when httpPort is -1.
 func httpRunner(d doorDeps) (func(context.Context) error, error) {
-	if !httpOn(d.p.file) {
+	return listenRunner(httpOn(d.p.file), httpListen(d.p.file), func() (*httpdoor.Server, error) {
+		return httpdoor.New(d.node.Client(), nodeHTTPConfig(d))
+	})
+}
+
+// listenRunner builds a door that serves on a listener (the HTTP and
+// gRPC doors), nil when it is off; its file errors name their config key.
+// It listens on l before returning, so that a port in use fails the
+// command at once.
+func listenRunner[S interface {
+	Serve(context.Context, net.Listener) error
+}](on bool, l listenAddr, build func() (S, error)) (func(context.Context) error, error) {
+	if !on {
 		return nil, nil
 	}
-	hc := httpConfig(d.p.file, d.node.Models())
-	hc.Ready, hc.Logger, hc.Metrics = d.node.Ready, d.log, d.metrics
-	if repo := d.node.Repository(); repo != nil {
-		hc.Repository = doorRepository{repo}
-	}
-	door, err := httpdoor.New(d.node.Client(), hc)
+	s, err := build()
 	if err != nil {
-		return nil, httpFileError(err)
+		return nil, door.KeyError(err)
 	}
-	ln, err := net.Listen("tcp", hc.Addr)
+	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
-		return nil, httpListen(d.p.file).error(err)
+		return nil, l.error(err)
 	}
-	return func(ctx context.Context) error { return door.Serve(ctx, ln) }, nil
+	return func(ctx context.Context) error { return s.Serve(ctx, ln) }, nil
 }
 
-// httpFileKeys names the config key of each file field of httpdoor.Config.
-var httpFileKeys = map[string]string{
-	"TLSCertFile":     "httpTlsCert",
-	"TLSKeyFile":      "httpTlsKey",
-	"TLSClientCAFile": "httpTlsClientCa",
-	"TokenFile":       "httpAuthTokenFile",
-}
-
-// httpFileError names the config key of a file the door cannot use.
-func httpFileError(err error) error {
-	var fe *door.FileError
-	if !errors.As(err, &fe) || httpFileKeys[fe.Field] == "" {
-		return err
+// runners builds the doors with each of build and drops those that are
+// off.
+func runners(d doorDeps, build ...func(doorDeps) (func(context.Context) error, error)) ([]func(context.Context) error, error) {
+	var out []func(context.Context) error
+	for _, b := range build {
+		r, err := b(d)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, r)
+		}
 	}
-	if strings.Contains(fe.Err.Error(), fe.Path) { // an *fs.PathError
-		return fmt.Errorf("config key %q: %w", httpFileKeys[fe.Field], fe.Err)
-	}
-	return fmt.Errorf("config key %q: %s: %w", httpFileKeys[fe.Field], fe.Path, fe.Err)
+	return out, nil
 }
 
 // httpScheme is https when the door serves TLS.
@@ -131,11 +150,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	p := &process{role: "http", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node: func(c *serving.Config) { c.Describe, c.Service = true, true },
 		doors: func(d doorDeps) ([]func(context.Context) error, error) {
-			door, err := httpRunner(d)
-			if err != nil {
-				return nil, err
-			}
-			grpcDoor, err := grpcRunner(d)
+			doors, err := runners(d, httpRunner, grpcRunner)
 			if err != nil {
 				return nil, err
 			}
@@ -145,7 +160,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				fmt.Fprintf(stdout, "gRPC door on %s\n", grpcAddr(file))
 			}
 			printOtherModels(stdout, file, d.node.Models())
-			return nonNil(door, grpcDoor), nil
+			return doors, nil
 		}}
 	return p.run(ctx)
 }

@@ -170,15 +170,7 @@ func cmdStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // startDoors builds the Redis, HTTP and gRPC doors of `start`, and says how to
 // call the job once its NATS door answers, not before.
 func startDoors(d doorDeps) ([]func(context.Context) error, error) {
-	redisDoor, err := redisRunner(d)
-	if err != nil {
-		return nil, err
-	}
-	httpDoor, err := httpRunner(d)
-	if err != nil {
-		return nil, err
-	}
-	grpcDoor, err := grpcRunner(d)
+	doors, err := runners(d, redisRunner, httpRunner, grpcRunner)
 	if err != nil {
 		return nil, err
 	}
@@ -189,18 +181,7 @@ func startDoors(d doorDeps) ([]func(context.Context) error, error) {
 		}
 		return nil
 	}
-	return nonNil(redisDoor, httpDoor, grpcDoor, banner), nil
-}
-
-// nonNil drops the runners of doors that are off.
-func nonNil(runners ...func(context.Context) error) []func(context.Context) error {
-	var out []func(context.Context) error
-	for _, r := range runners {
-		if r != nil {
-			out = append(out, r)
-		}
-	}
-	return out
+	return append(doors, banner), nil
 }
 
 // cmdWorker joins an existing NATS (natsUrl or -nats) as one more worker.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
@@ -27,14 +28,16 @@ func TestGRPCConfigKeys(t *testing.T) {
 	}
 	file, err = serving.ParseFile([]byte("modelPath: m\nhttpInterface: 127.0.0.1\ngrpcPort: 9001\nhttpRequestTimeout: 1500\n" +
 		"httpMaxBodyBytes: 1024\nhttpTlsCert: c.pem\nhttpTlsKey: k.pem\nhttpTlsClientCa: ca.pem\nhttpAuthTokenFile: t\n" +
-		"tokenBucketEnabled: true\ntokensPerSecond: 7\ntokenAcquireTimeout: 250\n"))
+		"tokenBucketEnabled: true\ntokensPerSecond: 7\ntokenAcquireTimeout: 250\n" +
+		"httpIdleTimeout: 5000\nhttpReadTimeout: 6000\nhttpWriteTimeout: 7000\nhttpMaxConnections: 9\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gc := grpcConfig(file, file.ServedModels())
+	gc := grpcConfig(file, httpConfig(file, file.ServedModels()))
 	if !grpcOn(file) || gc.Addr != "127.0.0.1:9001" || gc.RequestTimeout != 1500*time.Millisecond || gc.MaxRecvBytes != 1024 ||
 		gc.TLSCertFile != "c.pem" || gc.TLSKeyFile != "k.pem" || gc.TLSClientCAFile != "ca.pem" || gc.TokenFile != "t" || len(gc.Models) != 1 ||
-		gc.TokensPerSecond != 7 || gc.TokenAcquireTimeout != 250*time.Millisecond {
+		gc.TokensPerSecond != 7 || gc.TokenAcquireTimeout != 250*time.Millisecond ||
+		gc.Conns != (door.Conns{IdleTimeout: 5 * time.Second, ReadTimeout: 6 * time.Second, WriteTimeout: 7 * time.Second, MaxConnections: 9}) {
 		t.Errorf("keys: got %+v", gc)
 	}
 	for _, bad := range []string{"grpcPort: -1\n", "grpcPort: 70000\n", "httpPort: 9000\ngrpcPort: 9000\n"} {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
@@ -65,7 +66,7 @@ func (p *process) checkListeners() error {
 	}
 	if (p.role == "start" || p.role == "http") && (httpOn(p.file) || grpcOn(p.file)) {
 		if err := httpConfig(p.file, nil).CheckFiles(); err != nil {
-			return httpFileError(err)
+			return door.KeyError(err)
 		}
 	}
 	for _, l := range p.listeners() {

@@ -100,6 +100,13 @@ type File struct {
 	// HTTP door's TLS, token file, httpRequestTimeout and httpMaxBodyBytes.
 	GRPCPort int `yaml:"grpcPort"`
 
+	// Connection bounds of the HTTP and gRPC doors (ms; a count): 0
+	// means the door's default (bridge/door.Conns).
+	HTTPIdleTimeout    int `yaml:"httpIdleTimeout"`
+	HTTPReadTimeout    int `yaml:"httpReadTimeout"`
+	HTTPWriteTimeout   int `yaml:"httpWriteTimeout"`
+	HTTPMaxConnections int `yaml:"httpMaxConnections"`
+
 	// Image pre-processing beyond the original's default (SPEC §7).
 	ImageLayout   string  `yaml:"imageLayout"`
 	ImageChannels string  `yaml:"imageChannels"`

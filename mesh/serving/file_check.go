@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +74,7 @@ func (f *File) validate() error {
 		"ackWait": f.AckWait, "maxDeliver": f.MaxDeliver, "resultTTL": f.ResultTTL, "workerInflight": f.WorkerInflight,
 		"shutdownGrace": f.ShutdownGrace, "queueReplicas": f.QueueReplicas, "jetstreamPartitions": f.Partitions, "natsMaxPayload": f.NatsMaxPayload,
 		"httpRequestTimeout": f.HTTPRequestTimeout, "tokenAcquireTimeout": f.TokenAcquireTimeout,
+		"httpIdleTimeout": f.HTTPIdleTimeout, "httpReadTimeout": f.HTTPReadTimeout, "httpWriteTimeout": f.HTTPWriteTimeout, "httpMaxConnections": f.HTTPMaxConnections,
 		"timeWindow": f.TimeWindow, "countWindow": f.CountWindow} {
 		if v < 0 {
 			p.bad(key, "%d is negative", v)
@@ -150,6 +152,9 @@ func (f *File) validateDoors(p *problems) {
 	}
 	if f.HTTPMaxBodyBytes < 0 {
 		p.bad("httpMaxBodyBytes", "%d is negative", f.HTTPMaxBodyBytes)
+	}
+	if f.HTTPWriteTimeout > 0 && f.HTTPWriteTimeout <= cmp.Or(f.HTTPRequestTimeout, 30000) { // the doors' default 30s
+		p.bad("httpWriteTimeout", "%d must be longer than httpRequestTimeout, or a slow inference is cut off", f.HTTPWriteTimeout)
 	}
 	if f.TokensPerSecond < 0 {
 		p.bad("tokensPerSecond", "%v is negative", f.TokensPerSecond)

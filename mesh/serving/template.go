@@ -195,6 +195,18 @@ httpPort: 10020
 httpRequestTimeout: 30000
 # Largest request body (bytes); larger ones get 413.
 httpMaxBodyBytes: 16777216
+# Connection bounds, for the gRPC door too. A connection with no request
+# in flight is closed after httpIdleTimeout (ms). Reading one request,
+# body included, may take httpReadTimeout (ms); a request, from its
+# header to its answer, httpWriteTimeout (ms; 0: httpReadTimeout +
+# tokenAcquireTimeout + httpRequestTimeout + 10s; it must be longer than
+# httpRequestTimeout). At most httpMaxConnections connections stay open
+# (0: 4096, or a quarter of the open-file limit when lower); past it the
+# door closes the connection idle the longest to admit a new one.
+httpIdleTimeout: 60000
+httpReadTimeout: 60000
+httpWriteTimeout: 0
+httpMaxConnections: 0
 # HTTPS: certificate and key (PEM). Set, the door serves HTTPS only.
 httpTlsCert: ""
 httpTlsKey: ""

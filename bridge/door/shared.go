@@ -1,0 +1,140 @@
+package door
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// Lookup finds name at version ("" = the last listed version of name)
+// among models, the door's served models now. A name that serves at
+// other versions only is a 404 "has no version"; one that does not serve
+// is UnknownModel of c (nil for none).
+func Lookup(models []Model, c Catalog, name, version string) (Model, error) {
+	var found *Model
+	for i := range models {
+		m := &models[i]
+		if m.Name == name && (version == "" || m.Version == version) {
+			found = m
+		}
+	}
+	if found != nil {
+		return *found, nil
+	}
+	for _, m := range models {
+		if m.Name == name {
+			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
+		}
+	}
+	return Model{}, UnknownModel(c, name)
+}
+
+// Message is the message both doors answer err with, beside its status
+// wire.Status(err): a *wire.Error's own message (a timeout naming
+// httpRequestTimeout), and a fixed line for the mesh's and ctx's
+// sentinels, which tells the caller what to do and no internals.
+func Message(err error) string {
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we):
+		if wire.Status(err) == wire.StatusTimeout {
+			return "timed out (httpRequestTimeout): " + we.Message
+		}
+		return we.Message
+	case errors.Is(err, mesh.ErrQueueFull):
+		return "queue full: retry later"
+	case errors.Is(err, mesh.ErrClosed):
+		return "shutting down"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out waiting for a worker (httpRequestTimeout or the client's deadline)"
+	case errors.Is(err, context.Canceled):
+		return "client closed the request"
+	}
+	return err.Error()
+}
+
+// WarnIfOpen logs one warning when door (its name, "HTTP door"),
+// listening on addr beyond loopback, lets anyone in: open is true when it
+// has no token file and no client certificates.
+func WarnIfOpen(log *slog.Logger, door string, addr net.Addr, open bool) {
+	if !open {
+		return
+	}
+	where := addr.String()
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		if ta.IP.IsLoopback() {
+			return
+		}
+		if ta.IP.IsUnspecified() { // Go reports 0.0.0.0 as [::] (dual stack)
+			where = net.JoinHostPort("0.0.0.0", strconv.Itoa(ta.Port))
+		}
+	}
+	log.Warn(fmt.Sprintf("%s on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", door, where))
+}
+
+// ValidateTLS reports, wrapping invalid, a certificate without its key
+// (or the reverse) and a client CA without a certificate.
+func ValidateTLS(invalid error, certFile, keyFile, clientCAFile string) error {
+	switch {
+	case (certFile == "") != (keyFile == ""):
+		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", invalid)
+	case clientCAFile != "" && certFile == "":
+		return fmt.Errorf("%w: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for only over TLS", invalid)
+	}
+	return nil
+}
+
+// Load loads a door's TLS files (see ServerTLS) and its token file (see
+// NewTokens; none when tokenFile is empty). Errors are *FileError.
+func Load(certFile, keyFile, clientCAFile, tokenFile string, log *slog.Logger) (*tls.Config, *Tokens, error) {
+	tc, err := ServerTLS(certFile, keyFile, clientCAFile)
+	if err != nil || tokenFile == "" {
+		return tc, nil, err
+	}
+	tokens, err := NewTokens(tokenFile, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tc, tokens, nil
+}
+
+// Defaults both doors apply for zero Config fields.
+const (
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultMaxBodyBytes   = 16 << 20
+	DefaultShutdownGrace  = 30 * time.Second
+	DefaultVersion        = "0.0.0"
+)
+
+// Versioned is a copy of models, each Version defaulted to "1".
+func Versioned(models []Model) []Model {
+	out := append([]Model(nil), models...)
+	for i := range out {
+		out[i].Version = cmp.Or(out[i].Version, "1")
+	}
+	return out
+}
+
+// Defaults sets the zero fields both doors' Configs share to their
+// defaults, in place: the request timeout, the shutdown grace, the
+// version, the logger, each model's version (on a copy of the list) and
+// the connection bounds (whose WriteTimeout follows from acquire, the
+// token wait, and the request timeout). One place, so that the doors
+// cannot drift apart.
+func Defaults(requestTimeout, grace *time.Duration, version *string, log **slog.Logger, models *[]Model, conns *Conns, acquire time.Duration) {
+	*requestTimeout = cmp.Or(*requestTimeout, DefaultRequestTimeout)
+	*grace = cmp.Or(*grace, DefaultShutdownGrace)
+	*version = cmp.Or(*version, DefaultVersion)
+	*log = cmp.Or(*log, slog.Default())
+	*models = Versioned(*models)
+	*conns = conns.WithDefaults(*requestTimeout, acquire)
+}
