@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -27,63 +28,88 @@ const fdChildEnv = "EMBEDDED_TEST_FD_CHILD"
 // out of descriptors is cheap.
 const childFDLimit = 256
 
+// fdCases are the two ways a stream meets EMFILE: a publish that must
+// open the stream's block file again (closed after a restart, or after
+// 30 s without writes), and the store's periodic sync opening index.db
+// while the stream is idle (sync_interval, 1 s here instead of 2 min).
+var fdCases = []struct {
+	name string
+	// syncInterval is the config file's jetstream sync_interval; "" none.
+	syncInterval string
+	// during runs while no descriptor is left.
+	during func(t *testing.T, js jetstream.JetStream)
+}{
+	{name: "publish", during: func(t *testing.T, js jetstream.JetStream) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.Publish(ctx, fdStream+".x", []byte("during"))
+		t.Logf("publish while no descriptor is left: %v", err)
+	}},
+	{name: "idle-sync", syncInterval: "500ms", during: func(*testing.T, jetstream.JetStream) {
+		time.Sleep(2 * time.Second) // the sync runs at least twice
+	}},
+}
+
+const fdStream = "FD"
+
 // TestStreamAcksAgainAfterFDExhaustion runs out of file descriptors while
-// a publish needs the stream's block file, releases them, and wants the
-// existing stream to ack publishes again within 10 s, with every message
-// acked before still there. Without recovery, nats-server's file store
-// keeps the write error it met (the stream never acks again until a
-// restart).
+// the existing stream's file store needs one, releases them, and wants
+// the stream to ack publishes again within 10 s, with every message acked
+// before still there. Without recovery, nats-server's file store keeps
+// the write error it met and the stream never acks again until the
+// process restarts.
 func TestStreamAcksAgainAfterFDExhaustion(t *testing.T) {
-	if os.Getenv(fdChildEnv) == "1" {
-		fdExhaustionChild(t)
-		return
+	for _, tc := range fdCases {
+		t.Run(tc.name, func(t *testing.T) {
+			if os.Getenv(fdChildEnv) == "1" {
+				fdExhaustionChild(t, tc.syncInterval, tc.during)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.v", "-test.count=1",
+				"-test.run=^TestStreamAcksAgainAfterFDExhaustion$/^"+tc.name+"$")
+			cmd.Env = append(os.Environ(), fdChildEnv+"=1", "EMBEDDED_TEST_STORE="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			t.Logf("child:\n%s", out)
+		})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestStreamAcksAgainAfterFDExhaustion$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), fdChildEnv+"=1", "EMBEDDED_TEST_STORE="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	t.Logf("child:\n%s", out)
 }
 
 // fdExhaustionChild is the child's side: a stream whose block file is
-// closed (the server restarted on its store, as after a deploy), a
-// publish while no descriptor is left, then publishes after they are
-// back.
-func fdExhaustionChild(t *testing.T) {
+// closed (the server restarted on its store, as after a deploy), during
+// while no descriptor is left, then publishes once they are back.
+func fdExhaustionChild(t *testing.T, syncInterval string, during func(*testing.T, jetstream.JetStream)) {
 	dir := os.Getenv("EMBEDDED_TEST_STORE")
-	const name, before = "FD", 20
-	// A first server stores messages and stops; the second one recovers
-	// the stream with its last block not yet open for writing.
-	s := startOn(t, dir)
+	const before = 20
+	// A first server stores messages and stops (writing index.db); the
+	// second one recovers the stream with its last block not yet open.
+	s := startOn(t, dir, "")
 	js := connectJS(t, s)
 	if _, err := js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{
-		Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage}); err != nil {
+		Name: fdStream, Subjects: []string{fdStream + ".>"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatalf("CreateStream: %v", err)
 	}
 	for i := range before {
-		publish(t, js, name, i, 5*time.Second)
+		publish(t, js, i)
 	}
 	s.Shutdown()
-	s = startOn(t, dir)
+	s = startOn(t, dir, syncInterval)
 	t.Cleanup(s.Shutdown)
 	js = connectJS(t, s)
 
 	lowerFDLimit(t)
 	held := exhaustFDs(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_, err := js.Publish(ctx, name+".x", []byte("during"))
-	cancel()
-	t.Logf("publish while no descriptor is left: %v", err)
+	during(t, js)
 	releaseFDs(held)
 
 	start := time.Now()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := js.Publish(ctx, name+".x", []byte("after"))
+		_, err := js.Publish(ctx, fdStream+".x", []byte("after"))
 		cancel()
 		if err == nil {
 			break
@@ -93,7 +119,7 @@ func fdExhaustionChild(t *testing.T) {
 		}
 	}
 	t.Logf("acked again %v after the descriptors came back", time.Since(start).Round(time.Millisecond))
-	st, err := js.Stream(context.Background(), name)
+	st, err := js.Stream(context.Background(), fdStream)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -108,9 +134,18 @@ func fdExhaustionChild(t *testing.T) {
 	}
 }
 
-func startOn(t *testing.T, dir string) *embedded.Server {
+// startOn starts a server on the store dir, with syncInterval as its
+// jetstream sync_interval unless empty; it logs warnings to stderr.
+func startOn(t *testing.T, dir, syncInterval string) *embedded.Server {
 	t.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: dir,
+	var file string
+	if syncInterval != "" {
+		file = filepath.Join(t.TempDir(), "nats.conf")
+		if err := os.WriteFile(file, []byte("jetstream { sync_interval: \""+syncInterval+"\" }\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: dir, ConfigFile: file,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -134,11 +169,11 @@ func connectJS(t *testing.T, s *embedded.Server) jetstream.JetStream {
 	return js
 }
 
-func publish(t *testing.T, js jetstream.JetStream, name string, i int, timeout time.Duration) {
+func publish(t *testing.T, js jetstream.JetStream, i int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := js.Publish(ctx, name+".x", []byte(strconv.Itoa(i))); err != nil {
+	if _, err := js.Publish(ctx, fdStream+".x", []byte(strconv.Itoa(i))); err != nil {
 		t.Fatalf("Publish %d: %v", i, err)
 	}
 }
