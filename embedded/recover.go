@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -40,9 +42,10 @@ import (
 // reload re-enables JetStream this way, jetstream.go:604). So the watcher
 // below restarts JetStream (ShutdownJetStream, which keeps the store, then
 // EnableJetStream with the options the server started with) once a
-// stream reports a write error and descriptors are available again.
-// Messages are not lost: the failed write was never acknowledged, and
-// every acknowledged one is on disk or flushed by the shutdown. Clients
+// stream reports such a write error and descriptors are available again.
+// The restart loses nothing a process restart would keep: the write that
+// failed was never acknowledged, the shutdown flushes what the blocks
+// still hold, and the streams are recovered from the same files. Clients
 // keep their connections; consumers are durable and nats.go pulls again
 // after two missed heartbeats.
 //
@@ -54,16 +57,23 @@ import (
 // broken stream's leadership to another replica (setWriteErrLocked,
 // stream.go:9814), and restarting JetStream on a cluster member is a
 // decision for its operator.
+//
+// Only errors that go away on their own are worth a restart: running out
+// of descriptors, disk or memory (resourceError). A permission or I/O
+// error stays until an operator acts, and nats-server itself stops
+// JetStream on a permission error; restarting on those would only
+// interrupt the healthy streams again and again.
 const (
 	// storeCheckEvery is how often the watcher asks the server's health
 	// check whether a stream has a write error latched.
 	storeCheckEvery = time.Second
 	// maxRestartPause caps the growing pause between restarts that did
-	// not help (a store broken for another reason than resources).
-	maxRestartPause = 30 * time.Second
+	// not help, such as one during the attack itself: short enough that
+	// the store is back within 10 s of the resources.
+	maxRestartPause = 8 * time.Second
 	// fdHeadroom is how many descriptors must be free before a restart:
 	// recovering the streams opens their files again, and a recovery
-	// that runs out half-way would leave streams unloaded.
+	// that runs out half-way leaves streams unloaded (until the next).
 	fdHeadroom = 64
 )
 
@@ -72,15 +82,18 @@ const (
 type storeWatch struct {
 	stop chan struct{} // closed by Shutdown
 	done chan struct{} // closed when watchStore returns
-	// logged is set when nats-server logs a critical write error, which
-	// the health check shows only once a publish has failed on it.
+	// logged is set when nats-server logs a critical write error caused
+	// by resources, which the health check shows only once a publish
+	// has failed on it.
 	logged atomic.Bool
-	// down: our own restart stopped JetStream and could not start it.
-	down bool
+	// restarted: the watcher restarted JetStream and has not seen the
+	// store healthy since, so that a stream the restart could not load,
+	// or JetStream it could not start again, is its to retry.
+	restarted bool
 }
 
 // watchStore restarts JetStream whenever a stream's store has latched a
-// write error and enough descriptors are free, until stop closes. The
+// resource error and enough descriptors are free, until stop closes. The
 // pause between restarts grows while they do not help and falls back
 // once the store is healthy.
 func (s *Server) watchStore(log *slog.Logger) {
@@ -96,14 +109,14 @@ func (s *Server) watchStore(log *slog.Logger) {
 		case now := <-tick.C:
 			why, broken := s.storeBroken()
 			if !broken {
-				pause = storeCheckEvery
+				pause, w.restarted = storeCheckEvery, false
 				continue
 			}
 			if now.Before(next) || !haveFDHeadroom() {
 				continue
 			}
 			err := s.restartJetStream()
-			w.down = err != nil && !s.ns.JetStreamEnabled()
+			w.restarted = true
 			log.LogAttrs(context.Background(), slog.LevelWarn, "embedded: restarted JetStream after a store write error",
 				slog.String("cause", why), slog.Any("err", err))
 			next, pause = now.Add(pause), min(2*pause, maxRestartPause)
@@ -111,9 +124,9 @@ func (s *Server) watchStore(log *slog.Logger) {
 	}
 }
 
-// storeBroken reports whether a stream of this single server has a write
-// error latched (or could not be loaded after a restart), or whether
-// JetStream is down because a restart of ours failed; and why.
+// storeBroken reports whether a stream of this single server has latched
+// a resource error, or, after a restart of the watcher's, whether a
+// stream could not be loaded or JetStream is down; and why.
 func (s *Server) storeBroken() (string, bool) {
 	if s.ns.JetStreamIsClustered() {
 		return "", false
@@ -123,7 +136,8 @@ func (s *Server) storeBroken() (string, bool) {
 	}
 	h := s.ns.Healthz(&server.HealthzOptions{Details: true})
 	for _, e := range h.Errors {
-		if e.Type == server.HealthzErrorStream || (e.Type == server.HealthzErrorJetStream && s.watch.down) {
+		ours := s.watch.restarted && (e.Type == server.HealthzErrorStream || e.Type == server.HealthzErrorJetStream)
+		if ours || (e.Type == server.HealthzErrorStream && resourceError(e.Error)) {
 			return e.Error, true
 		}
 	}
@@ -181,10 +195,22 @@ func haveFDHeadroom() bool {
 	return true
 }
 
-// criticalWriteError reports whether an error line of nats-server's is
-// its file store latching a write error ("Filestore [S] Critical write
-// error: ..."). The text is nats-server's; should it change, the health
+// criticalWriteError reports whether an error line of nats-server's,
+// format and its arguments, is its file store latching a write error
+// caused by resources ("Filestore [S] Critical write error: ... too many
+// open files"). The text is nats-server's; should it change, the health
 // check still finds the stream once a publish fails on it.
-func criticalWriteError(line string) bool {
-	return strings.Contains(line, "Critical write error")
+func criticalWriteError(format string, v []any) bool {
+	return strings.Contains(format, "Critical write error") && resourceError(fmt.Sprintf(format, v...))
+}
+
+// resourceErrors are the errors, as the OS words them, of a resource that
+// comes back by itself: descriptors (EMFILE, ENFILE), disk (ENOSPC,
+// EDQUOT) and memory (ENOMEM).
+var resourceErrors = []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC, syscall.EDQUOT, syscall.ENOMEM}
+
+// resourceError reports whether msg, an error nats-server made into text,
+// names one of resourceErrors.
+func resourceError(msg string) bool {
+	return slices.ContainsFunc(resourceErrors, func(e error) bool { return strings.Contains(msg, e.Error()) })
 }

@@ -259,7 +259,7 @@ func (a slogAdapter) Noticef(format string, v ...any) { a.log(slog.LevelInfo, fo
 func (a slogAdapter) Warnf(format string, v ...any)   { a.log(slog.LevelWarn, format, v) }
 func (a slogAdapter) Errorf(format string, v ...any) {
 	a.log(slog.LevelError, format, v)
-	if criticalWriteError(format) {
+	if criticalWriteError(format, v) {
 		a.writeErr.Store(true)
 	}
 }
