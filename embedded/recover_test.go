@@ -2,14 +2,10 @@ package embedded_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,12 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/embedded/fdtest"
 )
-
-// fdChildEnv marks the re-executed test binary that runs the exhaustion
-// itself: lowering RLIMIT_NOFILE and using up every descriptor must not
-// touch the parent test process.
-const fdChildEnv = "EMBEDDED_TEST_FD_CHILD"
 
 // childFDLimit is the child's soft RLIMIT_NOFILE: low, so that running
 // out of descriptors is cheap.
@@ -31,7 +23,7 @@ const childFDLimit = 256
 // fdCases are the two ways a stream meets EMFILE: a publish that must
 // open the stream's block file again (closed after a restart, or after
 // 30 s without writes), and the store's periodic sync opening index.db
-// while the stream is idle (sync_interval, 1 s here instead of 2 min).
+// while the stream is idle (sync_interval, 500 ms here instead of 2 min).
 var fdCases = []struct {
 	name string
 	// syncInterval is the config file's jetstream sync_interval; "" none.
@@ -61,20 +53,11 @@ const fdStream = "FD"
 func TestStreamAcksAgainAfterFDExhaustion(t *testing.T) {
 	for _, tc := range fdCases {
 		t.Run(tc.name, func(t *testing.T) {
-			if os.Getenv(fdChildEnv) == "1" {
-				fdExhaustionChild(t, tc.syncInterval, tc.during)
+			if !fdtest.InChild() {
+				fdtest.RunInChild(t, "EMBEDDED_TEST_STORE="+t.TempDir())
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.v", "-test.count=1",
-				"-test.run=^TestStreamAcksAgainAfterFDExhaustion$/^"+tc.name+"$")
-			cmd.Env = append(os.Environ(), fdChildEnv+"=1", "EMBEDDED_TEST_STORE="+t.TempDir())
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("child: %v\n%s", err, out)
-			}
-			t.Logf("child:\n%s", out)
+			fdExhaustionChild(t, tc.syncInterval, tc.during)
 		})
 	}
 }
@@ -101,10 +84,9 @@ func fdExhaustionChild(t *testing.T, syncInterval string, during func(*testing.T
 	t.Cleanup(s.Shutdown)
 	js = connectJS(t, s)
 
-	lowerFDLimit(t)
-	held := exhaustFDs(t)
+	release := fdtest.Exhaust(t, childFDLimit)
 	during(t, js)
-	releaseFDs(held)
+	release()
 
 	start := time.Now()
 	for {
@@ -175,43 +157,5 @@ func publish(t *testing.T, js jetstream.JetStream, i int) {
 	defer cancel()
 	if _, err := js.Publish(ctx, fdStream+".x", []byte(strconv.Itoa(i))); err != nil {
 		t.Fatalf("Publish %d: %v", i, err)
-	}
-}
-
-func lowerFDLimit(t *testing.T) {
-	t.Helper()
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatalf("Getrlimit: %v", err)
-	}
-	lim.Cur = min(lim.Cur, childFDLimit)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatalf("Setrlimit: %v", err)
-	}
-}
-
-// exhaustFDs opens /dev/null until the process has no descriptor left.
-func exhaustFDs(t *testing.T) []*os.File {
-	t.Helper()
-	var held []*os.File
-	for range childFDLimit {
-		f, err := os.Open(os.DevNull)
-		if errors.Is(err, syscall.EMFILE) {
-			return held
-		}
-		if err != nil {
-			releaseFDs(held)
-			t.Fatalf("open: %v", err)
-		}
-		held = append(held, f)
-	}
-	releaseFDs(held)
-	t.Fatal(fmt.Errorf("still opening files after %d", childFDLimit))
-	return nil
-}
-
-func releaseFDs(held []*os.File) {
-	for _, f := range held {
-		_ = f.Close()
 	}
 }
