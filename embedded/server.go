@@ -72,7 +72,10 @@ func (c Config) withDefaults() Config {
 }
 
 // Server is a running in-process nats-server with JetStream. Its methods
-// are safe for concurrent use.
+// are safe for concurrent use. While it runs, a goroutine it owns
+// restarts JetStream when a stream's file store has latched a write
+// error of a resource that came back, such as running out of file
+// descriptors (see recover.go); Shutdown stops it first.
 type Server struct {
 	ns       *server.Server
 	self     nats.Option // the in-process identity; nil when none
