@@ -9,4 +9,10 @@
 // (Server.ConnectOption). Callers get a client URL or that connect option
 // and otherwise talk to it as to any NATS server, so no other package
 // needs to know that NATS is embedded.
+//
+// It also keeps the store serving: nats-server's file store refuses
+// every write, for good, once one failed, and a process that ran out of
+// file descriptors or disk for a moment would have streams that never
+// ack a publish again. The server restarts JetStream on its store once
+// the resources are back (recover.go).
 package embedded

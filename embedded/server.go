@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -71,7 +72,10 @@ func (c Config) withDefaults() Config {
 }
 
 // Server is a running in-process nats-server with JetStream. Its methods
-// are safe for concurrent use.
+// are safe for concurrent use. While it runs, a goroutine it owns
+// restarts JetStream when a stream's file store has latched a write
+// error of a resource that came back, such as running out of file
+// descriptors (see recover.go); Shutdown stops it first.
 type Server struct {
 	ns       *server.Server
 	self     nats.Option // the in-process identity; nil when none
@@ -80,6 +84,9 @@ type Server struct {
 	storeDir string
 	tempDir  string // removed at Shutdown; empty when the caller chose StoreDir
 	once     sync.Once
+	// jsConfig restarts JetStream after a store write error (recover.go).
+	jsConfig server.JetStreamConfig
+	watch    *storeWatch
 }
 
 // Start validates cfg, reads its ConfigFile, starts the server and waits
@@ -121,13 +128,17 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("embedded: new server: %w", err)
 	}
 	fatal := make(chan string, 1)
-	ns.SetLoggerV2(slogAdapter{l: cfg.Logger, fatal: fatal}, false, false, false)
+	watch := &storeWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	ns.SetLoggerV2(slogAdapter{l: cfg.Logger, fatal: fatal, writeErr: &watch.logged}, false, false, false)
 	s.ns = ns
+	s.jsConfig = jetStreamConfig(opts) // after NewServer applied its defaults to opts
 	ns.Start()
 	if err := waitReady(ns, fatal); err != nil {
 		s.Shutdown()
 		return nil, err
 	}
+	s.watch = watch // Shutdown stops and waits for it
+	go s.watchStore(cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)))
 	return s, nil
 }
 
@@ -214,6 +225,10 @@ func (s *Server) ConnectOption() nats.Option {
 // temporary store directory. It is idempotent.
 func (s *Server) Shutdown() {
 	s.once.Do(func() {
+		if w := s.watch; w != nil {
+			close(w.stop)
+			<-w.done
+		}
 		if s.ns != nil {
 			s.ns.Shutdown()
 			s.ns.WaitForShutdown()
@@ -228,11 +243,13 @@ func (s *Server) removeTemp() {
 	}
 }
 
-// slogAdapter routes nats-server log lines to slog (none when l is nil)
-// and hands the first fatal line to Start, which fails with it.
+// slogAdapter routes nats-server log lines to slog (none when l is nil),
+// hands the first fatal line to Start, which fails with it, and tells the
+// store watcher when a file store latched a write error.
 type slogAdapter struct {
-	l     *slog.Logger
-	fatal chan<- string
+	l        *slog.Logger
+	fatal    chan<- string
+	writeErr *atomic.Bool
 }
 
 func (a slogAdapter) log(level slog.Level, format string, v []any) {
@@ -243,9 +260,14 @@ func (a slogAdapter) log(level slog.Level, format string, v []any) {
 
 func (a slogAdapter) Noticef(format string, v ...any) { a.log(slog.LevelInfo, format, v) }
 func (a slogAdapter) Warnf(format string, v ...any)   { a.log(slog.LevelWarn, format, v) }
-func (a slogAdapter) Errorf(format string, v ...any)  { a.log(slog.LevelError, format, v) }
-func (a slogAdapter) Debugf(format string, v ...any)  { a.log(slog.LevelDebug, format, v) }
-func (a slogAdapter) Tracef(format string, v ...any)  { a.log(slog.LevelDebug, format, v) }
+func (a slogAdapter) Errorf(format string, v ...any) {
+	a.log(slog.LevelError, format, v)
+	if criticalWriteError(format, v) {
+		a.writeErr.Store(true)
+	}
+}
+func (a slogAdapter) Debugf(format string, v ...any) { a.log(slog.LevelDebug, format, v) }
+func (a slogAdapter) Tracef(format string, v ...any) { a.log(slog.LevelDebug, format, v) }
 
 // Fatalf is what nats-server calls before it gives up starting; it does
 // not exit the process.
