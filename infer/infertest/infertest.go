@@ -5,7 +5,6 @@ package infertest
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,7 @@ import (
 )
 
 // RequireDepsEnv is the variable `make test` sets: with it, a missing test
-// dependency (the ONNX Runtime library, redis-server, the shared fixtures)
+// dependency (the ONNX Runtime library, redis-server, python3)
 // fails the test instead of skipping it, since a skip in CI is a broken
 // setup, not a pass.
 const RequireDepsEnv = "CLUSTER_SERVING_REQUIRE_DEPS"
@@ -54,18 +53,12 @@ func Model(name string) string {
 	return filepath.Join(RepoRoot(), "infer", "testdata", name+".onnx")
 }
 
-// Fixture reads rel under the shared fixtures folder: the original
-// project's payloads and images in shared/fixtures, which sits beside the
-// repository (see its README). When the folder is missing the test fails
-// or skips (see Missing).
+// Fixture reads rel under infer/testdata/fixtures: the original
+// project's payloads and images, copied into the repository (see the
+// README there for where they come from).
 func Fixture(tb testing.TB, rel string) []byte {
 	tb.Helper()
-	dir := filepath.Join(RepoRoot(), "..", "shared", "fixtures")
-	if _, err := os.Stat(dir); err != nil {
-		Missing(tb, fmt.Sprintf("fixtures folder %s missing (it sits beside the repository as shared/fixtures): %v", dir, err))
-		return nil
-	}
-	b, err := os.ReadFile(filepath.Join(dir, rel))
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), "infer", "testdata", "fixtures", rel))
 	if err != nil {
 		tb.Fatalf("read fixture: %v", err)
 	}

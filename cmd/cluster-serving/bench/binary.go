@@ -129,8 +129,8 @@ func oipBinaryOp(httpURL, model, name string, t infer.Tensor, conc int) (op, err
 // Redis entry in the original's format: a base64 Arrow IPC stream of one
 // record batch whose column name is a tensor struct {indiceData,
 // indiceShape, data, shape} of 4 rows, row i filling only field i (what
-// its Python client writes for a dense ndarray; see ../shared/fixtures,
-// ndarray-128-base64).
+// its Python client writes for a dense ndarray; see
+// infer/testdata/fixtures/payloads/ndarray-128-base64).
 func arrowRecord(name string, t infer.Tensor) ([]byte, error) {
 	i32 := arrow.ListOf(arrow.PrimitiveTypes.Int32)
 	dt := arrow.StructOf(
