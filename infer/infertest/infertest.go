@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 )
 
 // RequireDepsEnv is the variable `make test` sets: with it, a missing test
@@ -154,6 +155,23 @@ type OIPOutput struct {
 	Datatype string          `json:"datatype"`
 	Shape    []int64         `json:"shape"`
 	Data     json.RawMessage `json:"data"`
+}
+
+// FreePorts asks the kernel for n distinct free loopback ports (see
+// freeport.Take), failing the test when it cannot.
+func FreePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	ports, err := freeport.Take(n)
+	if err != nil {
+		tb.Fatalf("free ports: %v", err)
+	}
+	return ports
+}
+
+// FreePort is one free loopback port (see FreePorts).
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	return FreePorts(tb, 1)[0]
 }
 
 // WaitFor polls cond every 10ms until it holds, and fails the test when

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -39,11 +40,11 @@ func (r *runner) tiny(model string, d time.Duration) error {
 // (the second scrape of the window). Metrics are on, as in the default
 // config. It prints the process's peak RSS too.
 func (r *runner) tinyAllocs(model string, d time.Duration) error {
-	mp, err := freePort()
+	mp, err := freeport.Take(1)
 	if err != nil {
 		return err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", mp)
+	addr := fmt.Sprintf("127.0.0.1:%d", mp[0])
 	c, err := r.startChild(model, map[string]string{"threadPerModel": "1", "metricsListen": addr})
 	if err != nil {
 		return err
@@ -396,14 +397,11 @@ type resNetServer struct {
 // startResNetServer starts the serving process of resNet with every door
 // on, its Redis door on rs.
 func (r *runner) startResNetServer(model string, rs *redisServer, batch, threads int) (resNetServer, error) {
-	gp, err := freePort()
+	ports, err := freeport.Take(2)
 	if err != nil {
 		return resNetServer{}, err
 	}
-	mp, err := freePort()
-	if err != nil {
-		return resNetServer{}, err
-	}
+	gp, mp := ports[0], ports[1]
 	c, err := r.startChild(model, map[string]string{
 		"threadPerModel": strconv.Itoa(threads), "modelParallelism": "1", "maxBatch": strconv.Itoa(batch),
 		"redisUrl": rs.addr, "grpcPort": strconv.Itoa(gp), "metricsListen": fmt.Sprintf("127.0.0.1:%d", mp)})
