@@ -71,17 +71,7 @@ func TestOIPBinaryOutputs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var resp struct {
-				Outputs []struct {
-					Name       string
-					Datatype   string
-					Shape      []int64
-					Data       json.RawMessage
-					Parameters struct {
-						BinaryDataSize int `json:"binary_data_size"`
-					}
-				}
-			}
+			var resp binHeader
 			if err := json.Unmarshal(h, &resp); err != nil || len(resp.Outputs) != 1 {
 				t.Fatalf("header %s: %v", h, err)
 			}

@@ -45,16 +45,11 @@ func (r *runner) tinyAllocs(model string, d time.Duration) error {
 		return err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", mp[0])
-	c, err := r.startChild(model, map[string]string{"threadPerModel": "1", "metricsListen": addr})
+	c, do, closeChild, err := r.startNATSChild(model, map[string]string{"threadPerModel": "1", "metricsListen": addr})
 	if err != nil {
 		return err
 	}
-	defer c.stop()
-	do, closeDo, err := natsOp(c.url, mesh.PredictSubject(c.job), tinyBody)
-	if err != nil {
-		return err
-	}
-	defer closeDo()
+	defer closeChild()
 	// The warm-up sizes the run: a count, not a time, so that no request
 	// is left in flight when the counters are read.
 	warm := runLoad(32, d/4, 0, do)
@@ -91,6 +86,21 @@ func (r *runner) tinyAllocs(model string, d time.Duration) error {
 	fmt.Fprintf(r.w, "  %.1f allocations and %.1f KiB allocated per request; peak RSS (VmHWM) %.1f MiB\n\n",
 		perReq(mallocsMetric), perReq(allocBytesMetric)/1024, float64(peak)/1024)
 	return nil
+}
+
+// startNATSChild starts a serving process of model with extra keys and
+// opens an op on its NATS door sending tinyBody; the func closes both.
+func (r *runner) startNATSChild(model string, extra map[string]string) (*child, op, func(), error) {
+	c, err := r.startChild(model, extra)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	do, closeDo, err := natsOp(c.url, mesh.PredictSubject(c.job), tinyBody)
+	if err != nil {
+		c.stop()
+		return nil, nil, nil, err
+	}
+	return c, do, func() { closeDo(); c.stop() }, nil
 }
 
 // tinyDoors loads one serving process through the NATS and HTTP doors and
@@ -246,16 +256,11 @@ func (r *runner) tinyTracing(model string, d time.Duration) error {
 			extra["otlpInsecure"] = "true"
 			extra["traceSampleRatio"] = st.ratio
 		}
-		c, err := r.startChild(model, extra)
+		c, do, closeChild, err := r.startNATSChild(model, extra)
 		if err != nil {
 			return err
 		}
-		defer c.stop()
-		do, closeDo, err := natsOp(c.url, mesh.PredictSubject(c.job), tinyBody)
-		if err != nil {
-			return err
-		}
-		defer closeDo()
+		defer closeChild()
 		runLoad(8, time.Second, 500, do) // warm-up
 		dos[i], children[i] = do, c
 	}
