@@ -34,9 +34,9 @@ type PIDFile struct {
 // XDG_RUNTIME_DIR, else the user's cache).
 type PIDDir string
 
-// Roles are the commands that write a pid file, in the order stop
+// PIDRoles are the commands that write a pid file, in the order stop
 // signals them.
-var Roles = []string{"start", "worker", "bridge", "http"}
+var PIDRoles = []string{"start", "worker", "bridge", "http"}
 
 // path is where the process of role with pid records itself.
 func (d PIDDir) path(job, role string, pid int) string {
@@ -114,7 +114,7 @@ func (d PIDDir) Live(job string) ([]PIDFile, error) {
 		out = append(out, p)
 	}
 	slices.SortStableFunc(out, func(a, b PIDFile) int {
-		return slices.Index(Roles, a.Cmd) - slices.Index(Roles, b.Cmd)
+		return slices.Index(PIDRoles, a.Cmd) - slices.Index(PIDRoles, b.Cmd)
 	})
 	return out, nil
 }
@@ -132,7 +132,7 @@ func pidFileRole(job, name string) (string, bool) {
 		return "", false
 	}
 	role, pid, hasPID := strings.Cut(rest, ".")
-	if !slices.Contains(Roles, role) {
+	if !slices.Contains(PIDRoles, role) {
 		return "", false
 	}
 	if hasPID {
