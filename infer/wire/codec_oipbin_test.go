@@ -62,20 +62,7 @@ func TestOIPBinaryOutputs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
-			out, err := p.Predict(context.Background(), wire.MediaTypeOIPBinary, binBody(tt.header, wire.AppendRaw(nil, in)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, tensors, err := wire.SplitOIPBinary(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var resp binHeader
-			if err := json.Unmarshal(h, &resp); err != nil || len(resp.Outputs) != 1 {
-				t.Fatalf("header %s: %v", h, err)
-			}
-			o := resp.Outputs[0]
+			h, o, tensors := predictBinary(t, tt.model, tt.header, wire.AppendRaw(nil, in))
 			if tt.wantJSON {
 				if tensors != nil || o.Data == nil {
 					t.Fatalf("got %s + %d raw bytes, want y in JSON", h, len(tensors))
@@ -125,17 +112,37 @@ func TestOIPBinaryErrors(t *testing.T) {
 	}
 }
 
-// binHeader is the header of a binary answer with the outputs' raw sizes.
-type binHeader struct {
-	Outputs []struct {
-		Name       string
-		Datatype   string
-		Shape      []int64
-		Data       json.RawMessage
-		Parameters struct {
-			BinaryDataSize int `json:"binary_data_size"`
-		}
+// binOutput is one output in the header of a binary answer, with its
+// raw size.
+type binOutput struct {
+	Name       string
+	Datatype   string
+	Shape      []int64
+	Data       json.RawMessage
+	Parameters struct {
+		BinaryDataSize int `json:"binary_data_size"`
 	}
+}
+
+// predictBinary sends header and raw as an OIP binary request to a
+// predictor of the committed model modelName and returns the answer's
+// JSON header, its one output and the raw bytes after the header.
+func predictBinary(t *testing.T, modelName, header string, raw []byte) ([]byte, binOutput, []byte) {
+	t.Helper()
+	p := newPredictor(t, infer.Config{ModelPath: model(modelName)})
+	out, err := p.Predict(context.Background(), wire.MediaTypeOIPBinary, binBody(header, raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, tensors, err := wire.SplitOIPBinary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp struct{ Outputs []binOutput }
+	if err := json.Unmarshal(h, &resp); err != nil || len(resp.Outputs) != 1 {
+		t.Fatalf("header %s: %v", h, err)
+	}
+	return h, resp.Outputs[0], tensors
 }
 
 // TestOIPBinaryBytes: a BYTES input's binary_data_size is its framed
@@ -161,20 +168,7 @@ func TestOIPBinaryBytes(t *testing.T) {
 			raw := wire.AppendRaw(nil, tt.in)
 			header := fmt.Sprintf(`{"inputs":[{"name":"x","datatype":%q,"shape":%s,"parameters":{"binary_data_size":%d}}],"parameters":{"binary_data_output":true}}`,
 				wire.OIPDatatype(tt.in.DType), jsonOf(t, tt.in.Shape), len(raw))
-			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
-			out, err := p.Predict(context.Background(), wire.MediaTypeOIPBinary, binBody(header, raw))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, tensors, err := wire.SplitOIPBinary(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var resp binHeader
-			if err := json.Unmarshal(h, &resp); err != nil || len(resp.Outputs) != 1 {
-				t.Fatalf("header %s: %v", h, err)
-			}
-			o := resp.Outputs[0]
+			h, o, tensors := predictBinary(t, tt.model, header, raw)
 			if o.Data != nil || o.Datatype != tt.outDType || o.Parameters.BinaryDataSize != len(tensors) {
 				t.Fatalf("got %s + %d raw bytes, want %s with binary_data_size %d and no data", h, len(tensors), tt.outDType, len(tensors))
 			}
