@@ -29,16 +29,7 @@ func postBinary(tb testing.TB, url string, headerLen int, body []byte) (*http.Re
 	if headerLen >= 0 {
 		req.Header.Set(wire.HeaderInferenceContentLength, strconv.Itoa(headerLen))
 	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return resp, b
+	return do(tb, req)
 }
 
 // TestBinaryExtension: over the real mesh, a binary request answers what
