@@ -19,7 +19,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
-// fixture reads a file of shared/fixtures (see infertest.Fixture).
+// fixture reads a file of infer/testdata/fixtures (see infertest.Fixture).
 func fixture(tb testing.TB, rel string) []byte { return infertest.Fixture(tb, rel) }
 
 // bgrAt returns the B, G, R values (0-255) of img at (x, y), computed through

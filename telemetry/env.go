@@ -1,7 +1,9 @@
 package telemetry
 
 import (
+	"cmp"
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -76,4 +78,18 @@ func TracesExporterFromEnv(getenv func(string) string) (string, error) {
 		return ExporterOTLPGRPC, nil
 	}
 	return "", fmt.Errorf("%w: %s=%q: want grpc or http/protobuf", ErrInvalidConfig, key, protocol)
+}
+
+// TracesEndpoint says where c's spans go, for a startup log line: its
+// OTLPEndpoint, else the variable the exporter reads (getenv is
+// os.Getenv in a process), with any password in the URL redacted.
+func TracesEndpoint(c Config, getenv func(string) string) string {
+	ep := cmp.Or(c.OTLPEndpoint, getenv(EnvOTLPTracesEndpoint), getenv(EnvOTLPEndpoint))
+	if u, err := url.Parse(ep); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	if ep == "" {
+		return "the exporter's default (localhost)"
+	}
+	return ep
 }

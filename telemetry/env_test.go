@@ -73,3 +73,23 @@ func TestOTLPEndpointVariableAloneExports(t *testing.T) {
 		t.Errorf("receiver got %d spans, none of trace %s (log: %s)", len(spans), span.SpanContext().TraceID(), logs.String())
 	}
 }
+
+func TestTracesEndpoint(t *testing.T) {
+	env := map[string]string{telemetry.EnvOTLPEndpoint: "http://u:pw@all:4318", telemetry.EnvOTLPTracesEndpoint: "http://traces:4318"}
+	for _, tc := range []struct {
+		name string
+		key  string
+		env  map[string]string
+		want string
+	}{
+		{"the key wins", "k:4317", env, "k:4317"},
+		{"the traces variable before the general one", "", env, "http://traces:4318"},
+		{"a password redacted", "", map[string]string{telemetry.EnvOTLPEndpoint: "http://u:pw@all:4318"}, "http://u:xxxxx@all:4318"},
+		{"none set", "", nil, "the exporter's default (localhost)"},
+	} {
+		got := telemetry.TracesEndpoint(telemetry.Config{OTLPEndpoint: tc.key}, func(k string) string { return tc.env[k] })
+		if got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

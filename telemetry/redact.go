@@ -73,3 +73,16 @@ func userinfo(p string) (start, at int, ok bool) {
 	}
 	return start, at, true
 }
+
+// RedactArgs is a command line's args as printed: the password of each
+// URL among them (-nats) redacted by RedactURL.
+func RedactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if strings.Contains(a, "://") {
+			out[i] = RedactURL(a)
+		}
+	}
+	return out
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -332,7 +331,7 @@ func (n *node) lastLines() string {
 func startNode(t *testing.T, bin string, batch []*served) (*node, error) {
 	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 3)
+	ports := infertest.FreePorts(t, 3)
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "jobName: conformance\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nqueueMaxBytes: 16777216\n", ports[0], filepath.Join(dir, "js"))
 	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\ngrpcPort: %d\nmetricsListen: off\nthreadPerModel: 1\nlogLevel: warn\nmodels:\n", ports[1], ports[2])
@@ -374,21 +373,6 @@ func startNode(t *testing.T, bin string, batch []*served) (*node, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// freePorts asks the kernel for n distinct free loopback ports.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
 }
 
 // table is the summary: not applicable by reason, then per door the

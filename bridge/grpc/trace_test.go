@@ -1,11 +1,8 @@
 package grpcdoor_test
 
 import (
-	"context"
-	"io"
 	"testing"
 
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc/metadata"
 
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
@@ -18,34 +15,18 @@ import (
 // door's server span the caller's child, and the mesh continues that
 // trace to the worker.
 func TestTraceFromMetadata(t *testing.T) {
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", TraceDetail: telemetry.TraceDetailStages, Output: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	spans := meshtest.CaptureSpans(t)
 	addr := startDoor(t, grpcdoor.Config{}, served{name: "add", file: "add_f32"})
 	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	ctx := metadata.AppendToOutgoingContext(callCtx(t), "traceparent", "00-"+traceID+"-"+parentID+"-01")
-	_, err = inferClient(t, addr).ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "add", Inputs: []*inferInput{
+	_, err := inferClient(t, addr).ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "add", Inputs: []*inferInput{
 		{Name: "x", Datatype: "FP32", Shape: []int64{1, 4}, Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spans tracetest.SpanStubs
-	find := func(name string) *tracetest.SpanStub {
-		for i := range spans {
-			if spans[i].Name == name {
-				return &spans[i]
-			}
-		}
-		return nil
-	}
 	const door = "inference.GRPCInferenceService/ModelInfer"
-	meshtest.WaitFor(t, "spans", func() bool {
-		spans = tel.Spans()
-		return find(door) != nil && find(telemetry.SpanProcess) != nil
-	})
-	d, pub, proc := find(door), find(telemetry.SpanPublish), find(telemetry.SpanProcess)
+	ended := spans.Wait(t, door, telemetry.SpanProcess)
+	d, pub, proc := ended.Find(door), ended.Find(telemetry.SpanPublish), ended.Find(telemetry.SpanProcess)
 	if d.SpanContext.TraceID().String() != traceID || d.Parent.SpanID().String() != parentID {
 		t.Errorf("door span: got trace %s parent %s, want %s %s", d.SpanContext.TraceID(), d.Parent.SpanID(), traceID, parentID)
 	}

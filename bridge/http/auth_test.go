@@ -1,9 +1,7 @@
 package httpdoor_test
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
-	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Planted tokens: none may ever show in the door's log or spans.
@@ -134,11 +131,7 @@ func TestTokenFileReread(t *testing.T) {
 }
 
 func TestSpansCarryNoAuthorization(t *testing.T) {
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", TraceDetail: telemetry.TraceDetailStages, Output: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	spans := meshtest.CaptureSpans(t)
 	e, _, _ := tokenDoor(t, httpdoor.Config{})
 	for _, tok := range []string{oldToken, wrongToken} {
 		if _, _, _, err := send(httpClient, "POST", e.url+"/predict", "Bearer "+tok, addBody); err != nil {
@@ -147,8 +140,7 @@ func TestSpansCarryNoAuthorization(t *testing.T) {
 	}
 	var dump []byte
 	meshtest.WaitFor(t, "the door's spans", func() bool {
-		spans := tel.Spans()
-		dump, _ = json.Marshal(spans)
+		dump, _ = json.Marshal(spans.All())
 		return strings.Count(string(dump), `"POST /predict"`) >= 2
 	})
 	for _, bad := range []string{oldToken, wrongToken, "Bearer", "uthorization"} {

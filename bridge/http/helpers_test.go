@@ -168,6 +168,13 @@ func call(tb testing.TB, method, url, body string) (int, []byte) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	resp, b := do(tb, req)
+	return resp.StatusCode, b
+}
+
+// do sends req with httpClient and returns the answer and its whole body.
+func do(tb testing.TB, req *http.Request) (*http.Response, []byte) {
+	tb.Helper()
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
@@ -177,7 +184,7 @@ func call(tb testing.TB, method, url, body string) (int, []byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return resp.StatusCode, b
+	return resp, b
 }
 
 // predictions unwraps a /predict answer into each record's {"data","shape"}.

@@ -2,11 +2,9 @@ package redis_test
 
 import (
 	"context"
-	"io"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -17,11 +15,7 @@ import (
 // door's receive span the client's child, the mesh continues that trace,
 // and the HSET span links to the worker's span of the result it writes.
 func TestTraceFromRedisEntry(t *testing.T) {
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TracesExporter: "memory", TraceDetail: telemetry.TraceDetailStages, Output: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	spans := meshtest.CaptureSpans(t)
 	s := meshtest.StartServer(t)
 	addr, rdb := redistest.Start(t)
 	job := "traced"
@@ -37,20 +31,8 @@ func TestTraceFromRedisEntry(t *testing.T) {
 	if v := query(t, rdb, job, "t1"); v == "NaN" {
 		t.Fatal("got NaN")
 	}
-	var spans tracetest.SpanStubs
-	find := func(name string) *tracetest.SpanStub {
-		for i := range spans {
-			if spans[i].Name == name {
-				return &spans[i]
-			}
-		}
-		return nil
-	}
-	meshtest.WaitFor(t, "spans", func() bool {
-		spans = tel.Spans()
-		return find(telemetry.SpanDoorRedis) != nil && find(telemetry.SpanResultDeliver) != nil && find(telemetry.SpanProcess) != nil
-	})
-	recv, pub, proc, write := find(telemetry.SpanDoorRedis), find(telemetry.SpanPublish), find(telemetry.SpanProcess), find(telemetry.SpanResultDeliver)
+	ended := spans.Wait(t, telemetry.SpanDoorRedis, telemetry.SpanResultDeliver, telemetry.SpanProcess)
+	recv, pub, proc, write := ended.Find(telemetry.SpanDoorRedis), ended.Find(telemetry.SpanPublish), ended.Find(telemetry.SpanProcess), ended.Find(telemetry.SpanResultDeliver)
 	if got := recv.SpanContext.TraceID().String(); got != traceID {
 		t.Errorf("redis receive: got trace %s, want the entry's %s", got, traceID)
 	}

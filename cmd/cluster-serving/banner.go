@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 	"github.com/cluster-serving/cluster-serving/telemetry"
@@ -41,9 +42,9 @@ Call it from another terminal:
 			serving.EnvNATSUser, serving.EnvNATSPassword)
 	}
 	notes := false // curlNotes printed
-	value, shape := fillValue(info), fillShape(info, file.InputAlreadyBatched)
+	value, shape := wire.FillValue(info), wire.FillShape(info, file.InputAlreadyBatched)
 	fmt.Fprintf(w, "  %s predict %s -fill %s%s   # one request, every value %s%s\n", self, cfg, value, shapeFlag(shape), value, dynamicNote(info, file.InputAlreadyBatched))
-	if body := fillBody(info, file.InputAlreadyBatched, value, nil); len(body) <= maxBannerBody {
+	if body := wire.FillRequest(info, file.InputAlreadyBatched, value, nil); len(body) <= maxBannerBody {
 		quoted := shellJoin(string(body))
 		fmt.Fprintf(w, "  %s predict %s -d %s\n", self, cfg, quoted)
 		fmt.Fprintf(w, "  nats req %s%s %s   # with the nats CLI\n", natsCLIFlags(file, node), subject, quoted)
@@ -148,34 +149,6 @@ func userAuth(file *serving.File, node *serving.Node) bool {
 // maxBannerBody is the longest request body the banner prints inline.
 const maxBannerBody = 200
 
-// fillValue is what -fill sets: 0.5 when every input is a float, else 1,
-// which every dtype takes (integers, uint8, bool).
-func fillValue(info infer.ModelInfo) string {
-	for _, in := range info.Inputs {
-		if in.DType != infer.Float32 && in.DType != infer.Float64 {
-			return "1"
-		}
-	}
-	return "0.5"
-}
-
-// fillShape is the -shape the banner prints: the instance shape of a
-// model's single input, dynamic dimensions set to 1 (what -fill uses
-// without -shape), so that a reader sees which numbers to change. None
-// for several inputs: -shape would set all of them.
-func fillShape(info infer.ModelInfo, batched bool) []int64 {
-	if len(info.Inputs) != 1 {
-		return nil
-	}
-	shape := slices.Clone(instanceShape(info.Inputs[0], batched))
-	for i, d := range shape {
-		if d < 0 {
-			shape[i] = 1
-		}
-	}
-	return shape
-}
-
 func shapeFlag(shape []int64) string {
 	if len(shape) == 0 {
 		return ""
@@ -190,7 +163,7 @@ func shapeFlag(shape []int64) string {
 // dynamicNote says so when -fill set dynamic dimensions to 1.
 func dynamicNote(info infer.ModelInfo, batched bool) string {
 	for _, in := range info.Inputs {
-		if slices.Contains(instanceShape(in, batched), -1) {
+		if slices.Contains(wire.InstanceShape(in, batched), -1) {
 			return "; dynamic dimensions set to 1: change -shape for a real size"
 		}
 	}

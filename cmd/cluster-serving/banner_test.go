@@ -97,6 +97,13 @@ func runCurl(t *testing.T, words []string) (int, string) {
 		t.Fatal(err)
 	}
 	req.Header = header
+	return httpDo(t, req)
+}
+
+// httpDo sends req with the default client and returns the answer's
+// status and body.
+func httpDo(t testing.TB, req *http.Request) (int, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

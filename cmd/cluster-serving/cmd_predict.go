@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 	"github.com/cluster-serving/cluster-serving/telemetry"
@@ -114,61 +112,7 @@ func fillRequest(cfg *serving.File, value, shapeFlag string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fillBody(info, cfg.InputAlreadyBatched, value, override), nil
-}
-
-// fillBody is the request of one instance of info's inputs with every
-// value set to value (as a JSON string for a string input): each input's
-// shape without its batch dimension (unless batched), dynamic dimensions
-// set to 1, or override for every input.
-func fillBody(info infer.ModelInfo, batched bool, value string, override []int64) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"instances":[{`)
-	for i, in := range info.Inputs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		name, _ := json.Marshal(in.Name)
-		b.Write(name)
-		b.WriteByte(':')
-		shape := instanceShape(in, batched)
-		if override != nil {
-			shape = override
-		}
-		v := value
-		if in.DType == infer.String {
-			q, _ := json.Marshal(value)
-			v = string(q)
-		}
-		writeFilled(&b, shape, v)
-	}
-	b.WriteString(`}]}`)
-	return b.Bytes()
-}
-
-// instanceShape is in's shape as one instance carries it: without the
-// batch dimension (unless batched); writeFilled makes dynamic ones 1.
-func instanceShape(in infer.IO, batched bool) []int64 {
-	if !batched && len(in.Shape) > 0 {
-		return in.Shape[1:]
-	}
-	return in.Shape
-}
-
-func writeFilled(b *bytes.Buffer, shape []int64, value string) {
-	if len(shape) == 0 {
-		b.WriteString(value)
-		return
-	}
-	n := max(shape[0], 1)
-	b.WriteByte('[')
-	for i := int64(0); i < n; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		writeFilled(b, shape[1:], value)
-	}
-	b.WriteByte(']')
+	return wire.FillRequest(info, cfg.InputAlreadyBatched, value, override), nil
 }
 
 // dial connects a client command to the job's NATS: url when given, else

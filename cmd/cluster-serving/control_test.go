@@ -11,29 +11,6 @@ import (
 	"time"
 )
 
-func TestPIDFileRole(t *testing.T) {
-	for _, tc := range []struct {
-		job, name, role string
-		ok              bool
-	}{
-		{"j", "j.start.pid", "start", true},
-		{"j", "j.worker.123.pid", "worker", true},
-		{"j", "j.bridge.7.pid", "bridge", true},
-		{"j", "j.worker.pid", "worker", true}, // written by older versions
-		{"j", "j.worker.x.pid", "", false},
-		{"j", "j.b.start.pid", "", false}, // job "j.b"
-		{"j.b", "j.b.start.pid", "start", true},
-		{"j", "k.start.pid", "", false},
-		{"j", ".tmp-5.pid", "", false},
-		{"j", "j.start.pid.bak", "", false},
-	} {
-		role, ok := pidFileRole(tc.job, tc.name)
-		if role != tc.role || ok != tc.ok {
-			t.Errorf("pidFileRole(%q, %q) = %q, %v; want %q, %v", tc.job, tc.name, role, ok, tc.role, tc.ok)
-		}
-	}
-}
-
 // TestWorkersShareAMachine runs `start` and two `worker` processes of one
 // job with one pid file directory, as on one machine, beside the stale
 // pid file of a worker that died: all three run, and one `stop` signals

@@ -9,10 +9,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
@@ -34,18 +41,22 @@ func putRepoModel(t *testing.T, repo, name, version string) {
 
 const addModelFile = "../../infer/testdata/add_f32.onnx"
 
-// repoDoor runs a serving node on a model repository holding add
-// version 1, with its HTTP door, as `start` wires them; extra is more
-// config.yaml. It returns call, which sends one request with the header
-// "Authorization: <auth>" (none when "") and returns the answer.
-func repoDoor(t *testing.T, repo, extra string) func(method, path, auth, body string) (int, string) {
+// startRepoNode runs a serving node on the model repository repo, given
+// add version 1, with its HTTP door, and its gRPC door too when withGRPC,
+// as `start` wires them, until the test ends; extra is more config.yaml.
+// It returns the ports: NATS, HTTP, gRPC.
+func startRepoNode(t *testing.T, repo, extra string, withGRPC bool) (ports []int) {
 	t.Helper()
 	requireORT(t)
 	putRepoModel(t, repo, "add", "1")
-	ports := freePorts(t, 2)
-	file, err := serving.ParseFile(fmt.Appendf(nil, "modelRepository: %s\njobName: add\nqueueStorage: memory\n"+
+	ports = freePorts(t, 3)
+	yaml := fmt.Sprintf("modelRepository: %s\njobName: add\nqueueStorage: memory\n"+
 		"natsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nhttpInterface: 127.0.0.1\nhttpPort: %d\nthreadPerModel: 1\n%s",
-		repo, ports[0], t.TempDir(), ports[1], extra))
+		repo, ports[0], t.TempDir(), ports[1], extra)
+	if withGRPC {
+		yaml += fmt.Sprintf("grpcPort: %d\n", ports[2])
+	}
+	file, err := serving.ParseFile([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,21 +68,45 @@ func repoDoor(t *testing.T, repo, extra string) func(method, path, auth, body st
 	if err != nil {
 		t.Fatal(err)
 	}
-	door, err := httpRunner(doorDeps{p: &process{file: file}, node: node, log: log})
+	deps := doorDeps{p: &process{file: file}, node: node, log: log}
+	runners := []func(context.Context) error{node.Run}
+	door, err := httpRunner(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
+	runners = append(runners, door)
+	if withGRPC {
+		if door, err = grpcRunner(deps); err != nil {
+			t.Fatal(err)
+		}
+		runners = append(runners, door)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { _ = node.Run(ctx); done <- struct{}{} }()
-	go func() { _ = door(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done; _ = node.Close() })
+	done := make(chan struct{}, len(runners))
+	for _, run := range runners {
+		go func() { _ = run(ctx); done <- struct{}{} }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range runners {
+			<-done
+		}
+		_ = node.Close()
+	})
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	if err := node.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	return ports
+}
+
+// repoDoor is startRepoNode without gRPC; it returns call, which sends one
+// request to the HTTP door with the header "Authorization: <auth>" (none
+// when "") and returns the answer.
+func repoDoor(t *testing.T, repo, extra string) func(method, path, auth, body string) (int, string) {
+	t.Helper()
+	base := fmt.Sprintf("http://127.0.0.1:%d", startRepoNode(t, repo, extra, false)[1])
 	return func(method, path, auth, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -81,13 +116,7 @@ func repoDoor(t *testing.T, repo, extra string) func(method, path, auth, body st
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return httpDo(t, req)
 	}
 }
 
@@ -134,6 +163,74 @@ func TestHTTPModelRepository(t *testing.T) {
 		if st != tc.status || (tc.want == "" && body != "") || !strings.Contains(body, tc.want) {
 			t.Errorf("%s %s %s: got %d %s, want %d with %q", tc.method, tc.path, tc.body, st, body, tc.status, tc.want)
 		}
+	}
+}
+
+// TestGRPCModelRepository runs a serving node on a model repository
+// (polling off) with its HTTP and gRPC doors, as `start` wires them: a
+// model added and loaded after start serves over gRPC at once, and one
+// not loaded or unloaded is NotFound saying why.
+func TestGRPCModelRepository(t *testing.T) {
+	repo := t.TempDir()
+	ports := startRepoNode(t, repo, "modelRepositoryPoll: -1\n", true)
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", ports[2]), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := kservepb.NewGRPCInferenceServiceClient(cc)
+	control := func(path string) {
+		t.Helper()
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d%s", ports[1], path), "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s: got %d %s", path, resp.StatusCode, b)
+		}
+	}
+	inferReq := func(model string) *kservepb.ModelInferRequest {
+		return &kservepb.ModelInferRequest{ModelName: model, Inputs: []*kservepb.ModelInferRequest_InferInputTensor{
+			{Name: "x", Datatype: "FP32", Shape: []int64{1, 4}, Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}}
+	}
+	// notFound checks that every model RPC on model answers NotFound with want.
+	notFound := func(model, want string) {
+		t.Helper()
+		_, e1 := c.ModelInfer(wctx, inferReq(model))
+		_, e2 := c.ModelMetadata(wctx, &kservepb.ModelMetadataRequest{Name: model})
+		_, e3 := c.ModelReady(wctx, &kservepb.ModelReadyRequest{Name: model})
+		for _, err := range []error{e1, e2, e3} {
+			if status.Code(err) != codes.NotFound || !strings.Contains(status.Convert(err).Message(), want) {
+				t.Errorf("%s: got %v, want NotFound with %q", model, err, want)
+			}
+		}
+	}
+
+	putRepoModel(t, repo, "other", "2") // after start, polling off
+	notFound("other", `model "other" is not loaded (unavailable: not loaded yet`)
+	notFound("nope", `unknown model "nope"`)
+
+	control("/v2/repository/models/other/load")
+	resp, err := c.ModelInfer(wctx, inferReq("other"))
+	if err != nil || resp.ModelName != "other" || resp.ModelVersion != "2" || !reflect.DeepEqual(resp.Outputs[0].Contents.GetFp32Contents(), []float32{3, 5, 7, 9}) {
+		t.Errorf("ModelInfer other after load: got %v %v, want version 2 and y [3 5 7 9]", resp, err)
+	}
+	md, err := c.ModelMetadata(wctx, &kservepb.ModelMetadataRequest{Name: "other"})
+	if err != nil || !reflect.DeepEqual(md.Versions, []string{"2"}) || len(md.Inputs) != 1 || md.Inputs[0].Datatype != "FP32" {
+		t.Errorf("ModelMetadata other: got %v %v, want version 2 with input x FP32", md, err)
+	}
+	if r, err := c.ModelReady(wctx, &kservepb.ModelReadyRequest{Name: "other", Version: "2"}); err != nil || !r.Ready {
+		t.Errorf("ModelReady other 2: got %v %v, want ready", r, err)
+	}
+
+	control("/v2/repository/models/other/unload")
+	notFound("other", `model "other" is not loaded (unavailable: unloaded`)
+	if resp, err := c.ModelInfer(wctx, inferReq("add")); err != nil || resp.ModelVersion != "1" {
+		t.Errorf("ModelInfer add: got %v %v, want version 1", resp, err)
 	}
 }
 

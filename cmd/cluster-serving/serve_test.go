@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,20 +53,9 @@ func (p *proc) logs() string {
 	return string(b)
 }
 
-// freePorts asks the kernel for n distinct free loopback ports.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
+// freePorts asks the kernel for n distinct free loopback ports (see
+// infertest.FreePorts).
+func freePorts(t testing.TB, n int) []int { return infertest.FreePorts(t, n) }
 
 // skipIfShort skips, under go test -short, a test that spawns the binary.
 func skipIfShort(t *testing.T) {

@@ -5,7 +5,6 @@ package infertest
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +12,11 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 )
 
 // RequireDepsEnv is the variable `make test` sets: with it, a missing test
-// dependency (the ONNX Runtime library, redis-server, the shared fixtures)
+// dependency (the ONNX Runtime library, redis-server, python3)
 // fails the test instead of skipping it, since a skip in CI is a broken
 // setup, not a pass.
 const RequireDepsEnv = "CLUSTER_SERVING_REQUIRE_DEPS"
@@ -54,18 +54,12 @@ func Model(name string) string {
 	return filepath.Join(RepoRoot(), "infer", "testdata", name+".onnx")
 }
 
-// Fixture reads rel under the shared fixtures folder: the original
-// project's payloads and images in shared/fixtures, which sits beside the
-// repository (see its README). When the folder is missing the test fails
-// or skips (see Missing).
+// Fixture reads rel under infer/testdata/fixtures: the original
+// project's payloads and images, copied into the repository (see the
+// README there for where they come from).
 func Fixture(tb testing.TB, rel string) []byte {
 	tb.Helper()
-	dir := filepath.Join(RepoRoot(), "..", "shared", "fixtures")
-	if _, err := os.Stat(dir); err != nil {
-		Missing(tb, fmt.Sprintf("fixtures folder %s missing (it sits beside the repository as shared/fixtures): %v", dir, err))
-		return nil
-	}
-	b, err := os.ReadFile(filepath.Join(dir, rel))
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), "infer", "testdata", "fixtures", rel))
 	if err != nil {
 		tb.Fatalf("read fixture: %v", err)
 	}
@@ -161,6 +155,23 @@ type OIPOutput struct {
 	Datatype string          `json:"datatype"`
 	Shape    []int64         `json:"shape"`
 	Data     json.RawMessage `json:"data"`
+}
+
+// FreePorts asks the kernel for n distinct free loopback ports (see
+// freeport.Take), failing the test when it cannot.
+func FreePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	ports, err := freeport.Take(n)
+	if err != nil {
+		tb.Fatalf("free ports: %v", err)
+	}
+	return ports
+}
+
+// FreePort is one free loopback port (see FreePorts).
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	return FreePorts(tb, 1)[0]
 }
 
 // WaitFor polls cond every 10ms until it holds, and fails the test when

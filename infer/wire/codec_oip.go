@@ -66,6 +66,20 @@ type oipInput struct {
 	Data     json.RawMessage `json:"data"`
 }
 
+// check returns the *InputError of a missing name, datatype or shape,
+// which every OIP input needs, JSON or binary; i is its index.
+func (in *oipInput) check(i int) error {
+	switch {
+	case in.Name == "":
+		return infer.NewInputError(-1, "", `inputs[%d]: "name" is required`, i)
+	case in.Datatype == "":
+		return infer.NewInputError(-1, in.Name, `"datatype" is required`)
+	case in.Shape == nil:
+		return infer.NewInputError(-1, in.Name, `"shape" is required`)
+	}
+	return nil
+}
+
 // oipRequest is the OIP inference request: its id, inputs and the outputs
 // the answer should hold (all when none are named).
 type oipRequest struct {
@@ -136,14 +150,10 @@ func parseOIPRequest(body []byte, info infer.ModelInfo) (*oipRequest, error) {
 		return nil, infer.NewInputError(-1, "", `OIP request has no "inputs": %s`, oipInputsExample)
 	}
 	for i, in := range req.Inputs {
-		switch {
-		case in.Name == "":
-			return nil, infer.NewInputError(-1, "", `inputs[%d]: "name" is required`, i)
-		case in.Datatype == "":
-			return nil, infer.NewInputError(-1, in.Name, `"datatype" is required`)
-		case in.Shape == nil:
-			return nil, infer.NewInputError(-1, in.Name, `"shape" is required`)
-		case len(in.Data) == 0:
+		if err := in.check(i); err != nil {
+			return nil, err
+		}
+		if len(in.Data) == 0 {
 			return nil, infer.NewInputError(-1, in.Name, `"data" is required`)
 		}
 	}

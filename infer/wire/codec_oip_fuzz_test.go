@@ -2,8 +2,6 @@ package wire
 
 import (
 	"context"
-
-	"errors"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -57,23 +55,7 @@ func FuzzDecodeOIP(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, spec := range specs {
 			req, err := oipCodec{}.Decode(context.Background(), body, spec)
-			if err != nil {
-				var ie *infer.InputError
-				if !errors.As(err, &ie) {
-					t.Fatalf("got %T %v, want an *InputError", err, err)
-				}
-				continue
-			}
-			for _, r := range req.Records {
-				if len(r) != len(spec.Info.Inputs) {
-					t.Fatalf("got a record of %d tensors, want %d", len(r), len(spec.Info.Inputs))
-				}
-				for _, tensor := range r {
-					if err := tensor.Check(); err != nil {
-						t.Fatalf("got an inconsistent tensor: %v", err)
-					}
-				}
-			}
+			checkDecoded(t, req, err, spec)
 		}
 	})
 }

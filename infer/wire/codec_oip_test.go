@@ -154,3 +154,189 @@ func TestOIPMissingInput(t *testing.T) {
 		}
 	}
 }
+
+// oipOutput is output j of an OIP answer with its data decoded into a
+// value of want's type.
+func oipOutput(tb testing.TB, answer []byte, j int, data any) infertest.OIPOutput {
+	tb.Helper()
+	var resp infertest.OIPResponse
+	if err := json.Unmarshal(answer, &resp); err != nil || j >= len(resp.Outputs) {
+		tb.Fatalf("answer %s: %v", answer, err)
+	}
+	o := resp.Outputs[j]
+	if err := json.Unmarshal(o.Data, data); err != nil {
+		tb.Fatalf("output %q data %s: %v", o.Name, o.Data, err)
+	}
+	return o
+}
+
+// TestOIPStrings sends BYTES tensors through the OIP codec and the real
+// ONNX Runtime: JSON strings in, JSON strings out, batched by rows or
+// whole, and Casts between BYTES and FP32.
+func TestOIPStrings(t *testing.T) {
+	requireORT(t)
+	tests := []struct {
+		name, model, body string
+		batched           bool
+		datatype          string
+		shape             []int64
+		want              any
+	}{
+		{"identity rows", "identity_str",
+			`{"id":"s","inputs":[{"name":"x","datatype":"BYTES","shape":[3,2],"data":[["a","é"],["","q\"uote\\\n"],["\u00e9","|"]]}]}`,
+			false, "BYTES", []int64{3, 2}, []string{"a", "é", "", "q\"uote\\\n", "é", "|"}},
+		{"identity alreadyBatched", "identity_str",
+			`{"inputs":[{"name":"x","datatype":"BYTES","shape":[2,2],"data":["a","b","c","d"]}]}`,
+			true, "BYTES", []int64{2, 2}, []string{"a", "b", "c", "d"}},
+		{"string to float", "cast_str_f32",
+			`{"inputs":[{"name":"x","datatype":"BYTES","shape":[2,3],"data":["1.5","-2","1e3","0","NaN","7"]}]}`,
+			false, "FP32", []int64{2, 3}, []any{1.5, -2.0, 1000.0, 0.0, nil, 7.0}},
+		{"float to string", "cast_f32_str",
+			`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"data":[1.5,-2,0]}]}`,
+			false, "BYTES", []int64{1, 3}, []string{"1.5", "-2", "0"}},
+		{"rank-0 output", "pick_str",
+			`{"inputs":[{"name":"x","datatype":"BYTES","shape":[3],"data":["zero","one","two"]},{"name":"i","datatype":"INT64","shape":[],"data":2}]}`,
+			false, "BYTES", []int64{}, []string{"two"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPredictor(t, infer.Config{ModelPath: model(tt.model), InputAlreadyBatched: tt.batched})
+			answer, err := p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := reflect.New(reflect.TypeOf(tt.want))
+			o := oipOutput(t, answer, 0, got.Interface())
+			if o.Datatype != tt.datatype || !reflect.DeepEqual(o.Shape, tt.shape) || !reflect.DeepEqual(got.Elem().Interface(), tt.want) {
+				t.Errorf("got %s %v %v, want %s %v %v (answer %s)", o.Datatype, o.Shape, got.Elem().Interface(), tt.datatype, tt.shape, tt.want, answer)
+			}
+		})
+	}
+}
+
+func TestOIPStringErrors(t *testing.T) {
+	requireORT(t)
+	p := newPredictor(t, infer.Config{ModelPath: model("identity_str")})
+	f := newPredictor(t, infer.Config{ModelPath: model("add_f32")})
+	tests := []struct {
+		name string
+		p    *wire.Predictor
+		body string
+		want string
+	}{
+		{"number for BYTES", p, `{"inputs":[{"name":"x","datatype":"BYTES","shape":[1,2],"data":["a",2]}]}`,
+			`input "x": data: wrong dtype: 2 is not a string (BYTES elements are JSON strings)`},
+		{"null for BYTES", p, `{"inputs":[{"name":"x","datatype":"BYTES","shape":[1,2],"data":[null,"a"]}]}`,
+			`input "x": data: wrong dtype: null is not a string`},
+		{"bool for BYTES", p, `{"inputs":[{"name":"x","datatype":"BYTES","shape":[1,2],"data":[["a",true]]}]}`,
+			`input "x": data: wrong dtype: true is not a string`},
+		{"FP32 for BYTES", p, `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,2]}]}`,
+			`datatype "FP32" does not match the model's BYTES`},
+		{"BYTES for FP32", f, `{"inputs":[{"name":"x","datatype":"BYTES","shape":[1,4],"data":["1","2","3","4"]}]}`,
+			`datatype "BYTES" does not match the model's FP32`},
+		{"string for FP32", f, `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,"4"]}]}`,
+			`input "x": data: wrong dtype: a string where a float32 is expected`},
+		{"string count", p, `{"inputs":[{"name":"x","datatype":"BYTES","shape":[2,2],"data":["a","b","c"]}]}`,
+			`data has 3 elements, shape [2 2] needs 4`},
+		{"NUL byte", p, `{"inputs":[{"name":"x","datatype":"BYTES","shape":[1,2],"data":["a","b\u0000c"]}]}`,
+			`NUL byte`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.p.Predict(context.Background(), wire.MediaTypeOIP, []byte(tt.body))
+			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %v, want an *InputError containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestInstancesStrings: the JSON instances format carries a string input
+// as JSON strings (nested arrays for a tensor, one string for a scalar),
+// never split on '|' nor read as an image, and answers strings as JSON
+// strings.
+func TestInstancesStrings(t *testing.T) {
+	requireORT(t)
+	p := newPredictor(t, infer.Config{ModelPath: model("identity_str")})
+	answer, err := p.Predict(context.Background(), wire.MediaTypeJSON, []byte(`{"instances":[{"x":["a|b","é"]},{"x":["", "aGVsbG8="]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var preds struct{ Predictions []string }
+	if err := json.Unmarshal(answer, &preds); err != nil || len(preds.Predictions) != 2 {
+		t.Fatalf("answer %s: %v", answer, err)
+	}
+	for i, want := range []string{`{"data":["a|b","é"],"shape":[2]}`, `{"data":["","aGVsbG8="],"shape":[2]}`} {
+		var v struct{ Value string }
+		if err := json.Unmarshal([]byte(preds.Predictions[i]), &v); err != nil || v.Value != want {
+			t.Errorf("prediction %d: got %s (%v), want value %s", i, preds.Predictions[i], err, want)
+		}
+	}
+
+	inputs := []infer.IO{{Name: "x", DType: infer.String, Shape: []int64{-1, 2}}, {Name: "s", DType: infer.String, Shape: []int64{-1}}}
+	recs, err := wire.DecodeInstances([]byte(`{"instances":[{"x":["a","b"],"s":"one|two"}]}`), inputs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := recs[0][0]; !reflect.DeepEqual(x, infer.Tensor{DType: infer.String, Shape: []int64{2}, Data: []string{"a", "b"}}) {
+		t.Errorf("x: got %+v, want the [2] strings a, b", x)
+	}
+	want := infer.Tensor{DType: infer.String, Shape: []int64{}, Data: []string{"one|two"}}
+	if s := recs[0][1]; !reflect.DeepEqual(s, want) {
+		t.Errorf("s: got %+v, want %+v", s, want)
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{`{"instances":[{"x":["a",2],"s":"b"}]}`, `input "x": wrong dtype: 2 is not a string (BYTES elements are JSON strings)`},
+		{`{"instances":[{"x":["a","b"],"s":null}]}`, `input "s": wrong dtype: null is not a string`},
+		{`{"instances":[{"x":["a",["b"]],"s":"c"}]}`, `input "x": ragged array`},
+		{`{"instances":[{"x":"a","s":"c"}]}`, `input "x": shape [] does not match model [-1 2]`},
+		{`{"instances":[{"x":[["a","b"]],"s":"c"}]}`, `input "x": shape [1 2] does not match model [-1 2]`},
+		{`{"instances":[{"x":{"shape":[2],"data":["a"],"indices":[1]},"s":"c"}]}`, ""},
+	} {
+		_, err := wire.DecodeInstances([]byte(tc.body), inputs, false)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: got %v, want nil", tc.body, err)
+			}
+			continue
+		}
+		if !isInputError(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an *InputError containing %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+// TestRedisStrings: a Redis Arrow utf8 value for a string input is its
+// '|'-separated strings (the original's list of strings), not an image.
+func TestRedisStrings(t *testing.T) {
+	row := infer.IO{Name: "x", DType: infer.String, Shape: []int64{-1, 2}}
+	one := infer.IO{Name: "x", DType: infer.String, Shape: []int64{-1}}
+	tests := []struct {
+		name  string
+		value string
+		in    infer.IO
+		want  infer.Tensor
+		err   string
+	}{
+		{"list", "a|b", row, infer.Tensor{DType: infer.String, Shape: []int64{2}, Data: []string{"a", "b"}}, ""},
+		{"empty parts", "|", row, infer.Tensor{DType: infer.String, Shape: []int64{2}, Data: []string{"", ""}}, ""},
+		{"scalar", "hello", one, infer.Tensor{DType: infer.String, Shape: []int64{}, Data: []string{"hello"}}, ""},
+		{"too many", "a|b|c", row, infer.Tensor{}, "3 '|'-joined strings make a string tensor of shape [3], which does not match model [-1 2]"},
+		{"list for a scalar", "a|b", one, infer.Tensor{}, "does not match model [-1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, err := wire.DecodeRedisArrow(arrowB64(t, []string{"x"}, utf8Col(tt.value)), ioInfo(tt.in), false)
+			if tt.err != "" {
+				if !isInputError(err) || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), `input "x"`) {
+					t.Fatalf("got %v, want an *InputError naming x containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(rec[0], tt.want) {
+				t.Fatalf("got %+v, %v; want %+v", rec, err, tt.want)
+			}
+		})
+	}
+}

@@ -104,13 +104,10 @@ func (oipBinCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, er
 	off := int64(0)
 	for i, in := range req.Inputs {
 		size := in.Parameters.BinaryDataSize
+		if err := in.check(i); err != nil {
+			return nil, err
+		}
 		switch {
-		case in.Name == "":
-			return nil, infer.NewInputError(-1, "", `inputs[%d]: "name" is required`, i)
-		case in.Datatype == "":
-			return nil, infer.NewInputError(-1, in.Name, `"datatype" is required`)
-		case in.Shape == nil:
-			return nil, infer.NewInputError(-1, in.Name, `"shape" is required`)
 		case size == nil && len(in.Data) == 0:
 			return nil, infer.NewInputError(-1, in.Name, `"data" or parameters.binary_data_size is required`)
 		case size != nil && len(in.Data) != 0:

@@ -113,60 +113,15 @@ func fixtureJPEG(tb testing.TB) []byte {
 	return img
 }
 
-// arrowB64 writes cols (one record batch) as a base64 Arrow stream.
+// arrowB64 writes cols (one record batch) as a base64 Arrow stream (see
+// wire.EncodeArrowRecord).
 func arrowB64(tb testing.TB, names []string, cols ...arrow.Array) []byte {
 	tb.Helper()
-	fields := make([]arrow.Field, len(cols))
-	for i, c := range cols {
-		fields[i] = arrow.Field{Name: names[i], Type: c.DataType(), Nullable: true}
-	}
-	schema := arrow.NewSchema(fields, nil)
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
-	rec := array.NewRecordBatch(schema, cols, int64(cols[0].Len()))
-	defer rec.Release()
-	if err := w.Write(rec); err != nil {
+	b, err := wire.EncodeArrowRecord(names, cols...)
+	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := w.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))
-}
-
-// tensorStructCol is a dense tensor as the original's Python client
-// writes it: a 4-row struct {indiceData, indiceShape, data, shape} whose
-// row i fills only field i (indiceData and indiceShape empty).
-func tensorStructCol(data []float32, shape []int32) arrow.Array {
-	i32 := arrow.ListOf(arrow.PrimitiveTypes.Int32)
-	dt := arrow.StructOf(
-		arrow.Field{Name: "indiceData", Type: i32, Nullable: true},
-		arrow.Field{Name: "indiceShape", Type: i32, Nullable: true},
-		arrow.Field{Name: "data", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32), Nullable: true},
-		arrow.Field{Name: "shape", Type: i32, Nullable: true},
-	)
-	b := array.NewStructBuilder(memory.DefaultAllocator, dt)
-	defer b.Release()
-	for row := range 4 {
-		b.Append(true)
-		for f := range 4 {
-			lb := b.FieldBuilder(f).(*array.ListBuilder)
-			if f != row {
-				lb.AppendNull()
-				continue
-			}
-			lb.Append(true)
-			switch vb := lb.ValueBuilder().(type) {
-			case *array.Float32Builder:
-				vb.AppendValues(data, nil)
-			case *array.Int32Builder:
-				if f == 3 {
-					vb.AppendValues(shape, nil)
-				}
-			}
-		}
-	}
-	return b.NewArray()
+	return b
 }
 
 func utf8Col(v string) arrow.Array {
@@ -426,7 +381,7 @@ func FuzzDecodeRedisArrow(f *testing.F) {
 		data  []float32
 		shape []int32
 	}{{[]float32{1}, []int32{}}, {[]float32{}, []int32{}}, {[]float32{}, []int32{0, 3}}, {[]float32{1, 2}, []int32{2, 3}}, {[]float32{1, 2, 3}, []int32{3, 0}}} {
-		f.Add(arrowB64(f, []string{"t"}, tensorStructCol(tc.data, tc.shape)))
+		f.Add(arrowB64(f, []string{"t"}, wire.DenseTensorColumn(tc.data, tc.shape)))
 	}
 	infos := []infer.ModelInfo{
 		ioInfo(infer.IO{Name: "t", DType: infer.Float32, Shape: []int64{-1, -1}}),
@@ -459,7 +414,7 @@ func BenchmarkDecodeRedisArrow(b *testing.B) {
 	for i := range data {
 		data[i] = float32(i%255) / 255
 	}
-	payload := arrowB64(b, []string{"t"}, tensorStructCol(data, []int32{3, 224, 224}))
+	payload := arrowB64(b, []string{"t"}, wire.DenseTensorColumn(data, []int32{3, 224, 224}))
 	info := ioInfo(infer.IO{Name: "t", DType: infer.Float32, Shape: []int64{-1, 3, 224, 224}})
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()

@@ -18,7 +18,7 @@ func requireORT(tb testing.TB) { infertest.RequireLibrary(tb) }
 // model returns the path of a committed test model of infer/testdata.
 func model(name string) string { return infertest.Model(name) }
 
-// fixture reads a file of shared/fixtures (see infertest.Fixture).
+// fixture reads a file of infer/testdata/fixtures (see infertest.Fixture).
 func fixture(tb testing.TB, rel string) []byte { return infertest.Fixture(tb, rel) }
 
 // newEngine loads cfg's model on the real ONNX Runtime (see infertest).

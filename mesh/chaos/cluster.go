@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 )
 
 // Options set up a Cluster. Zero values mean the defaults named.
@@ -59,20 +60,6 @@ type natsNode struct {
 	client, route, monitor int
 }
 
-// freePorts asks the kernel for n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports, nil
-}
-
 // Start brings the whole cluster up and waits until every door answers.
 func Start(ctx context.Context, opt Options) (*Cluster, error) {
 	if opt.AckWait == 0 {
@@ -110,7 +97,7 @@ func (c *Cluster) logDir() string { return filepath.Join(c.opt.Dir, "logs") }
 // startNATS writes three server configs (server_name, client, route and
 // monitoring ports, JetStream store) and starts them.
 func (c *Cluster) startNATS(ctx context.Context) error {
-	ports, err := freePorts(9)
+	ports, err := freeport.Take(9)
 	if err != nil {
 		return err
 	}
@@ -185,7 +172,7 @@ func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool
 // that a kill -9 loses no acknowledged write (a restart is then a clean
 // test of the door, not of Redis's everysec window).
 func (c *Cluster) startRedis(ctx context.Context) error {
-	ports, err := freePorts(1)
+	ports, err := freeport.Take(1)
 	if err != nil {
 		return err
 	}

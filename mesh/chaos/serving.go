@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 )
 
 // config is the config.yaml of one cluster-serving process: the shared
 // keys, then the role's (its metrics port; the doors' ports).
 func (c *Cluster) config(name, role string) (path string, metrics int, err error) {
-	ports, err := freePorts(1)
+	ports, err := freeport.Take(1)
 	if err != nil {
 		return "", 0, err
 	}
@@ -56,7 +58,7 @@ func (c *Cluster) serving(name, cmd, role string) (*Proc, error) {
 // checks that something serves the NATS door; when the workers do not,
 // it adds a `start` process for it.
 func (c *Cluster) startServing(ctx context.Context) error {
-	ports, err := freePorts(1)
+	ports, err := freeport.Take(1)
 	if err != nil {
 		return err
 	}

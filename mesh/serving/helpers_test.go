@@ -122,12 +122,8 @@ func connectEmbedded(tb testing.TB) *nats.Conn {
 	return nc
 }
 
+// waitFor polls cond until it holds (see infertest.WaitFor).
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	infertest.WaitFor(tb, what, cond)
 }

@@ -8,7 +8,6 @@ package redistest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"sync"
 	"testing"
@@ -32,7 +31,7 @@ func Start(tb testing.TB) (addr string, rdb *goredis.Client) {
 // sets opt.Addr.
 func StartWith(tb testing.TB, opt *goredis.Options, args ...string) (addr string, rdb *goredis.Client) {
 	tb.Helper()
-	port := FreePort(tb)
+	port := infertest.FreePort(tb)
 	RunServer(tb, append([]string{"--port", fmt.Sprint(port)}, args...)...)
 	return connect(tb, port, opt)
 }
@@ -52,7 +51,7 @@ type TLS struct {
 // succeeds.
 func StartTLS(tb testing.TB, s TLS, opt *goredis.Options, args ...string) (addr string, rdb *goredis.Client) {
 	tb.Helper()
-	port := FreePort(tb)
+	port := infertest.FreePort(tb)
 	auth := "no"
 	if s.AuthClients {
 		auth = "yes"
@@ -72,17 +71,6 @@ func connect(tb testing.TB, port int, opt *goredis.Options) (string, *goredis.Cl
 	tb.Cleanup(func() { _ = rdb.Close() })
 	meshtest.WaitFor(tb, "redis-server", func() bool { return rdb.Ping(context.Background()).Err() == nil })
 	return opt.Addr, rdb
-}
-
-// FreePort asks the kernel for a free loopback port.
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // RunServer starts redis-server with args (which should name its ports)
@@ -140,7 +128,7 @@ type Server struct {
 // client to it; cleanup kills it.
 func StartPersistent(tb testing.TB) (*Server, *goredis.Client) {
 	tb.Helper()
-	s := &Server{tb: tb, port: FreePort(tb), dir: tb.TempDir()}
+	s := &Server{tb: tb, port: infertest.FreePort(tb), dir: tb.TempDir()}
 	s.Addr = fmt.Sprintf("127.0.0.1:%d", s.port)
 	rdb := goredis.NewClient(&goredis.Options{Addr: s.Addr})
 	tb.Cleanup(func() { _ = rdb.Close(); s.Kill() })

@@ -1,19 +1,13 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -129,51 +123,14 @@ func oipBinaryOp(httpURL, model, name string, t infer.Tensor, conc int) (op, err
 // Redis entry in the original's format: a base64 Arrow IPC stream of one
 // record batch whose column name is a tensor struct {indiceData,
 // indiceShape, data, shape} of 4 rows, row i filling only field i (what
-// its Python client writes for a dense ndarray; see ../shared/fixtures,
-// ndarray-128-base64).
+// its Python client writes for a dense ndarray; see
+// infer/testdata/fixtures/payloads/ndarray-128-base64).
 func arrowRecord(name string, t infer.Tensor) ([]byte, error) {
-	i32 := arrow.ListOf(arrow.PrimitiveTypes.Int32)
-	dt := arrow.StructOf(
-		arrow.Field{Name: "indiceData", Type: i32, Nullable: true},
-		arrow.Field{Name: "indiceShape", Type: i32, Nullable: true},
-		arrow.Field{Name: "data", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32), Nullable: true},
-		arrow.Field{Name: "shape", Type: i32, Nullable: true},
-	)
 	shape := make([]int32, 0, len(t.Shape)-1)
 	for _, d := range t.Shape[1:] {
 		shape = append(shape, int32(d))
 	}
-	b := array.NewStructBuilder(memory.DefaultAllocator, dt)
-	defer b.Release()
-	for row := range 4 {
-		b.Append(true)
-		for f := range 4 {
-			lb := b.FieldBuilder(f).(*array.ListBuilder)
-			if f != row {
-				lb.AppendNull()
-				continue
-			}
-			lb.Append(true)
-			switch f {
-			case 2:
-				lb.ValueBuilder().(*array.Float32Builder).AppendValues(t.Data.([]float32), nil)
-			case 3:
-				lb.ValueBuilder().(*array.Int32Builder).AppendValues(shape, nil)
-			}
-		}
-	}
-	col := b.NewArray()
+	col := wire.DenseTensorColumn(t.Data.([]float32), shape)
 	defer col.Release()
-	schema := arrow.NewSchema([]arrow.Field{{Name: name, Type: dt, Nullable: true}}, nil)
-	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(col.Len()))
-	defer rec.Release()
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
-	if err := w.Write(rec); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return []byte(base64.StdEncoding.EncodeToString(buf.Bytes())), nil
+	return wire.EncodeArrowRecord([]string{name}, col)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -36,19 +36,16 @@ func (r *runner) startChild(model string, extra map[string]string) (*child, erro
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	ports, err := freeport.Take(2) // NATS, HTTP
 	if err != nil {
 		return nil, err
 	}
+	port, hp := ports[0], ports[1]
 	job := fmt.Sprintf("bench%d", port)
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "modelPath: %s\njobName: %s\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nlogLevel: warn\n",
 		model, job, port, filepath.Join(dir, "js"))
 	fmt.Fprintf(&cfg, "queueStorage: %s\n", r.storage)
-	hp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\n", hp)
 	if _, ok := extra["metricsListen"]; !ok {
 		cfg.WriteString("metricsListen: off\n")
@@ -129,16 +126,6 @@ func (c *child) status(field string) (int, error) {
 		}
 	}
 	return 0, errors.New("no " + field + " in /proc/<pid>/status")
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // cpuTicks is the child's user+system CPU time so far, in clock ticks.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -38,21 +40,16 @@ func (r *runner) tiny(model string, d time.Duration) error {
 // (the second scrape of the window). Metrics are on, as in the default
 // config. It prints the process's peak RSS too.
 func (r *runner) tinyAllocs(model string, d time.Duration) error {
-	mp, err := freePort()
+	mp, err := freeport.Take(1)
 	if err != nil {
 		return err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", mp)
-	c, err := r.startChild(model, map[string]string{"threadPerModel": "1", "metricsListen": addr})
+	addr := fmt.Sprintf("127.0.0.1:%d", mp[0])
+	c, do, closeChild, err := r.startNATSChild(model, map[string]string{"threadPerModel": "1", "metricsListen": addr})
 	if err != nil {
 		return err
 	}
-	defer c.stop()
-	do, closeDo, err := natsOp(c.url, mesh.PredictSubject(c.job), tinyBody)
-	if err != nil {
-		return err
-	}
-	defer closeDo()
+	defer closeChild()
 	// The warm-up sizes the run: a count, not a time, so that no request
 	// is left in flight when the counters are read.
 	warm := runLoad(32, d/4, 0, do)
@@ -91,6 +88,21 @@ func (r *runner) tinyAllocs(model string, d time.Duration) error {
 	return nil
 }
 
+// startNATSChild starts a serving process of model with extra keys and
+// opens an op on its NATS door sending tinyBody; the func closes both.
+func (r *runner) startNATSChild(model string, extra map[string]string) (*child, op, func(), error) {
+	c, err := r.startChild(model, extra)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	do, closeDo, err := natsOp(c.url, mesh.PredictSubject(c.job), tinyBody)
+	if err != nil {
+		c.stop()
+		return nil, nil, nil, err
+	}
+	return c, do, func() { closeDo(); c.stop() }, nil
+}
+
 // tinyDoors loads one serving process through the NATS and HTTP doors and
 // a trivial NATS responder on its server, at concurrency 32 and 1.
 func (r *runner) tinyDoors(model string, d time.Duration) error {
@@ -99,83 +111,122 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 		return err
 	}
 	defer c.stop()
+	ops, closeOps, err := openTinyOps(c)
+	if err != nil {
+		return err
+	}
+	defer closeOps()
+	r.tinyReport(ops.measure(c, d))
+	return nil
+}
+
+// tinyOps are the ways tinyDoors loads a serving process: its NATS and
+// HTTP doors, and the trivial and stored responders on its server.
+type tinyOps struct{ nats, http, triv, stored, storedHTTP op }
+
+// openTinyOps starts the trivial and stored responders on c's server and
+// opens an op for each of tinyOps; the func closes them all.
+func openTinyOps(c *child) (tinyOps, func(), error) {
+	var cs cleanups
+	fail := func(err error) (tinyOps, func(), error) {
+		cs.run()
+		return tinyOps{}, nil, err
+	}
 	closeTrivial, err := trivialResponder(c.url, "bench.trivial")
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer closeTrivial()
-	natsDo, closeNATS, err := natsOp(c.url, mesh.PredictSubject(c.job), tinyBody)
-	if err != nil {
-		return err
+	cs.add(closeTrivial)
+	var ops tinyOps
+	var closeOp func()
+	if ops.nats, closeOp, err = natsOp(c.url, mesh.PredictSubject(c.job), tinyBody); err != nil {
+		return fail(err)
 	}
-	defer closeNATS()
-	trivDo, closeTriv, err := natsOp(c.url, "bench.trivial", tinyBody)
-	if err != nil {
-		return err
+	cs.add(closeOp)
+	if ops.triv, closeOp, err = natsOp(c.url, "bench.trivial", tinyBody); err != nil {
+		return fail(err)
 	}
-	defer closeTriv()
+	cs.add(closeOp)
 	closeStored, err := storedResponder(c.url)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer closeStored()
-	storedDo, closeStoredOp, err := natsOp(c.url, storedSubject, tinyBody)
-	if err != nil {
-		return err
+	cs.add(closeStored)
+	if ops.stored, closeOp, err = natsOp(c.url, storedSubject, tinyBody); err != nil {
+		return fail(err)
 	}
-	defer closeStoredOp()
+	cs.add(closeOp)
 	storedURL, closeStoredHTTP, err := storedHTTPDoor(c.url)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer closeStoredHTTP()
-	storedHTTPDo := httpOp(storedURL, tinyBody, 32)
-	httpDo := httpOp(c.httpURL+"/predict", tinyBody, 32)
-	runLoad(8, time.Second, 500, natsDo) // warm-up
-	runLoad(8, time.Second, 500, httpDo)
-	runLoad(8, time.Second, 500, trivDo)
-	runLoad(8, time.Second, 500, storedDo)
-	storedCPU := snapCPU(c, nil)
-	stored32 := runLoad(32, d, 0, storedDo)
-	storedCPU2 := snapCPU(c, nil)
-	runLoad(8, time.Second, 500, storedHTTPDo)
-	storedHTTP32 := runLoad(32, d, 0, storedHTTPDo)
-	var cpu [4]cpuSnap
-	cpu[0] = snapCPU(c, nil)
-	triv32 := runLoad(32, d, 0, trivDo)
-	cpu[1] = snapCPU(c, nil)
-	nats32 := runLoad(32, d, 0, natsDo)
-	cpu[2] = snapCPU(c, nil)
-	http32 := runLoad(32, d, 0, httpDo)
-	cpu[3] = snapCPU(c, nil)
-	triv1, nats1, http1 := runLoad(1, d/2, 0, trivDo), runLoad(1, d/2, 0, natsDo), runLoad(1, d/2, 0, httpDo)
-	stored1 := runLoad(1, d/2, 0, storedDo)
-	t := table{r.w}
-	t.row("trivial NATS responder, concurrency 32", triv32)
-	fmt.Fprintf(r.w, "  %s (the responder runs in the bench)\n", perRequest(cpu[0], cpu[1], triv32.n))
-	t.row("trivial stored responder, concurrency 32", stored32)
-	fmt.Fprintf(r.w, "  %s (its door and consumer run in the bench)\n", perRequest(storedCPU, storedCPU2, stored32.n))
-	t.row("NATS door, concurrency 32", nats32)
-	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[1], cpu[2], nats32.n))
-	t.row("HTTP door /predict, concurrency 32", http32)
-	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[2], cpu[3], http32.n))
-	t.row("trivial NATS responder, concurrency 1", triv1)
-	t.row("NATS door, concurrency 1", nats1)
-	t.row("HTTP door /predict, concurrency 1", http1)
-	t.row("trivial stored responder, concurrency 1", stored1)
+	cs.add(closeStoredHTTP)
+	ops.storedHTTP = httpOp(storedURL, tinyBody, 32)
+	ops.http = httpOp(c.httpURL+"/predict", tinyBody, 32)
+	return ops, cs.run, nil
+}
+
+// tinyResults are tinyDoors' runs: each way at concurrency 32 and 1, and
+// the CPU snapshots around the runs at 32 (cpu: before the trivial, NATS
+// and HTTP runs and after the last; storedCPU: around the stored run).
+type tinyResults struct {
+	triv32, stored32, nats32, http32, storedHTTP32 loadResult
+	triv1, nats1, http1, stored1                   loadResult
+	cpu                                            [4]cpuSnap
+	storedCPU                                      [2]cpuSnap
+}
+
+// measure warms each way up and runs it at concurrency 32 for d, then at
+// concurrency 1 for d/2.
+func (ops tinyOps) measure(c *child, d time.Duration) (res tinyResults) {
+	runLoad(8, time.Second, 500, ops.nats) // warm-up
+	runLoad(8, time.Second, 500, ops.http)
+	runLoad(8, time.Second, 500, ops.triv)
+	runLoad(8, time.Second, 500, ops.stored)
+	res.storedCPU[0] = snapCPU(c, nil)
+	res.stored32 = runLoad(32, d, 0, ops.stored)
+	res.storedCPU[1] = snapCPU(c, nil)
+	runLoad(8, time.Second, 500, ops.storedHTTP)
+	res.storedHTTP32 = runLoad(32, d, 0, ops.storedHTTP)
+	res.cpu[0] = snapCPU(c, nil)
+	res.triv32 = runLoad(32, d, 0, ops.triv)
+	res.cpu[1] = snapCPU(c, nil)
+	res.nats32 = runLoad(32, d, 0, ops.nats)
+	res.cpu[2] = snapCPU(c, nil)
+	res.http32 = runLoad(32, d, 0, ops.http)
+	res.cpu[3] = snapCPU(c, nil)
+	res.triv1, res.nats1, res.http1 = runLoad(1, d/2, 0, ops.triv), runLoad(1, d/2, 0, ops.nats), runLoad(1, d/2, 0, ops.http)
+	res.stored1 = runLoad(1, d/2, 0, ops.stored)
+	return res
+}
+
+// tinyReport prints tinyDoors' rows and its ratios against their targets.
+func (r *runner) tinyReport(res tinyResults) {
+	t, cpu := table{r.w}, res.cpu
+	t.row("trivial NATS responder, concurrency 32", res.triv32)
+	fmt.Fprintf(r.w, "  %s (the responder runs in the bench)\n", perRequest(cpu[0], cpu[1], res.triv32.n))
+	t.row("trivial stored responder, concurrency 32", res.stored32)
+	fmt.Fprintf(r.w, "  %s (its door and consumer run in the bench)\n", perRequest(res.storedCPU[0], res.storedCPU[1], res.stored32.n))
+	t.row("NATS door, concurrency 32", res.nats32)
+	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[1], cpu[2], res.nats32.n))
+	t.row("HTTP door /predict, concurrency 32", res.http32)
+	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[2], cpu[3], res.http32.n))
+	t.row("trivial NATS responder, concurrency 1", res.triv1)
+	t.row("NATS door, concurrency 1", res.nats1)
+	t.row("HTTP door /predict, concurrency 1", res.http1)
+	t.row("trivial stored responder, concurrency 1", res.stored1)
 	fmt.Fprintf(r.w, "trivial stored responder (door → JetStream file store → consumer answers the caller; no model, codec, metric or span)\n")
 	fmt.Fprintf(r.w, "  / trivial responder: req/s at concurrency 32 %.3f, p50 at concurrency 1 %.2fx: the NATS door's ceiling on this server\n",
-		stored32.rate()/triv32.rate(), float64(stored1.pct(0.5))/float64(triv1.pct(0.5)))
+		res.stored32.rate()/res.triv32.rate(), float64(res.stored1.pct(0.5))/float64(res.triv1.pct(0.5)))
 	fmt.Fprintf(r.w, "  NATS door / trivial stored responder: req/s at concurrency 32 %.3f, p50 at concurrency 1 %.2fx\n",
-		nats32.rate()/stored32.rate(), float64(nats1.pct(0.5))/float64(stored1.pct(0.5)))
-	t.row("trivial stored responder over HTTP, conc. 32", storedHTTP32)
+		res.nats32.rate()/res.stored32.rate(), float64(res.nats1.pct(0.5))/float64(res.stored1.pct(0.5)))
+	t.row("trivial stored responder over HTTP, conc. 32", res.storedHTTP32)
 	fmt.Fprintf(r.w, "  / trivial stored responder: %.3f (its door waits for the answer, as the HTTP door must): the HTTP door / NATS door ceiling\n",
-		storedHTTP32.rate()/stored32.rate())
-	fmt.Fprintf(r.w, "NATS door / trivial responder, req/s at concurrency 32: %.3f (target >= 0.5)\n", nats32.rate()/triv32.rate())
+		res.storedHTTP32.rate()/res.stored32.rate())
+	fmt.Fprintf(r.w, "NATS door / trivial responder, req/s at concurrency 32: %.3f (target >= 0.5)\n", res.nats32.rate()/res.triv32.rate())
 	fmt.Fprintf(r.w, "NATS door p50 / trivial p50 at concurrency 1:           %.2fx (target <= 1.5x)\n",
-		float64(nats1.pct(0.5))/float64(triv1.pct(0.5)))
-	fmt.Fprintf(r.w, "HTTP door / NATS door, req/s at concurrency 32:         %.3f (target >= 0.9)\n\n", http32.rate()/nats32.rate())
-	return nil
+		float64(res.nats1.pct(0.5))/float64(res.triv1.pct(0.5)))
+	fmt.Fprintf(r.w, "HTTP door / NATS door, req/s at concurrency 32:         %.3f (target >= 0.9)\n\n", res.http32.rate()/res.nats32.rate())
 }
 
 // tracingSettings are the serving processes tinyTracing compares.
@@ -205,16 +256,11 @@ func (r *runner) tinyTracing(model string, d time.Duration) error {
 			extra["otlpInsecure"] = "true"
 			extra["traceSampleRatio"] = st.ratio
 		}
-		c, err := r.startChild(model, extra)
+		c, do, closeChild, err := r.startNATSChild(model, extra)
 		if err != nil {
 			return err
 		}
-		defer c.stop()
-		do, closeDo, err := natsOp(c.url, mesh.PredictSubject(c.job), tinyBody)
-		if err != nil {
-			return err
-		}
-		defer closeDo()
+		defer closeChild()
 		runLoad(8, time.Second, 500, do) // warm-up
 		dos[i], children[i] = do, c
 	}
@@ -310,110 +356,165 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int, only 
 		return err
 	}
 	defer rs.stop()
-	gp, err := freePort()
+	s, err := r.startResNetServer(model, rs, batch, threads)
 	if err != nil {
 		return err
 	}
-	mp, err := freePort()
+	defer s.c.stop()
+	img := imageTensor(224, 224)
+	jsonBody := imageRequest(resNetInput, 224, 224)
+	arrowBody, err := arrowRecord(resNetInput, img)
 	if err != nil {
 		return err
 	}
-	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)
+	conc := 2 * batch
+	paths, closePaths, err := s.openPaths(rs, conc, img, jsonBody, arrowBody)
+	if err != nil {
+		return err
+	}
+	defer closePaths()
+	if only != "" {
+		paths = slices.DeleteFunc(paths, func(p resNetPath) bool {
+			return !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool { return strings.Contains(p.name, s) })
+		})
+	}
+	runs, err := s.measure(raw, rs, paths, conc, d)
+	if err != nil {
+		return err
+	}
+	runs.report(w, paths, batch, conc, d)
+	fmt.Fprintf(w, "(one image per request: %d KB of JSON; %d KB raw; %d KB of base64 Arrow)\n\n",
+		len(jsonBody)/1024, 3*224*224*4/1024, len(arrowBody)/1024)
+	return nil
+}
+
+// resNetInput is the ResNet-50-shaped model's input name.
+const resNetInput = "input"
+
+// resNetServer is the serving process resNet loads, with its gRPC door's
+// port and its metrics' URL.
+type resNetServer struct {
+	c          *child
+	grpcPort   int
+	metricsURL string
+}
+
+// startResNetServer starts the serving process of resNet with every door
+// on, its Redis door on rs.
+func (r *runner) startResNetServer(model string, rs *redisServer, batch, threads int) (resNetServer, error) {
+	ports, err := freeport.Take(2)
+	if err != nil {
+		return resNetServer{}, err
+	}
+	gp, mp := ports[0], ports[1]
 	c, err := r.startChild(model, map[string]string{
 		"threadPerModel": strconv.Itoa(threads), "modelParallelism": "1", "maxBatch": strconv.Itoa(batch),
 		"redisUrl": rs.addr, "grpcPort": strconv.Itoa(gp), "metricsListen": fmt.Sprintf("127.0.0.1:%d", mp)})
 	if err != nil {
-		return err
+		return resNetServer{}, err
 	}
-	defer c.stop()
-	const input = "input"
-	conc := 2 * batch
-	jsonBody := imageRequest(input, 224, 224)
-	img := imageTensor(224, 224)
+	return resNetServer{c: c, grpcPort: gp, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}, nil
+}
+
+// openPaths opens an op for each door, JSON and binary (img as raw
+// tensors, arrowBody as the Redis door's Arrow record); the func closes
+// them all.
+func (s resNetServer) openPaths(rs *redisServer, conc int, img infer.Tensor, jsonBody, arrowBody []byte) ([]resNetPath, func(), error) {
+	var cs cleanups
+	c := s.c
 	natsDo, closeNATS, err := natsOp(c.url, mesh.PredictSubject(c.job), jsonBody)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer closeNATS()
+	cs.add(closeNATS)
 	// The Redis clients poll as the original's Python client does.
 	redisJSON, closeRJ := redisBackoffOp(rs.addr, c.job, jsonBody, "stream", time.Millisecond, conc)
-	defer closeRJ()
-	grpcDo, closeGRPC, err := grpcOp(fmt.Sprintf("127.0.0.1:%d", gp), c.job, input, img)
+	cs.add(closeRJ)
+	grpcDo, closeGRPC, err := grpcOp(fmt.Sprintf("127.0.0.1:%d", s.grpcPort), c.job, resNetInput, img)
 	if err != nil {
-		return err
+		cs.run()
+		return nil, nil, err
 	}
-	defer closeGRPC()
-	binDo, err := oipBinaryOp(c.httpURL, c.job, input, img, conc)
+	cs.add(closeGRPC)
+	binDo, err := oipBinaryOp(c.httpURL, c.job, resNetInput, img, conc)
 	if err != nil {
-		return err
-	}
-	arrowBody, err := arrowRecord(input, img)
-	if err != nil {
-		return err
+		cs.run()
+		return nil, nil, err
 	}
 	redisArrow, closeRA := redisBackoffOp(rs.addr, c.job, arrowBody, "", time.Millisecond, conc)
-	defer closeRA()
-	paths := []resNetPath{
+	cs.add(closeRA)
+	return []resNetPath{
 		{"NATS door, JSON", false, natsDo},
 		{"HTTP door /predict, JSON", false, httpOp(c.httpURL+"/predict", jsonBody, conc)},
 		{"Redis door, JSON (serde=stream)", false, redisJSON},
 		{"gRPC door, raw_input_contents", true, grpcDo},
 		{"HTTP door, OIP binary extension", true, binDo},
 		{"Redis door, Arrow tensor", true, redisArrow},
-	}
-	if only != "" {
-		paths = slices.DeleteFunc(paths, func(p resNetPath) bool {
-			return !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool { return strings.Contains(p.name, s) })
-		})
-	}
-	for _, p := range paths { // warm-up, and a failing path fails here
+	}, cs.run, nil
+}
+
+// resNetRuns are resNet's measurements: the raw runs' rates (one before
+// each path's run and one after the last) and this process's CPU and
+// images over them, and each path's result and serving usage.
+type resNetRuns struct {
+	raws      []float64
+	rawCPU    time.Duration
+	rawImages int
+	results   []loadResult
+	usages    []usage
+}
+
+// measure warms every path up (a failing path fails here), then runs raw
+// ONNX Runtime for d/3 before each path's run of d at concurrency conc and
+// once after the last.
+func (s resNetServer) measure(raw *rawRunner, rs *redisServer, paths []resNetPath, conc int, d time.Duration) (*resNetRuns, error) {
+	for _, p := range paths {
 		if res := runLoad(conc, max(d, time.Minute), conc, p.do); res.errs > 0 || res.n == 0 {
-			return fmt.Errorf("%s: warm-up: %d of %d answered, last error %v", p.name, res.n, conc, res.lastErr)
+			return nil, fmt.Errorf("%s: warm-up: %d of %d answered, last error %v", p.name, res.n, conc, res.lastErr)
 		}
 	}
 	// A run stops with up to conc requests queued: each measurement
 	// starts once the server has done them.
-	if err := c.waitIdle(time.Minute); err != nil {
-		return err
+	if err := s.c.waitIdle(time.Minute); err != nil {
+		return nil, err
 	}
-	var (
-		raws      []float64
-		rawCPU    time.Duration // this process's CPU over the raw runs
-		rawImages int
-		results   = make([]loadResult, len(paths))
-		usages    = make([]usage, len(paths))
-	)
-	runRaw := func() error {
-		cpu0 := selfCPU()
-		rate, n, err := raw.run(d / 3)
-		rawCPU += selfCPU() - cpu0
-		rawImages += n
-		raws = append(raws, rate)
-		return err
-	}
+	runs := &resNetRuns{results: make([]loadResult, len(paths)), usages: make([]usage, len(paths))}
 	for i, p := range paths {
-		if err := runRaw(); err != nil {
-			return err
+		if err := runs.runRaw(raw, d/3); err != nil {
+			return nil, err
 		}
-		u0, err := c.readUsage(metricsURL, rs)
+		u0, err := s.c.readUsage(s.metricsURL, rs)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		results[i] = runLoad(conc, d, 0, p.do)
+		runs.results[i] = runLoad(conc, d, 0, p.do)
 		// The requests left queued finish before the usage is read: the
 		// rows they add are as many as the run's first requests missed.
-		if err := c.waitIdle(time.Minute); err != nil {
-			return err
+		if err := s.c.waitIdle(time.Minute); err != nil {
+			return nil, err
 		}
-		u1, err := c.readUsage(metricsURL, rs)
+		u1, err := s.c.readUsage(s.metricsURL, rs)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		usages[i] = u1.sub(u0)
+		runs.usages[i] = u1.sub(u0)
 	}
-	if err := runRaw(); err != nil {
-		return err
-	}
+	return runs, runs.runRaw(raw, d/3)
+}
+
+// runRaw runs raw ONNX Runtime for d and adds its rate, CPU and images.
+func (runs *resNetRuns) runRaw(raw *rawRunner, d time.Duration) error {
+	cpu0 := selfCPU()
+	rate, n, err := raw.run(d)
+	runs.rawCPU += selfCPU() - cpu0
+	runs.rawImages += n
+	runs.raws = append(runs.raws, rate)
+	return err
+}
+
+// report prints the raw baseline and each path's row beside it.
+func (runs *resNetRuns) report(w io.Writer, paths []resNetPath, batch, conc int, d time.Duration) {
+	raws := runs.raws
 	// Path i ran between raw runs i and i+1: their mean is the baseline
 	// nearest in time, for a machine whose load moves within the part.
 	near := make([]float64, len(paths))
@@ -428,13 +529,10 @@ func (r *runner) resNet(model string, d time.Duration, batch, threads int, only 
 		if p.binary {
 			target = 0.95
 		}
-		imagesRow(w, p.name, conc, results[i], base, target)
-		fmt.Fprintf(w, "   / raw runs just before and after it (%.2f images/s): %.3f\n", near[i], results[i].rate()/near[i])
-		usageRow(w, usages[i], results[i].n, results[i].elapsed, rawCPU/time.Duration(max(rawImages, 1)))
+		imagesRow(w, p.name, conc, runs.results[i], base, target)
+		fmt.Fprintf(w, "   / raw runs just before and after it (%.2f images/s): %.3f\n", near[i], runs.results[i].rate()/near[i])
+		usageRow(w, runs.usages[i], runs.results[i].n, runs.results[i].elapsed, runs.rawCPU/time.Duration(max(runs.rawImages, 1)))
 	}
-	fmt.Fprintf(w, "(one image per request: %d KB of JSON; %d KB raw; %d KB of base64 Arrow)\n\n",
-		len(jsonBody)/1024, 3*224*224*4/1024, len(arrowBody)/1024)
-	return nil
 }
 
 // median is the middle of xs (the mean of the two middle ones for an

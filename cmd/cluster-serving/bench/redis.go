@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 )
 
 // redisServer is a redis-server the bench starts on a free port.
@@ -23,10 +24,11 @@ type redisServer struct {
 }
 
 func startBenchRedis() (*redisServer, error) {
-	port, err := freePort()
+	ports, err := freeport.Take(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("redis-server (apt-get install redis-server): %w", err)

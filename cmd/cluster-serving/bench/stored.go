@@ -35,94 +35,95 @@ const (
 // ceiling of the NATS door's ratios to the trivial responder. It runs in
 // the bench process, so its CPU counts as the bench's.
 func storedResponder(url string) (func(), error) {
-	var conns []*nats.Conn
-	var stops []func()
-	closeAll := func() {
-		for _, stop := range stops {
-			stop()
-		}
-		for _, nc := range conns {
-			nc.Close()
-		}
+	var cs cleanups
+	if err := storedParts(url, &cs); err != nil {
+		cs.run()
+		return nil, err
 	}
+	return cs.run, nil
+}
+
+// storedParts starts storedResponder's stream, consumer, worker and door,
+// adding what closes them to cs.
+func storedParts(url string, cs *cleanups) error {
 	connect := func() (*nats.Conn, jetstream.JetStream, error) {
 		nc, err := nats.Connect(url)
 		if err != nil {
 			return nil, nil, err
 		}
-		conns = append(conns, nc)
+		cs.add(nc.Close)
 		js, err := jetstream.New(nc)
 		return nc, js, err
 	}
 	doorNC, doorJS, err := connect()
 	if err != nil {
-		closeAll()
-		return nil, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Limits retention with old messages dropped as new ones come: no
-	// per-message delete on the ack, as the mesh's purged limits stream.
-	s, err := doorJS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: storedStream, Subjects: []string{storedWork}, Storage: jetstream.FileStorage,
-		Retention: jetstream.LimitsPolicy, MaxMsgs: 100_000, Discard: jetstream.DiscardOld,
-	})
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("stored responder: stream: %w", err)
-	}
-	_, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "trivial", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy,
-	})
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("stored responder: consumer: %w", err)
+	if err := storedStreamAndConsumer(ctx, doorJS); err != nil {
+		return err
 	}
 	workerNC, workerJS, err := connect()
 	if err != nil {
-		closeAll()
-		return nil, err
+		return err
 	}
 	wcons, err := workerJS.Consumer(ctx, storedStream, "trivial")
 	if err != nil {
-		closeAll()
-		return nil, err
+		return err
 	}
 	cc, err := wcons.Consume(func(m jetstream.Msg) {
 		_ = workerNC.Publish(m.Headers().Get(storedReplyTo), m.Data())
 		_ = m.Ack()
 	}, jetstream.PullMaxMessages(64))
 	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("stored responder: consume: %w", err)
+		return fmt.Errorf("stored responder: consume: %w", err)
 	}
-	stops = append(stops, cc.Stop)
-	sub, err := doorNC.QueueSubscribe(storedSubject, "q", func(req *nats.Msg) {
-		go func() {
-			m := nats.NewMsg(storedWork)
-			m.Data = req.Data
-			m.Header.Set(storedReplyTo, req.Reply)
-			pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if _, err := doorJS.PublishMsg(pctx, m); err != nil {
-				e := nats.NewMsg(req.Reply)
-				e.Header.Set("Nats-Service-Error-Code", "503")
-				e.Header.Set("Nats-Service-Error", err.Error())
-				_ = doorNC.PublishMsg(e)
-			}
-		}()
-	})
+	cs.add(cc.Stop)
+	sub, err := doorNC.QueueSubscribe(storedSubject, "q", func(req *nats.Msg) { go storeRequest(doorNC, doorJS, req) })
 	if err != nil {
-		closeAll()
-		return nil, err
-	}
-	if err := doorNC.Flush(); err != nil {
-		closeAll()
-		return nil, err
+		return err
 	}
 	// The stream stays: it lives and dies with the serving process's store.
-	stops = append(stops, func() { _ = sub.Unsubscribe() })
-	return closeAll, nil
+	cs.add(func() { _ = sub.Unsubscribe() })
+	return doorNC.Flush()
+}
+
+// storedStreamAndConsumer creates storedResponder's stream and its durable
+// consumer. Limits retention with old messages dropped as new ones come:
+// no per-message delete on the ack, as the mesh's purged limits stream.
+func storedStreamAndConsumer(ctx context.Context, js jetstream.JetStream) error {
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: storedStream, Subjects: []string{storedWork}, Storage: jetstream.FileStorage,
+		Retention: jetstream.LimitsPolicy, MaxMsgs: 100_000, Discard: jetstream.DiscardOld,
+	})
+	if err != nil {
+		return fmt.Errorf("stored responder: stream: %w", err)
+	}
+	_, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "trivial", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("stored responder: consumer: %w", err)
+	}
+	return nil
+}
+
+// storeRequest is storedResponder's door for one request: it stores req
+// with its reply subject in a header, and answers the caller only when
+// the store fails.
+func storeRequest(nc *nats.Conn, js jetstream.JetStream, req *nats.Msg) {
+	m := nats.NewMsg(storedWork)
+	m.Data = req.Data
+	m.Header.Set(storedReplyTo, req.Reply)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		e := nats.NewMsg(req.Reply)
+		e.Header.Set("Nats-Service-Error-Code", "503")
+		e.Header.Set("Nats-Service-Error", err.Error())
+		_ = nc.PublishMsg(e)
+	}
 }
 
 // storedHTTPDoor is storedResponder's door over HTTP, for the same stream

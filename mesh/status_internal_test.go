@@ -1,4 +1,4 @@
-package main
+package mesh
 
 import (
 	"bytes"
@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 func TestLatency(t *testing.T) {
@@ -31,12 +29,12 @@ func TestLatency(t *testing.T) {
 // counts and the latency.
 func TestStatusNumbersHaveUnits(t *testing.T) {
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	stats := mesh.WorkerStats{Processed: 7, P50: 1200 * time.Microsecond, P90: 3 * time.Millisecond, P99: 2 * time.Second}
-	prev := &snapshot{at: at.Add(-2 * time.Second), jobs: []jobStatus{{job: "j", delivered: 3}}}
-	s := &snapshot{at: at, jobs: []jobStatus{{job: "j", pending: 4, delivered: 7}},
-		workers: []mesh.WorkerInfo{{ID: "abcdefghij", Job: "j", Model: "m", Host: "h", PID: "42", Stats: stats}}}
+	stats := WorkerStats{Processed: 7, P50: 1200 * time.Microsecond, P90: 3 * time.Millisecond, P99: 2 * time.Second}
+	prev := &Status{At: at.Add(-2 * time.Second), Jobs: []JobStatus{{Job: "j", Delivered: 3}}}
+	s := &Status{At: at, Jobs: []JobStatus{{Job: "j", Pending: 4, Delivered: 7}},
+		Workers: []WorkerInfo{{ID: "abcdefghij", Job: "j", Model: "m", Host: "h", PID: "42", Stats: stats}}}
 	var out bytes.Buffer
-	s.print(&out, prev, "nats://x:4222")
+	s.Print(&out, prev, "nats://x:4222")
 	text := out.String()
 	unit := regexp.MustCompile(`^\d+(\.\d+)?(µs|ms|s)$`)
 	lines := strings.Split(text, "\n")
@@ -66,6 +64,39 @@ func TestStatusNumbersHaveUnits(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// TestStatusBatching: status prints, per job and model, whether its
+// workers batch and why, once for workers that agree.
+func TestStatusBatching(t *testing.T) {
+	s := &Status{At: time.Now(), Jobs: []JobStatus{{Job: "a"}, {Job: "s"}},
+		Workers: []WorkerInfo{
+			{ID: "1", Job: "a", Model: "add", Batching: "true", BatchReason: "dim 0 of every input and output is dynamic"},
+			{ID: "2", Job: "a", Model: "add", Batching: "true", BatchReason: "dim 0 of every input and output is dynamic"},
+			{ID: "3", Job: "s", Model: "sum", Batching: "false", BatchReason: `output "y" has fixed dim 0 = 1`},
+			{ID: "4", Job: "o", Model: "old"},
+		}}
+	var out bytes.Buffer
+	s.Print(&out, nil, "nats://x:4222")
+	lines := strings.Split(out.String(), "\n")
+	want := [][]string{
+		{"JOB", "MODEL", "BATCHING", "WHY"},
+		{"a", "add", "yes", "dim 0 of every input and output is dynamic"},
+		{"s", "sum", "no", `output "y" has fixed dim 0 = 1`},
+		{"o", "old", "-", "-"},
+	}
+	for i, line := range lines {
+		if !strings.HasPrefix(line, "JOB") || !strings.Contains(line, "BATCHING") {
+			continue
+		}
+		for j, w := range want {
+			if got := columns(lines[i+j]); strings.Join(got, "|") != strings.Join(w, "|") {
+				t.Errorf("batching row %d: got %q, want %q", j, got, w)
+			}
+		}
+		return
+	}
+	t.Errorf("status has no batching table:\n%s", out.String())
 }
 
 // columns splits a tabwriter line on runs of two or more spaces, so that
