@@ -73,3 +73,27 @@ func newLogger(cfg Config) *slog.Logger {
 	}
 	return slog.New(NewTraceHandler(h))
 }
+
+// AtLeast returns a logger writing to l's handler only the records of
+// level min and above: a chatty library's notices stay out of the
+// service's log while its warnings and errors reach it.
+func AtLeast(l *slog.Logger, min slog.Level) *slog.Logger {
+	return slog.New(minLevel{l.Handler(), min})
+}
+
+type minLevel struct {
+	next slog.Handler
+	min  slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= h.min && h.next.Enabled(ctx, level)
+}
+
+func (h minLevel) Handle(ctx context.Context, r slog.Record) error { return h.next.Handle(ctx, r) }
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{h.next.WithAttrs(attrs), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler { return minLevel{h.next.WithGroup(name), h.min} }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -66,5 +67,20 @@ func TestLoggerTextAndLevel(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output %q lacks %q", out, want)
 		}
+	}
+}
+
+// TestAtLeast: records below the floor are dropped, the rest pass with
+// the logger's attributes.
+func TestAtLeast(t *testing.T) {
+	var buf bytes.Buffer
+	base := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l := telemetry.AtLeast(base, slog.LevelWarn).With("component", "lib")
+	l.Info("notice")
+	l.Warn("careful")
+	l.Error("broken")
+	got := buf.String()
+	if strings.Contains(got, "notice") || !strings.Contains(got, "msg=careful component=lib") || !strings.Contains(got, "msg=broken component=lib") {
+		t.Errorf("got %q, want the warning and the error with component=lib and no notice", got)
 	}
 }

@@ -317,7 +317,14 @@ func (n *Node) connect() error {
 // credentials the other commands use, and NewNode fails at once, naming
 // the keys, when Auth has none.
 func (n *Node) startEmbedded() ([]nats.Option, error) {
-	srv, err := embedded.Start(n.cfg.Embedded)
+	ecfg := n.cfg.Embedded
+	if ecfg.Logger == nil {
+		// nats-server's warnings and errors (a store that latched a write
+		// error, JetStream restarted on it) reach the node's log; its
+		// notices stay out.
+		ecfg.Logger = telemetry.AtLeast(n.log, slog.LevelWarn).With("component", "nats-server")
+	}
+	srv, err := embedded.Start(ecfg)
 	if err != nil {
 		return nil, err
 	}
