@@ -3,6 +3,8 @@ package infer
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cluster-serving/cluster-serving/infer/status"
 )
 
 // Sentinel errors. Callers test them with errors.Is; most are wrapped with
@@ -23,10 +25,12 @@ var (
 	// ErrInitMismatch means Init was called again with another library path.
 	ErrInitMismatch = errors.New("infer: ONNX Runtime already initialized with another library")
 	// ErrQueueFull means the batcher's bounded queue has no room; the caller
-	// should retry later or shed load. Submitting never blocks.
-	ErrQueueFull = errors.New("infer: queue full")
-	// ErrClosed means the Engine or Batcher was closed.
-	ErrClosed = errors.New("infer: closed")
+	// should retry later or shed load. Submitting never blocks. It
+	// unwraps to status.ErrBusy (503).
+	ErrQueueFull error = busyError("infer: queue full")
+	// ErrClosed means the Engine or Batcher was closed; it unwraps to
+	// status.ErrBusy (503).
+	ErrClosed error = busyError("infer: closed")
 	// ErrConfigValidation wraps every Config.Validate error.
 	ErrConfigValidation = errors.New("infer: invalid config")
 	// ErrUnsupportedDType means a model uses a tensor element type infer
@@ -55,11 +59,18 @@ var (
 	// memory budget (imageMemoryBudget) within a short wait, as other
 	// images were decoding: status 503, a transient failure that a retry
 	// may pass. Its text is the one callers read, hence no "infer:".
-	ErrImageBudget = errors.New("busy: image decode memory budget")
+	ErrImageBudget error = busyError("busy: image decode memory budget")
 )
 
+// busyError is a sentinel of status 503: errors.Is(err, status.ErrBusy)
+// holds for it.
+type busyError string
+
+func (e busyError) Error() string { return string(e) }
+func (e busyError) Unwrap() error { return status.ErrBusy }
+
 // InputError is a bad request: the payload does not fit the model.
-// wire.Status maps it to 400, so doors answer 400 / NaN and the worker
+// It unwraps to status.ErrBadInput, so status.Of maps it to 400, so doors answer 400 / NaN and the worker
 // terminates the record. Instance is -1 when the error is not about one
 // instance; Input is empty when it is not about one input.
 type InputError struct {
@@ -67,6 +78,9 @@ type InputError struct {
 	Input    string // model input name, or ""
 	Msg      string // what is wrong, with got vs want
 }
+
+// Unwrap returns status.ErrBadInput: a bad request is status 400.
+func (e *InputError) Unwrap() error { return status.ErrBadInput }
 
 func (e *InputError) Error() string {
 	switch {

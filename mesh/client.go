@@ -123,7 +123,7 @@ func (c *Client) onReply(m *nats.Msg) {
 // returns the Result and, for a non-200 status, a *Error; ErrQueueFull when
 // the queue is full; ErrDuplicate when req.MsgID was seen already;
 // ErrUnavailable (503) when no partition stored req before ctx ended;
-// wire.ErrTooLarge when NATS can never take it; ctx.Err() when ctx ends
+// status.ErrTooLarge when NATS can never take it; ctx.Err() when ctx ends
 // while a worker has it (the work message carries ctx's deadline, so a
 // worker drops it unrun once it expires).
 func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, error) {
@@ -275,7 +275,7 @@ func (c *Client) startPublish(ctx context.Context, job string, req Request) (con
 // to resultSubject, which must lie under ResultsSubject(job, ...) (the
 // worker maps it onto a results partition). A duplicate MsgID is not an
 // error: the first copy is already queued. It returns ErrQueueFull,
-// ErrInvalidJob, ErrInvalidConfig, wire.ErrTooLarge, ErrUnavailable (503)
+// ErrInvalidJob, ErrInvalidConfig, status.ErrTooLarge, ErrUnavailable (503)
 // when no partition stored it before ctx ended, or a publish error.
 func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSubject string) error {
 	if err := checkRequest(job, req); err != nil {
@@ -323,7 +323,7 @@ func (c *Client) begin(ctx context.Context, job string, req Request, r Reply) (_
 // request is stored; received is when the door took it. ctx's deadline
 // bounds the store and becomes the request's deadline (Cs-Deadline), as
 // in Submit. Errors are Submit's before the answer: ErrDuplicate,
-// ErrQueueFull, ErrUnavailable, ErrClosed, wire.ErrTooLarge.
+// ErrQueueFull, ErrUnavailable, ErrClosed, status.ErrTooLarge.
 //
 // The door is not on the way back. That saves a request two of its ten
 // crossings of NATS (the worker's reply to the door and the door's reply

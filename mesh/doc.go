@@ -11,14 +11,14 @@
 // where the answer goes. A Worker pulls the message from any partition, calls its Predictor, sends the result (core NATS to Cs-Reply-To,
 // JetStream with a PubAck to Cs-Result-To) and only then acks. Statuses and
 // error meanings are infer/wire's: the worker maps a Predict error with
-// wire.Status; bad input is answered with status 400 and terminated; other
+// status.Of; bad input is answered with status 400 and terminated; other
 // failures are retried with a growing NakWithDelay until the configured
 // attempts are spent, when the caller gets a 500 and the record is
 // terminated, so nothing stays stuck. A non-200 result reaches the caller as
-// a *wire.Error; a full queue, a closed client or a queue no partition of
+// a *status.Error; a full queue, a closed client or a queue no partition of
 // which stored the request in time (ErrUnavailable) as an error wrapping
-// wire.ErrBusy, a body or header past what NATS takes as one wrapping
-// wire.ErrTooLarge.
+// status.ErrBusy, a body or header past what NATS takes as one wrapping
+// status.ErrTooLarge.
 //
 // mesh reaches inference only through the Predictor interface (in
 // production a *wire.Predictor), so tests can use a fake and infer does not

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/infer/status"
 )
 
 var (
@@ -15,23 +15,23 @@ var (
 	ErrInvalidJob = errors.New("mesh: invalid job name")
 	// ErrQueueFull is returned when the work queue rejected a request
 	// because it reached its MaxMsgs or MaxBytes limit (DiscardNew). It
-	// wraps wire.ErrBusy: a door answers 503.
-	ErrQueueFull error = &wireError{"mesh: queue full", wire.ErrBusy}
+	// wraps status.ErrBusy: a door answers 503.
+	ErrQueueFull error = &wireError{"mesh: queue full", status.ErrBusy}
 	// ErrDuplicate is returned by Client.Submit when the work queue already
 	// held a request with the same MsgID: the answer went to the first caller.
 	ErrDuplicate = errors.New("mesh: duplicate request id")
-	// ErrClosed is returned by a Client after Close. It wraps wire.ErrBusy:
+	// ErrClosed is returned by a Client after Close. It wraps status.ErrBusy:
 	// a door answers 503.
-	ErrClosed error = &wireError{"mesh: client closed", wire.ErrBusy}
+	ErrClosed error = &wireError{"mesh: client closed", status.ErrBusy}
 	// ErrUnavailable is returned when no partition of a job's work queue
 	// (or results) stored a message before the caller's deadline: stream
-	// leaders being elected, NATS unreachable. It wraps wire.ErrBusy: a
+	// leaders being elected, NATS unreachable. It wraps status.ErrBusy: a
 	// door answers 503 and the caller may retry.
-	ErrUnavailable error = &wireError{"mesh: work queue unavailable", wire.ErrBusy}
+	ErrUnavailable error = &wireError{"mesh: work queue unavailable", status.ErrBusy}
 )
 
 // wireError is a sentinel of mesh that is also one of wire's: it reads as
-// mesh's own, and errors.Is (so wire.Status) finds the wire sentinel.
+// mesh's own, and errors.Is (so status.Of) finds the status sentinel.
 type wireError struct {
 	msg  string
 	wire error

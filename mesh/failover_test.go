@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -40,7 +41,7 @@ func (tr *trickle) answer(err error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if err != nil {
-		tr.errs = append(tr.errs, fmt.Sprintf("%v (status %d)", err, wire.Status(err)))
+		tr.errs = append(tr.errs, fmt.Sprintf("%v (status %d)", err, status.Of(err)))
 		return
 	}
 	tr.answers = append(tr.answers, time.Now())

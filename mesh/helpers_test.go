@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -82,8 +83,8 @@ func queueLen(tb testing.TB, js jetstream.JetStream, job string) uint64 {
 
 // fakePredictor stands in for *wire.Predictor behind mesh.Predictor, our
 // own interface: it upper-cases the body and counts calls per body. Bodies
-// starting with "bad" fail as bad input (wire.ErrBadInput); with "fail" as
-// a busy model (wire.ErrBusy), which is retried.
+// starting with "bad" fail as bad input (status.ErrBadInput); with "fail" as
+// a busy model (status.ErrBusy), which is retried.
 // When block is non-nil, Predict waits for it (or ctx) first.
 type fakePredictor struct {
 	mu    sync.Mutex
@@ -125,9 +126,9 @@ func (f *fakePredictor) Predict(ctx context.Context, contentType string, body []
 	}
 	switch {
 	case strings.HasPrefix(string(body), "bad"):
-		return nil, fmt.Errorf("decode %s: bad payload: want JSON instances: %w", contentType, wire.ErrBadInput)
+		return nil, fmt.Errorf("decode %s: bad payload: want JSON instances: %w", contentType, status.ErrBadInput)
 	case strings.HasPrefix(string(body), "fail"):
-		return nil, fmt.Errorf("run: model busy: %w", wire.ErrBusy)
+		return nil, fmt.Errorf("run: model busy: %w", status.ErrBusy)
 	}
 	return []byte(strings.ToUpper(string(body))), nil
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"testing"
 	"time"
 
@@ -15,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -169,9 +170,9 @@ func TestGiveUpAfterMaxDeliver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := c.Submit(ctx, "giveup", mesh.Request{URI: "r1", Body: []byte("fail-1")})
-	var me *wire.Error
+	var me *status.Error
 	if !errors.As(err, &me) {
-		t.Fatalf("got error %v, want *wire.Error", err)
+		t.Fatalf("got error %v, want *status.Error", err)
 	}
 	if got, want := me.Status, 500; got != want {
 		t.Errorf("got status %d, want %d", got, want)
@@ -333,13 +334,13 @@ func TestQueueFull(t *testing.T) {
 	if !errors.Is(err, mesh.ErrQueueFull) {
 		t.Errorf("Submit: got %v, want ErrQueueFull", err)
 	}
-	if got := wire.Status(err); got != wire.StatusBusy {
-		t.Errorf("Submit: got wire.Status %d, want %d", got, wire.StatusBusy)
+	if got := status.Of(err); got != status.Busy {
+		t.Errorf("Submit: got status.Of %d, want %d", got, status.Busy)
 	}
 }
 
 // TestTooLargeForNATS sends a body past the server's max payload: it can
-// never be queued, and both publish paths say so with wire.ErrTooLarge.
+// never be queued, and both publish paths say so with status.ErrTooLarge.
 func TestTooLargeForNATS(t *testing.T) {
 	_, nc := startStreams(t, mesh.StreamConfig{Job: "big"})
 	c := newClient(t, nc)
@@ -347,11 +348,11 @@ func TestTooLargeForNATS(t *testing.T) {
 	defer cancel()
 	body := make([]byte, nc.MaxPayload()+1)
 	err := c.Enqueue(ctx, "big", mesh.Request{Body: body}, mesh.ResultsSubject("big", "door"))
-	if !errors.Is(err, wire.ErrTooLarge) || wire.Status(err) != wire.StatusTooLarge {
-		t.Errorf("Enqueue: got %v, want wire.ErrTooLarge", err)
+	if !errors.Is(err, status.ErrTooLarge) || status.Of(err) != status.TooLarge {
+		t.Errorf("Enqueue: got %v, want status.ErrTooLarge", err)
 	}
-	if _, err := c.Submit(ctx, "big", mesh.Request{Body: body}); !errors.Is(err, wire.ErrTooLarge) {
-		t.Errorf("Submit: got %v, want wire.ErrTooLarge", err)
+	if _, err := c.Submit(ctx, "big", mesh.Request{Body: body}); !errors.Is(err, status.ErrTooLarge) {
+		t.Errorf("Submit: got %v, want status.ErrTooLarge", err)
 	}
 }
 
@@ -365,8 +366,8 @@ func TestClosedClientIsBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Submit(context.Background(), "closed", mesh.Request{Body: []byte("x")})
-	if !errors.Is(err, mesh.ErrClosed) || !errors.Is(err, wire.ErrBusy) {
-		t.Errorf("Submit after Close: got %v, want mesh.ErrClosed wrapping wire.ErrBusy", err)
+	if !errors.Is(err, mesh.ErrClosed) || !errors.Is(err, status.ErrBusy) {
+		t.Errorf("Submit after Close: got %v, want mesh.ErrClosed wrapping status.ErrBusy", err)
 	}
 }
 

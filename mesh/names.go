@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Names of the NATS objects for a job J. Subjects, streams and headers are
@@ -70,7 +68,7 @@ const (
 	// HeaderContentTypeHTTP is the content type header of micro requests.
 	HeaderContentTypeHTTP = "Content-Type"
 	// DefaultContentType is used when a request names none.
-	DefaultContentType = wire.MediaTypeJSON
+	DefaultContentType = "application/json" // wire.MediaTypeJSON: the mesh links no codec
 )
 
 var jobRegexp = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

@@ -9,10 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 func TestPartitionNames(t *testing.T) {
@@ -162,8 +162,8 @@ func TestTransient(t *testing.T) {
 func TestMapPublishErrTooLarge(t *testing.T) {
 	for _, code := range []jetstream.ErrorCode{jsErrCodeHeaderTooLarge, jsErrCodeMsgTooLarge} {
 		err := mapPublishErr(fmt.Errorf("nats: %w", &jetstream.APIError{Code: 400, ErrorCode: code}))
-		if !errors.Is(err, wire.ErrTooLarge) {
-			t.Errorf("code %d: got %v, want wire.ErrTooLarge", code, err)
+		if !errors.Is(err, status.ErrTooLarge) {
+			t.Errorf("code %d: got %v, want status.ErrTooLarge", code, err)
 		}
 	}
 }

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -164,7 +165,7 @@ func TestHeldRecordsAreNotRedelivered(t *testing.T) {
 }
 
 // TestHeaderTooLargeIsNotRetried sends a header over the 64 KiB the server
-// takes: the answer is wire.ErrTooLarge at once, not a retry until the
+// takes: the answer is status.ErrTooLarge at once, not a retry until the
 // deadline.
 func TestHeaderTooLargeIsNotRetried(t *testing.T) {
 	_, nc := startStreams(t, mesh.StreamConfig{Job: "bighdr", Partitions: 2})
@@ -173,11 +174,11 @@ func TestHeaderTooLargeIsNotRetried(t *testing.T) {
 	defer cancel()
 	req := mesh.Request{Body: []byte("x"), Header: nats.Header{"X-Big": {strings.Repeat("u", 70<<10)}}}
 	err := c.Enqueue(ctx, "bighdr", req, mesh.ResultsSubject("bighdr", "door"))
-	if !errors.Is(err, wire.ErrTooLarge) {
-		t.Errorf("Enqueue: got %v, want wire.ErrTooLarge", err)
+	if !errors.Is(err, status.ErrTooLarge) {
+		t.Errorf("Enqueue: got %v, want status.ErrTooLarge", err)
 	}
-	if _, err := c.Submit(ctx, "bighdr", req); !errors.Is(err, wire.ErrTooLarge) {
-		t.Errorf("Submit: got %v, want wire.ErrTooLarge", err)
+	if _, err := c.Submit(ctx, "bighdr", req); !errors.Is(err, status.ErrTooLarge) {
+		t.Errorf("Submit: got %v, want status.ErrTooLarge", err)
 	}
 	if ctx.Err() != nil {
 		t.Errorf("got a retry until the deadline, want an answer at once")
@@ -193,14 +194,14 @@ func TestNoStreamIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := c.Submit(ctx, "nostream", mesh.Request{Body: []byte("x")})
-	if !errors.Is(err, mesh.ErrUnavailable) || wire.Status(err) != wire.StatusBusy {
-		t.Errorf("Submit: got %v (status %d), want ErrUnavailable, 503", err, wire.Status(err))
+	if !errors.Is(err, mesh.ErrUnavailable) || status.Of(err) != status.Busy {
+		t.Errorf("Submit: got %v (status %d), want ErrUnavailable, 503", err, status.Of(err))
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err = c.Enqueue(ctx, "nostream", mesh.Request{Body: []byte("x")}, mesh.ResultsSubject("nostream", "door"))
-	if !errors.Is(err, mesh.ErrUnavailable) || wire.Status(err) != wire.StatusBusy {
-		t.Errorf("Enqueue: got %v (status %d), want ErrUnavailable, 503", err, wire.Status(err))
+	if !errors.Is(err, mesh.ErrUnavailable) || status.Of(err) != status.Busy {
+		t.Errorf("Enqueue: got %v (status %d), want ErrUnavailable, 503", err, status.Of(err))
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Defaults of the partition router (ClientConfig.AttemptTimeout and the
@@ -99,7 +99,7 @@ type stored struct {
 // starting at first, until one acks or ctx ends. m must carry a
 // Nats-Msg-Id, so that a retry to a partition that stored it already
 // stores once. It waits while nc reconnects rather than pile copies into
-// the reconnect buffer. Errors: wire.ErrTooLarge (never retried),
+// the reconnect buffer. Errors: status.ErrTooLarge (never retried),
 // ErrQueueFull when every partition is full, ErrUnavailable when ctx
 // ended before any partition stored it, or a permanent publish error.
 func (r *router) publish(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, subjects []string, first int, m *nats.Msg) (stored, error) {
@@ -122,7 +122,7 @@ func (r *router) publish(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 			tried[p] = true
 			err = mapPublishErr(err)
 			switch {
-			case errors.Is(err, wire.ErrTooLarge):
+			case errors.Is(err, status.ErrTooLarge):
 				return stored{}, err
 			case errors.Is(err, ErrQueueFull):
 				full++ // this partition is full; another may not be

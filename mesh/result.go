@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Result is the answer to one request.
@@ -20,7 +20,7 @@ type Result struct {
 	URI string
 	// Body is the Predictor's output; empty for a non-200 status.
 	Body []byte
-	// Status is wire.StatusOK or an error status (400, 500, 503, 504).
+	// Status is status.OK or an error status (400, 500, 503, 504).
 	Status int
 	// Message is the error message of a non-200 status.
 	Message string
@@ -30,12 +30,12 @@ type Result struct {
 	Header nats.Header
 }
 
-// Err returns nil for wire.StatusOK and a *wire.Error otherwise.
+// Err returns nil for status.OK and a *status.Error otherwise.
 func (r Result) Err() error {
-	if r.Status == wire.StatusOK {
+	if r.Status == status.OK {
 		return nil
 	}
-	return &wire.Error{Status: r.Status, Message: r.Message}
+	return &status.Error{Status: r.Status, Message: r.Message}
 }
 
 // resultMsg builds the message a worker sends for one record.
@@ -60,7 +60,7 @@ func resultMsg(subject string, work nats.Header, st int, body []byte, errMsg str
 // as micro.Request.Error does, the status in Nats-Service-Error-Code and
 // the message in Nats-Service-Error, without a body.
 func microReply(subject string, st int, body []byte, errMsg string) *nats.Msg {
-	if st == wire.StatusOK {
+	if st == status.OK {
 		return &nats.Msg{Subject: subject, Data: body}
 	}
 	if errMsg == "" {
@@ -77,13 +77,13 @@ func parseResult(h nats.Header, body []byte) Result {
 	r := Result{URI: uriOf(h), Message: h.Get(HeaderError)}
 	st, err := strconv.Atoi(h.Get(HeaderStatus))
 	if err != nil || st < 100 || st > 599 {
-		st = wire.StatusInternal
+		st = status.Internal
 		if r.Message == "" {
 			r.Message = "result without a valid " + HeaderStatus + " header"
 		}
 	}
 	r.Status = st
-	if st == wire.StatusOK {
+	if st == status.OK {
 		r.Body = body
 	}
 	return r
@@ -107,14 +107,14 @@ func oneLine(s string) string {
 // message larger than the NATS max payload (the client's
 // nats.ErrMaxPayload, or the server's "maximum payload exceeded"), or a
 // header or message the stream refuses as too large (API errors 10097,
-// 10054), into an error wrapping wire.ErrTooLarge: it can never be queued.
+// 10054), into an error wrapping status.ErrTooLarge: it can never be queued.
 func mapPublishErr(err error) error {
 	if errors.Is(err, nats.ErrMaxPayload) || strings.Contains(err.Error(), "maximum payload exceeded") {
-		return fmt.Errorf("%w: %w", wire.ErrTooLarge, err)
+		return fmt.Errorf("%w: %w", status.ErrTooLarge, err)
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrCodeHeaderTooLarge || apiErr.ErrorCode == jsErrCodeMsgTooLarge) {
-		return fmt.Errorf("%w: %w", wire.ErrTooLarge, err)
+		return fmt.Errorf("%w: %w", status.ErrTooLarge, err)
 	}
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStoreFailed {
 		d := apiErr.Description

@@ -10,11 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -127,7 +128,7 @@ func (s *Service) Run(ctx context.Context) error {
 			select {
 			case sem <- struct{}{}:
 			default:
-				_ = req.Error(strconv.Itoa(wire.StatusBusy), "busy: too many requests in flight", nil)
+				_ = req.Error(strconv.Itoa(status.Busy), "busy: too many requests in flight", nil)
 				return
 			}
 			wg.Add(1)
@@ -184,7 +185,7 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	if span.IsRecording() {
 		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job))
 	}
-	st := wire.StatusOK
+	st := status.OK
 	forwarded := false
 	defer func() {
 		endStatusSpan(span, st)
@@ -201,7 +202,7 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	if req.Reply() == "" {
 		// A publish, not a request: nobody could read the answer, so the
 		// model does not run for it.
-		st = wire.StatusBadInput
+		st = status.BadInput
 		span.RecordError(errNoReply)
 		req.done(fmt.Errorf("%d:%w", st, errNoReply))
 		return
@@ -215,9 +216,9 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 		return
 	}
 	span.RecordError(err)
-	st = wire.Status(err)
+	st = status.Of(err)
 	msg := err.Error()
-	var we *wire.Error
+	var we *status.Error
 	switch {
 	case errors.As(err, &we):
 		msg = we.Message

@@ -3,12 +3,13 @@ package mesh
 import (
 	"strconv"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -36,14 +37,14 @@ const (
 )
 
 // endStatusSpan records the status of the answer on span, marks it an
-// error unless it is wire.StatusOK, and ends it.
+// error unless it is status.OK, and ends it.
 func endStatusSpan(span trace.Span, st int) {
 	if !span.IsRecording() {
 		span.End() // a no-op for OTel's spans; still, every span is ended
 		return
 	}
 	span.SetAttributes(attrStatus.Int(st))
-	if st != wire.StatusOK {
+	if st != status.OK {
 		span.SetStatus(codes.Error, "st "+strconv.Itoa(st))
 	}
 	span.End()

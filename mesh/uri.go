@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nats-io/nats.go"
+	"github.com/cluster-serving/cluster-serving/infer/status"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/nats-io/nats.go"
 )
 
 // A uri is the client's record id: an opaque byte string that must come
@@ -31,13 +31,13 @@ const (
 	// KiB NATS allows for all of a message's headers (a larger header is
 	// refused by the server with API error 10097, and would be on every
 	// retry). A longer uri is refused before publishing with an error
-	// wrapping wire.ErrTooLarge (413).
+	// wrapping status.ErrTooLarge (413).
 	MaxURIBytes = 8 << 10
 )
 
 // ErrURITooLong is wrapped by the error for a uri over MaxURIBytes; it
-// wraps wire.ErrTooLarge, so wire.Status maps it to 413.
-var ErrURITooLong error = &wireError{fmt.Sprintf("mesh: uri longer than %d bytes", MaxURIBytes), wire.ErrTooLarge}
+// wraps status.ErrTooLarge, so status.Of maps it to 413.
+var ErrURITooLong error = &wireError{fmt.Sprintf("mesh: uri longer than %d bytes", MaxURIBytes), status.ErrTooLarge}
 
 var uriEncoding = base64.RawURLEncoding.Strict()
 

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -136,16 +137,16 @@ func TestURITooLong(t *testing.T) {
 	subj := mesh.ResultsSubject("long", "redis")
 	long := strings.Repeat("u", mesh.MaxURIBytes+1)
 	err := c.Enqueue(ctx, "long", mesh.Request{URI: long, Body: []byte("x")}, subj)
-	if !errors.Is(err, mesh.ErrURITooLong) || wire.Status(err) != wire.StatusTooLarge || !strings.Contains(err.Error(), "8192") {
-		t.Errorf("Enqueue: got %v (status %d), want ErrURITooLong naming 8192, status 413", err, wire.Status(err))
+	if !errors.Is(err, mesh.ErrURITooLong) || status.Of(err) != status.TooLarge || !strings.Contains(err.Error(), "8192") {
+		t.Errorf("Enqueue: got %v (status %d), want ErrURITooLong naming 8192, status 413", err, status.Of(err))
 	}
 	if _, err := c.Submit(ctx, "long", mesh.Request{URI: long, Body: []byte("x")}); !errors.Is(err, mesh.ErrURITooLong) {
 		t.Errorf("Submit: got %v, want ErrURITooLong", err)
 	}
 	big := nats.Header{"X-Big": []string{strings.Repeat("h", 70<<10)}}
 	err = c.Enqueue(ctx, "long", mesh.Request{URI: "ok", Body: []byte("x"), Header: big}, subj)
-	if wire.Status(err) != wire.StatusTooLarge {
-		t.Errorf("Enqueue with a 70 KiB header: got %v (status %d), want 413", err, wire.Status(err))
+	if status.Of(err) != status.TooLarge {
+		t.Errorf("Enqueue with a 70 KiB header: got %v (status %d), want 413", err, status.Of(err))
 	}
 	if err := c.Enqueue(ctx, "long", mesh.Request{URI: strings.Repeat("\n", mesh.MaxURIBytes), Body: []byte("x")}, subj); err != nil {
 		t.Errorf("Enqueue of a uri at the limit: %v", err)

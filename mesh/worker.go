@@ -11,12 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -294,13 +295,13 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		// Nobody waits any more: answer 504 unrun (a durable door records
 		// the failure) and end the record.
 		w.expired.Add(1)
-		st = wire.StatusTimeout
+		st = status.Timeout
 		w.fail(ctx, msg, st, "deadline passed before a worker took the request")
 		return
 	case delivered > uint64(w.cfg.Stream.MaxDeliver):
 		// Every attempt ended without a settle: workers crashed or held it
 		// past AckWait. End it so it does not stay stuck.
-		st = wire.StatusInternal
+		st = status.Internal
 		w.fail(ctx, msg, st, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
 		return
 	}
@@ -389,65 +390,65 @@ func (w *Worker) settleOK(ctx context.Context, msg jetstream.Msg, out []byte, de
 	// Counted before the answer leaves, so that a caller who has its
 	// answer never sees a count without it; taken back if it fails.
 	w.processed.Add(1)
-	if !w.respond(ctx, msg, answer{wire.StatusOK, out, ""}, msg.Ack, delivered) {
+	if !w.respond(ctx, msg, answer{status.OK, out, ""}, msg.Ack, delivered) {
 		w.processed.Add(^uint64(0))
-		return wire.StatusInternal
+		return status.Internal
 	}
 	w.lat.add(time.Since(began))
-	return wire.StatusOK
+	return status.OK
 }
 
 // settleError settles a record whose Predict (under pctx) failed with err: a
-// request at fault, outputs no try can write (wire.ErrUnanswerable), a
+// request at fault, outputs no try can write (status.ErrUnanswerable), a
 // passed caller deadline and a last attempt end it
 // with an error result; anything else goes back to the queue, at once when
 // the worker is stopping (ctx ended), else after a growing delay. It
 // returns the status the process span records.
 func (w *Worker) settleError(ctx, pctx context.Context, msg jetstream.Msg, err error, delivered uint64) int {
 	h := msg.Headers()
-	st := wire.Status(err)
+	st := status.Of(err)
 	switch {
 	case requestAtFault(st):
 		w.fail(ctx, msg, st, message(err))
 		return st
-	case errors.Is(err, wire.ErrUnanswerable):
+	case errors.Is(err, status.ErrUnanswerable):
 		// The model ran; its outputs cannot be written, on any try.
-		w.fail(ctx, msg, wire.StatusInternal, message(err))
-		return wire.StatusInternal
+		w.fail(ctx, msg, status.Internal, message(err))
+		return status.Internal
 	case ctx.Err() != nil:
 		// Shutdown grace ran out: hand the record to another worker now.
 		w.retried.Add(1)
 		w.nak(msg, 0)
-		return wire.StatusBusy
+		return status.Busy
 	case h.Get(HeaderDeadline) != "" && pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		// The caller's deadline passed while we ran it; nobody waits.
-		w.fail(ctx, msg, wire.StatusTimeout, "deadline exceeded: "+err.Error())
-		return wire.StatusTimeout
+		w.fail(ctx, msg, status.Timeout, "deadline exceeded: "+err.Error())
+		return status.Timeout
 	case delivered >= uint64(w.cfg.Stream.MaxDeliver):
-		w.fail(ctx, msg, wire.StatusInternal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
-		return wire.StatusInternal
+		w.fail(ctx, msg, status.Internal, fmt.Sprintf("gave up after %d deliveries: %v", delivered, err))
+		return status.Internal
 	}
 	level := slog.LevelWarn
-	if st == wire.StatusBusy {
+	if st == status.Busy {
 		level = slog.LevelDebug // busy: expected under load, retried.
 	}
 	w.limit.Log(ctx, level, "mesh: predict, will retry", err, "uri", h.Get(HeaderURI), "delivery", delivered)
 	w.retried.Add(1)
 	w.nak(msg, w.cfg.Stream.backoff(delivered))
-	return wire.StatusInternal
+	return status.Internal
 }
 
 // requestAtFault reports whether a Predict error of status st says the
 // request itself is wrong (400, 404, 413: a 4xx but 429 and 499), so that
 // no retry can help: the caller gets st and the record ends.
 func requestAtFault(st int) bool {
-	return st >= 400 && st < 500 && st != wire.StatusTooManyRequests && st != wire.StatusClientClosed
+	return st >= 400 && st < 500 && st != status.TooManyRequests && st != status.ClientClosed
 }
 
-// message is what the caller reads of a failed Predict: a *wire.Error's
+// message is what the caller reads of a failed Predict: a *status.Error's
 // own message, else the error's text.
 func message(err error) string {
-	var we *wire.Error
+	var we *status.Error
 	if errors.As(err, &we) {
 		return we.Message
 	}

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -34,9 +35,9 @@ func TestWorkerRecoversPanic(t *testing.T) {
 	defer cancel()
 
 	_, err := c.Submit(ctx, "panics", mesh.Request{URI: "r1", Body: []byte("panic-1")})
-	var me *wire.Error
+	var me *status.Error
 	if !errors.As(err, &me) || me.Status != 500 || !strings.Contains(me.Message, "predictor bug") {
-		t.Fatalf("got error %v, want a 500 *wire.Error naming the panic", err)
+		t.Fatalf("got error %v, want a 500 *status.Error naming the panic", err)
 	}
 	res, err := c.Submit(ctx, "panics", mesh.Request{URI: "r2", Body: []byte("next")})
 	if err != nil {
@@ -48,12 +49,12 @@ func TestWorkerRecoversPanic(t *testing.T) {
 }
 
 // unanswerablePredictor counts its calls and fails each one as a codec
-// does that cannot write the outputs (wire.ErrUnanswerable).
+// does that cannot write the outputs (status.ErrUnanswerable).
 type unanswerablePredictor struct{ calls chan struct{} }
 
 func (p unanswerablePredictor) Predict(context.Context, string, []byte) ([]byte, error) {
 	p.calls <- struct{}{}
-	return nil, fmt.Errorf("output %q: %w", "y", wire.ErrUnanswerable)
+	return nil, fmt.Errorf("output %q: %w", "y", status.ErrUnanswerable)
 }
 
 // TestWorkerAnswersUnanswerableAtOnce checks that outputs no try can
@@ -67,9 +68,9 @@ func TestWorkerAnswersUnanswerableAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := c.Submit(ctx, "unanswerable", mesh.Request{URI: "r1", Body: []byte("x")})
-	var me *wire.Error
+	var me *status.Error
 	if !errors.As(err, &me) || me.Status != 500 || strings.Contains(me.Message, "gave up") {
-		t.Fatalf("got error %v, want a 500 *wire.Error at the first delivery", err)
+		t.Fatalf("got error %v, want a 500 *status.Error at the first delivery", err)
 	}
 	if n := len(p.calls); n != 1 {
 		t.Errorf("Predict ran %d times, want 1", n)

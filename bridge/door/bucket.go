@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/cluster-serving/cluster-serving/infer/status"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"golang.org/x/time/rate"
 )
 
 // TokenBucket is a door's rate limit in front of inference (config keys
@@ -30,7 +30,7 @@ func NewTokenBucket(perSecond float64, acquire time.Duration) *TokenBucket {
 }
 
 // Take waits for a token, at most the acquire timeout (or until ctx
-// ends); without one in time it returns a 429 *wire.Error (HTTP 429, gRPC
+// ends); without one in time it returns a 429 *status.Error (HTTP 429, gRPC
 // ResourceExhausted). A wait that cannot end in time fails at once.
 func (b *TokenBucket) Take(ctx context.Context) error {
 	if b == nil {
@@ -39,7 +39,7 @@ func (b *TokenBucket) Take(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, b.acquire)
 	defer cancel()
 	if err := b.limiter.Wait(ctx); err != nil {
-		return wire.Errorf(wire.StatusTooManyRequests, "too many requests: no token within %v (tokensPerSecond %g)", b.acquire, b.perSecond)
+		return status.Errorf(status.TooManyRequests, "too many requests: no token within %v (tokensPerSecond %g)", b.acquire, b.perSecond)
 	}
 	return nil
 }

@@ -9,16 +9,17 @@ import (
 	"context"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/infer"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // Submitter sends one request to a job's work queue and waits for its
 // result. *mesh.Client implements it. It must be safe for concurrent use;
-// it returns a *wire.Error for a non-200 result, mesh.ErrQueueFull when
+// it returns a *status.Error for a non-200 result, mesh.ErrQueueFull when
 // the queue is full and ctx.Err() when ctx ends first: a door answers
-// with wire.Status of the error (the gRPC door with its code).
+// with status.Of of the error (the gRPC door with its code).
 type Submitter interface {
 	Submit(ctx context.Context, job string, req mesh.Request) (mesh.Result, error)
 }
@@ -73,7 +74,7 @@ func Models(c Catalog, fixed []Model) []Model {
 	return models
 }
 
-// UnknownModel is the 404 *wire.Error of model name, which does not
+// UnknownModel is the 404 *status.Error of model name, which does not
 // serve: "not loaded" with its state and reason when the catalog (nil
 // for none) knows it, else "unknown model". Both doors answer it.
 func UnknownModel(c Catalog, name string) error {
@@ -84,9 +85,9 @@ func UnknownModel(c Catalog, name string) error {
 				if e.Reason != "" {
 					why += ": " + e.Reason
 				}
-				return wire.Errorf(wire.StatusNotFound, "model %q is not loaded (%s)", name, why)
+				return status.Errorf(status.NotFound, "model %q is not loaded (%s)", name, why)
 			}
 		}
 	}
-	return wire.Errorf(wire.StatusNotFound, "unknown model %q", name)
+	return status.Errorf(status.NotFound, "unknown model %q", name)
 }

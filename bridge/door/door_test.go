@@ -4,8 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/bridge/door"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // catalog is a fixed door.Catalog.
@@ -40,8 +41,8 @@ func TestUnknownModelSaysWhy(t *testing.T) {
 		{"m", nil, `unknown model "m"`},
 	} {
 		err := door.UnknownModel(tc.c, tc.name)
-		var we *wire.Error
-		if !errors.As(err, &we) || we.Status != wire.StatusNotFound || we.Message != tc.want {
+		var we *status.Error
+		if !errors.As(err, &we) || we.Status != status.NotFound || we.Message != tc.want {
 			t.Errorf("UnknownModel(%s): got %v, want 404 %q", tc.name, err, tc.want)
 		}
 	}

@@ -11,7 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -32,21 +33,21 @@ func Lookup(models []Model, c Catalog, name, version string) (Model, error) {
 	}
 	for _, m := range models {
 		if m.Name == name {
-			return Model{}, wire.Errorf(wire.StatusNotFound, "model %q has no version %q", name, version)
+			return Model{}, status.Errorf(status.NotFound, "model %q has no version %q", name, version)
 		}
 	}
 	return Model{}, UnknownModel(c, name)
 }
 
 // Message is the message both doors answer err with, beside its status
-// wire.Status(err): a *wire.Error's own message (a timeout naming
+// status.Of(err): a *status.Error's own message (a timeout naming
 // httpRequestTimeout), and a fixed line for the mesh's and ctx's
 // sentinels, which tells the caller what to do and no internals.
 func Message(err error) string {
-	var we *wire.Error
+	var we *status.Error
 	switch {
 	case errors.As(err, &we):
-		if wire.Status(err) == wire.StatusTimeout {
+		if status.Of(err) == status.Timeout {
 			return "timed out (httpRequestTimeout): " + we.Message
 		}
 		return we.Message

@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 )
@@ -56,7 +56,7 @@ func TestAuthorizeRoles(t *testing.T) {
 			md.Append("authorization", a)
 		}
 		err := d.authorize(md, tc.method)
-		if status.Code(err) != tc.want {
+		if grpcstatus.Code(err) != tc.want {
 			t.Errorf("%s with %d tokens: got %v, want %v", tc.method, len(tc.auth), err, tc.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "planted") {
@@ -68,7 +68,7 @@ func TestAuthorizeRoles(t *testing.T) {
 	}
 }
 
-// TestCodeForbidden: a 403 *wire.Error (a load or unload that the model
+// TestCodeForbidden: a 403 *status.Error (a load or unload that the model
 // control mode refuses) maps to PermissionDenied, as the role check does.
 func TestCodeForbidden(t *testing.T) {
 	if got := Code(403); got != codes.PermissionDenied {

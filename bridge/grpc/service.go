@@ -4,8 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
@@ -77,7 +79,7 @@ func tensorMetas(ios []infer.IO) []*kservepb.ModelMetadataResponse_TensorMetadat
 func (d *Door) ModelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
 	body, err := proto.Marshal(req)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "encode request: %v", err)
+		return nil, grpcstatus.Errorf(codes.Internal, "encode request: %v", err)
 	}
 	answer, err := d.infer(ctx, req.ModelName, req.ModelVersion, body)
 	if err != nil {
@@ -86,7 +88,7 @@ func (d *Door) ModelInfer(ctx context.Context, req *kservepb.ModelInferRequest) 
 	out := &kservepb.ModelInferResponse{}
 	if err := proto.Unmarshal(answer, out); err != nil {
 		d.log.Warn("gRPC door: the worker's answer is no ModelInferResponse", "model", req.ModelName, "err", err)
-		return nil, status.Errorf(codes.Internal, "the worker's answer is no ModelInferResponse: %v", err)
+		return nil, grpcstatus.Errorf(codes.Internal, "the worker's answer is no ModelInferResponse: %v", err)
 	}
 	return out, nil
 }
@@ -106,9 +108,9 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 	defer cancel()
 	start := time.Now()
 	res, err := d.sub.Submit(ctx, m.Job, mesh.Request{ContentType: wire.MediaTypeKServeGRPC, Body: body})
-	d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorGRPC, m.Job, telemetry.OutcomeOf(wire.Status(err)), time.Since(start))
+	d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorGRPC, m.Job, telemetry.OutcomeOf(status.Of(err)), time.Since(start))
 	if err != nil {
-		if st := wire.Status(err); st >= 500 && st != wire.StatusBusy && st != wire.StatusTimeout {
+		if st := status.Of(err); st >= 500 && st != status.Busy && st != status.Timeout {
 			d.log.Warn("gRPC door", "status", st, "err", err)
 		}
 		return nil, grpcError(err)
@@ -130,30 +132,30 @@ func (d *Door) model(name, version string) (Model, error) {
 // Internal.
 func Code(st int) codes.Code {
 	switch st {
-	case wire.StatusOK:
+	case status.OK:
 		return codes.OK
-	case wire.StatusBadInput:
+	case status.BadInput:
 		return codes.InvalidArgument
 	case 401:
 		return codes.Unauthenticated
 	case 403:
 		return codes.PermissionDenied
-	case wire.StatusNotFound:
+	case status.NotFound:
 		return codes.NotFound
-	case wire.StatusTooLarge, wire.StatusTooManyRequests:
+	case status.TooLarge, status.TooManyRequests:
 		return codes.ResourceExhausted
-	case wire.StatusClientClosed:
+	case status.ClientClosed:
 		return codes.Canceled
-	case wire.StatusBusy:
+	case status.Busy:
 		return codes.Unavailable
-	case wire.StatusTimeout:
+	case status.Timeout:
 		return codes.DeadlineExceeded
 	}
 	return codes.Internal
 }
 
-// grpcError is err as a gRPC status: the code of wire.Status(err) and the
+// grpcError is err as a gRPC status: the code of status.Of(err) and the
 // message the HTTP door would answer with (door.Message).
 func grpcError(err error) error {
-	return status.Error(Code(wire.Status(err)), door.Message(err))
+	return grpcstatus.Error(Code(status.Of(err)), door.Message(err))
 }

@@ -5,8 +5,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/bridge/door"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // exempt reports whether r may come without a token: the welcome page and
@@ -54,11 +55,11 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 		}
 		switch err := s.tokens.Check(strings.TrimSpace(token), need(r)); {
 		case errors.Is(err, door.ErrForbidden):
-			s.writeError(w, wire.Errorf(http.StatusForbidden, "forbidden: %s needs a token of role admin (a line 'TOKEN admin' of httpAuthTokenFile); this one is an infer token", r.URL.Path), "")
+			s.writeError(w, status.Errorf(http.StatusForbidden, "forbidden: %s needs a token of role admin (a line 'TOKEN admin' of httpAuthTokenFile); this one is an infer token", r.URL.Path), "")
 			return
 		case err != nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cluster-serving"`)
-			s.writeError(w, wire.Errorf(http.StatusUnauthorized, "missing or invalid bearer token: send the header 'Authorization: Bearer TOKEN' with a token of httpAuthTokenFile"), "")
+			s.writeError(w, status.Errorf(http.StatusUnauthorized, "missing or invalid bearer token: send the header 'Authorization: Bearer TOKEN' with a token of httpAuthTokenFile"), "")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -8,8 +8,8 @@
 // it names, under the media type of its route (wire.MediaTypeJSON for
 // /predict, wire.MediaTypeOIP for /v2/.../infer); workers decode, run and
 // encode, and the door writes their answer as it is. The door maps errors
-// to HTTP statuses with wire.Status, its own included (404, 413, 429 are
-// *wire.Error), and answers every error as {"error": "<message>"}.
+// to HTTP statuses with status.Of, its own included (404, 413, 429 are
+// *status.Error), and answers every error as {"error": "<message>"}.
 //
 // The door defends itself before any of that: with Config.TLSCertFile it
 // speaks HTTPS only, with TLSClientCAFile it refuses clients without a

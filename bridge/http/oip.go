@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
@@ -117,7 +119,7 @@ func (s *Server) inferBinary(w http.ResponseWriter, r *http.Request, m Model, bo
 	if h := r.Header.Get(wire.HeaderInferenceContentLength); h != "" {
 		n, err := strconv.Atoi(h)
 		if err != nil || n < 0 || n > len(body) {
-			s.writeError(w, wire.Errorf(wire.StatusBadInput, "header %s: %q is not a length within the body's %d bytes", wire.HeaderInferenceContentLength, h, len(body)), "")
+			s.writeError(w, status.Errorf(status.BadInput, "header %s: %q is not a length within the body's %d bytes", wire.HeaderInferenceContentLength, h, len(body)), "")
 			return
 		}
 		headerLen = n

@@ -10,8 +10,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/bridge/door"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Repository is the model control behind the model repository extension
@@ -24,7 +25,7 @@ type Repository interface {
 	// adapter as its Catalog).
 	door.Catalog
 	// Load loads or reloads a model's newest version and returns once it
-	// serves; Unload stops serving it. They return a *wire.Error (404 for
+	// serves; Unload stops serving it. They return a *status.Error (404 for
 	// an unknown model, 400 for one that fails to load, with the reason)
 	// or ctx's error.
 	Load(ctx context.Context, name string) error
@@ -70,7 +71,7 @@ func (s *Server) repositoryRoutes(mux *http.ServeMux) {
 			return
 		}
 		if req.RepositoryName != "" {
-			s.writeError(w, wire.Errorf(wire.StatusBadInput, "unknown repository_name %q: this server has one model repository; leave it out", req.RepositoryName), "")
+			s.writeError(w, status.Errorf(status.BadInput, "unknown repository_name %q: this server has one model repository; leave it out", req.RepositoryName), "")
 			return
 		}
 		out := s.cfg.Repository.Index(req.Ready)
@@ -99,9 +100,9 @@ func (s *Server) repositoryRoutes(mux *http.ServeMux) {
 // control answers a load or unload: 200 with an empty body, or the error.
 func (s *Server) control(w http.ResponseWriter, name, what string, err error) {
 	if err != nil {
-		var we *wire.Error
+		var we *status.Error
 		if !errors.As(err, &we) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			err = wire.Errorf(wire.StatusBusy, "%s model %q: %v", what, name, err)
+			err = status.Errorf(status.Busy, "%s model %q: %v", what, name, err)
 		}
 		s.writeError(w, err, "")
 		return
@@ -127,7 +128,7 @@ func readControl(r *http.Request, known []string) error {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return wire.Errorf(wire.StatusBadInput, "unsupported parameters %s: models load from the repository directory as they are",
+		return status.Errorf(status.BadInput, "unsupported parameters %s: models load from the repository directory as they are",
 			strings.Join(unknown, ", "))
 	}
 	return nil
@@ -142,7 +143,7 @@ func readOptionalJSON(r *http.Request, v any) error {
 		if errors.As(err, &mbe) {
 			return tooLarge(mbe.Limit)
 		}
-		return wire.Errorf(wire.StatusBadInput, "read body: %v", err)
+		return status.Errorf(status.BadInput, "read body: %v", err)
 	}
 	if strings.TrimSpace(string(body)) == "" {
 		return nil
@@ -150,7 +151,7 @@ func readOptionalJSON(r *http.Request, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return wire.Errorf(wire.StatusBadInput, "request body: %v", err)
+		return status.Errorf(status.BadInput, "request body: %v", err)
 	}
 	return nil
 }

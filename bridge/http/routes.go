@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
@@ -33,7 +35,7 @@ func (s *Server) routes() {
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": fmt.Sprintf("method %s not allowed on %s: use %s", r.Method, r.URL.Path, allow)})
 			return
 		}
-		s.writeError(w, wire.Errorf(wire.StatusNotFound, "no route %s %s", r.Method, r.URL.Path), "")
+		s.writeError(w, status.Errorf(status.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
 	})
 	s.mux = mux
 }
@@ -58,7 +60,7 @@ func (s *Server) legacyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /predict", func(w http.ResponseWriter, r *http.Request) {
 		models := s.models()
 		if len(models) == 0 {
-			s.writeError(w, wire.Errorf(wire.StatusNotFound, "no model is loaded"), "")
+			s.writeError(w, status.Errorf(status.NotFound, "no model is loaded"), "")
 			return
 		}
 		s.predict(w, r, models[0])
@@ -79,7 +81,7 @@ func (s *Server) legacyRoutes(mux *http.ServeMux) {
 			}
 		}
 		if out == nil {
-			s.writeError(w, wire.Errorf(wire.StatusNotFound, "unknown model %q", r.PathValue("name")), "")
+			s.writeError(w, status.Errorf(status.NotFound, "unknown model %q", r.PathValue("name")), "")
 			return
 		}
 		writeJSON(w, http.StatusOK, out)

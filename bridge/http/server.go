@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -190,7 +192,7 @@ func (s *Server) bounded(next http.Handler) http.Handler {
 }
 
 func tooLarge(limit int64) error {
-	return wire.Errorf(wire.StatusTooLarge, "request body larger than %d bytes (httpMaxBodyBytes)", limit)
+	return status.Errorf(status.TooLarge, "request body larger than %d bytes (httpMaxBodyBytes)", limit)
 }
 
 // recovering answers a request whose handling panicked with 500
@@ -281,7 +283,7 @@ func readBody(r *http.Request) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(mbe.Limit)
 		}
-		return nil, wire.Errorf(wire.StatusBadInput, "read body: %v", err)
+		return nil, status.Errorf(status.BadInput, "read body: %v", err)
 	}
 	return body, nil
 }
@@ -296,26 +298,26 @@ func (s *Server) send(r *http.Request, m Model, contentType string, body []byte)
 	// ctx carries the door's server span (traced): the mesh continues it.
 	start := time.Now()
 	res, err := s.sub.Submit(ctx, m.Job, mesh.Request{ContentType: contentType, Body: body})
-	s.record(ctx, m.Job, wire.Status(err), start)
+	s.record(ctx, m.Job, status.Of(err), start)
 	if err != nil {
 		return nil, err
 	}
 	return res.Body, nil
 }
 
-// status maps err to its HTTP status (wire.Status) and the message the
+// answerOf maps err to its HTTP status (status.Of) and the message the
 // door answers with (door.Message).
-func status(err error) (int, string) {
-	return wire.Status(err), door.Message(err)
+func answerOf(err error) (int, string) {
+	return status.Of(err), door.Message(err)
 }
 
 // writeError answers {"error": msg} with err's status.
 func (s *Server) writeError(w http.ResponseWriter, err error, hint string) int {
-	st, msg := status(err)
+	st, msg := answerOf(err)
 	if st >= 500 {
 		s.log.Warn("HTTP door", "status", st, "err", err)
 	}
-	if hint != "" && st == wire.StatusBadInput {
+	if hint != "" && st == status.BadInput {
 		msg += hint
 	}
 	writeJSON(w, st, map[string]string{"error": msg})

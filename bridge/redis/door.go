@@ -20,7 +20,7 @@ import (
 type Mesh interface {
 	// Enqueue stores req in job's work queue; it returns once JetStream
 	// holds it (nil), or mesh.ErrQueueFull, an error wrapping
-	// wire.ErrTooLarge for a body NATS cannot take, or another error.
+	// status.ErrTooLarge for a body NATS cannot take, or another error.
 	Enqueue(ctx context.Context, job string, req mesh.Request, resultSubject string) error
 	// ConsumeResultBatches hands the results published to
 	// ResultsSubject(job, door) to handle, in batches, through the durable

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
@@ -157,9 +159,9 @@ func TestResultsWrittenInOnePipeline(t *testing.T) {
 
 	var batch []mesh.Result
 	for i := range 10 {
-		r := mesh.Result{URI: fmt.Sprint("u", i), Status: wire.StatusOK, Body: []byte(fmt.Sprint("v", i))}
+		r := mesh.Result{URI: fmt.Sprint("u", i), Status: status.OK, Body: []byte(fmt.Sprint("v", i))}
 		if i == 3 {
-			r = mesh.Result{URI: "u3", Status: wire.StatusBadInput, Message: "bad"}
+			r = mesh.Result{URI: "u3", Status: status.BadInput, Message: "bad"}
 		}
 		batch = append(batch, r)
 	}
@@ -217,7 +219,7 @@ func (e errMesh) Enqueue(context.Context, string, mesh.Request, string) error { 
 
 func TestTooLargeRecordAnswersNaN(t *testing.T) {
 	addr, rdb := redistest.Start(t)
-	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", wire.ErrTooLarge)}
+	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", status.ErrTooLarge)}
 	d, err := redis.New(redis.Config{Addr: addr, Job: "big"}, f, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +252,7 @@ func (f *flakyMesh) Enqueue(ctx context.Context, job string, req mesh.Request, s
 	failing := !f.healed && f.fails(req)
 	f.mu.Unlock()
 	if failing {
-		return fmt.Errorf("mesh: enqueue to %s: no response from stream: %w", job, wire.ErrBusy)
+		return fmt.Errorf("mesh: enqueue to %s: no response from stream: %w", job, status.ErrBusy)
 	}
 	return f.fakeMesh.Enqueue(ctx, job, req, subject)
 }
@@ -402,7 +404,7 @@ func TestRedeliveredResultWrittenOnce(t *testing.T) {
 	f, rdb := startFakeDoor(t, "once")
 	ctx := context.Background()
 	result := func(uri, id, body string) mesh.Result {
-		return mesh.Result{URI: uri, Status: wire.StatusOK, Body: []byte(body), Header: map[string][]string{mesh.HeaderMsgID: {id}}}
+		return mesh.Result{URI: uri, Status: status.OK, Body: []byte(body), Header: map[string][]string{mesh.HeaderMsgID: {id}}}
 	}
 	deliver := func(rs ...mesh.Result) {
 		f.results <- rs

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -215,13 +217,13 @@ func (d *Door) enqueue(ctx context.Context, req mesh.Request) outcome {
 	defer cancel()
 	for {
 		err := d.m.Enqueue(ectx, d.cfg.Job, req, subject)
-		switch st := wire.Status(err); {
+		switch st := status.Of(err); {
 		case err == nil:
 			return stored
 		case errors.Is(err, mesh.ErrInvalidJob) || errors.Is(err, mesh.ErrInvalidConfig):
 			d.lim.Log(ctx, slog.LevelError, "enqueue refused; entries stay pending", err)
 			return left
-		case st == wire.StatusBadInput || st == wire.StatusNotFound || st == wire.StatusTooLarge:
+		case st == status.BadInput || st == status.NotFound || st == status.TooLarge:
 			d.lim.Log(ctx, slog.LevelWarn, "record answered NaN: the mesh refused it", err, "uri", logURI(req.URI), "body_bytes", len(req.Body))
 			return rejected
 		case errors.Is(err, mesh.ErrQueueFull):

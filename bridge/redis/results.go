@@ -4,9 +4,10 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -65,7 +66,7 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 			continue // not ours to answer: no key to write
 		}
 		v := NaN
-		if r.Status == wire.StatusOK {
+		if r.Status == status.OK {
 			v = string(r.Body)
 		} else {
 			d.lim.Log(ctx, slog.LevelWarn, "record answered NaN", r.Err(), "uri", logURI(r.URI))

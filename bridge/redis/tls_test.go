@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	goredis "github.com/redis/go-redis/v9"
 	pkcs12 "software.sslmate.com/src/go-pkcs12"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -181,7 +182,7 @@ func serveOne(tb testing.TB, cfg redis.Config, rdb *goredis.Client) (logged []st
 	defer stop()
 	enqueue(tb, rdb, cfg.Job, "rec", "QVJST1c=", false)
 	meshtest.WaitFor(tb, "the record at the mesh", func() bool { return len(f.requests()) == 1 })
-	f.results <- []mesh.Result{{URI: "rec", Status: wire.StatusOK, Body: []byte("v")}}
+	f.results <- []mesh.Result{{URI: "rec", Status: status.OK, Body: []byte("v")}}
 	if err := <-f.written; err != nil {
 		tb.Fatal(err)
 	}

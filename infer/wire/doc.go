@@ -10,8 +10,8 @@
 //     Arrow IPC and one-instance JSON.
 //   - A [Predictor] puts the codecs in front of an *infer.Engine; it is
 //     what a mesh.Worker runs (it implements mesh.Predictor).
-//   - Statuses (HTTP's codes) and their sentinels ([ErrBadInput],
-//     [ErrBusy], ...), [Error], the non-200 answer carried across the mesh,
+//   - Statuses (HTTP's codes) and their sentinels ([status.ErrBadInput],
+//     [status.ErrBusy], ...), [Error], the non-200 answer carried across the mesh,
 //     and [Status], the one mapping from an error to its status: the HTTP
 //     door answers with it, the NATS door sends it as its error code, the
 //     worker terminates or retries a record by it, the Redis door retries

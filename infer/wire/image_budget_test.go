@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -29,8 +31,8 @@ func TestPredictImageBombNextToGood(t *testing.T) {
 	wg.Go(func() { out, goodErr = p.Predict(context.Background(), "", good) })
 	wg.Wait()
 	for i, err := range bombErrs {
-		if wire.Status(err) != wire.StatusBadInput || !strings.Contains(err.Error(), "5792x5792") || !strings.Contains(err.Error(), "imageMaxPixels") {
-			t.Errorf("bomb %d: got %v (status %d), want a 400 naming 5792x5792 and imageMaxPixels", i, err, wire.Status(err))
+		if status.Of(err) != status.BadInput || !strings.Contains(err.Error(), "5792x5792") || !strings.Contains(err.Error(), "imageMaxPixels") {
+			t.Errorf("bomb %d: got %v (status %d), want a 400 naming 5792x5792 and imageMaxPixels", i, err, status.Of(err))
 		}
 	}
 	if goodErr != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest/onnxnode"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -78,7 +80,7 @@ func runNodeCase(dir string) (r nodeResult) {
 	if r.Panic != "" {
 		return r
 	}
-	r.Status = wire.Status(err)
+	r.Status = status.Of(err)
 	if err != nil {
 		r.Msg = err.Error()
 		return r

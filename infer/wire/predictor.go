@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -60,7 +62,7 @@ func (p *Predictor) Spec() Spec { return p.spec }
 // and any body that does not fit the model, is an *infer.InputError; the
 // engine's errors (infer.ErrQueueFull, infer.ErrClosed, ctx's) come back
 // as they are; outputs the codec cannot write are a 500 that wraps
-// ErrUnanswerable. Status maps any of them to its status.
+// status.ErrUnanswerable. Status maps any of them to its status.
 func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte) ([]byte, error) {
 	codec, err := codecFor(contentType)
 	if err != nil {
@@ -83,7 +85,7 @@ func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte
 		out, err = codec.Encode(req, outs, &p.spec)
 		return err
 	})
-	if err != nil && Status(err) == StatusInternal {
+	if err != nil && status.Of(err) == status.Internal {
 		// Encoding the same outputs fails the same way every time.
 		err = unanswerable{err}
 	}

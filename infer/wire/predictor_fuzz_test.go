@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -63,8 +65,8 @@ func FuzzPredict(f *testing.F) {
 	f.Fuzz(func(t *testing.T, m, path uint8, body []byte) {
 		p, name, ct := preds[int(m)%len(preds)], fuzzModels[int(m)%len(preds)], fuzzPaths[int(path)%len(fuzzPaths)]
 		out, err := p.Predict(context.Background(), ct, body)
-		switch st := wire.Status(err); {
-		case st == wire.StatusOK:
+		switch st := status.Of(err); {
+		case st == status.OK:
 			if len(out) == 0 {
 				t.Fatalf("%s as %s: 200 with an empty body", name, ct)
 			}
@@ -72,7 +74,7 @@ func FuzzPredict(f *testing.F) {
 			if ct == wire.MediaTypeOIP && (json.Unmarshal(out, &resp) != nil || len(resp.Outputs) == 0) {
 				t.Fatalf("%s as %s: 200 with %q, want an OIP response", name, ct, out)
 			}
-		case st != wire.StatusBadInput && st != wire.StatusTooLarge:
+		case st != status.BadInput && st != status.TooLarge:
 			t.Fatalf("%s as %s: got st %d (%v), want 200, 400 or 413", name, ct, st, err)
 		case err.Error() == "":
 			t.Fatalf("%s as %s: st %d without a message", name, ct, st)

@@ -13,10 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/cluster-serving/cluster-serving/infer"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
 // Model states of the repository index, Triton's names.
@@ -280,7 +281,7 @@ func (r *Repository) notLoaded(name string) string {
 // mode refuses (HTTP's 403).
 const statusForbidden = 403
 
-// controlRefused is the *wire.Error of a load or unload outside
+// controlRefused is the *status.Error of a load or unload outside
 // ControlExplicit, nil in it. Triton refuses them too outside its
 // EXPLICIT mode ("explicit model load / unload is not allowed if polling
 // is enabled", in POLL as in NONE): in poll mode the directory is the one
@@ -293,9 +294,9 @@ const statusForbidden = 403
 func (r *Repository) controlRefused(what string) error {
 	switch mode := r.cfg.control(); mode {
 	case ControlPoll:
-		return wire.Errorf(statusForbidden, "explicit model %s is not allowed with modelControl poll: the node loads and unloads what the model repository directory holds; set modelControl: explicit to use this API", what)
+		return status.Errorf(statusForbidden, "explicit model %s is not allowed with modelControl poll: the node loads and unloads what the model repository directory holds; set modelControl: explicit to use this API", what)
 	case ControlNone:
-		return wire.Errorf(statusForbidden, "explicit model %s is not allowed with modelControl none: the models loaded at start serve until the node stops; set modelControl: explicit to use this API", what)
+		return status.Errorf(statusForbidden, "explicit model %s is not allowed with modelControl none: the models loaded at start serve until the node stops; set modelControl: explicit to use this API", what)
 	}
 	return nil
 }
@@ -303,10 +304,10 @@ func (r *Repository) controlRefused(what string) error {
 // Load loads (or reloads) the highest version of model name from the
 // repository, waits until it serves and returns nil; the serving version,
 // if any, keeps serving until then, and keeps serving when the load
-// fails. A model not in the repository is a *wire.Error 404, one that
-// fails to load a *wire.Error 400 with the reason; ErrRepositoryStopped
+// fails. A model not in the repository is a *status.Error 404, one that
+// fails to load a *status.Error 400 with the reason; ErrRepositoryStopped
 // when the node does not run. Outside ControlExplicit it is a
-// *wire.Error 403 (see controlRefused).
+// *status.Error 403 (see controlRefused).
 func (r *Repository) Load(ctx context.Context, name string) error {
 	return r.do(ctx, repoOp{name: name})
 }
@@ -314,7 +315,7 @@ func (r *Repository) Load(ctx context.Context, name string) error {
 // Unload stops serving model name: the door stops routing to it at once,
 // its worker drains (requests it runs finish) and its engine closes.
 // Polling leaves it unloaded until Load. A model that does not serve is a
-// *wire.Error 404; outside ControlExplicit, one of 403.
+// *status.Error 404; outside ControlExplicit, one of 403.
 func (r *Repository) Unload(ctx context.Context, name string) error {
 	return r.do(ctx, repoOp{name: name, unload: true})
 }
@@ -422,17 +423,17 @@ func (r *Repository) run(ctx context.Context, op repoOp) error {
 	}
 	entries, err := ScanRepository(r.cfg.Dir)
 	if err != nil {
-		return wire.Errorf(wire.StatusBadInput, "%v", err)
+		return status.Errorf(status.BadInput, "%v", err)
 	}
 	for _, e := range entries {
 		if e.Name == op.name {
 			if err := r.apply(ctx, e, true); err != nil {
-				return wire.Errorf(wire.StatusBadInput, "load model %q: %v", op.name, err)
+				return status.Errorf(status.BadInput, "load model %q: %v", op.name, err)
 			}
 			return nil
 		}
 	}
-	return wire.Errorf(wire.StatusNotFound, "unknown model %q: no such directory in the model repository", op.name)
+	return status.Errorf(status.NotFound, "unknown model %q: no such directory in the model repository", op.name)
 }
 
 // poll rescans the repository: new models and new versions load; models
@@ -622,7 +623,7 @@ func (r *Repository) unload(name, reason string, explicit bool) error {
 	m := r.models[name]
 	if m == nil || m.state != StateReady {
 		r.mu.Unlock()
-		return wire.Errorf(wire.StatusNotFound, "model %q is not loaded", name)
+		return status.Errorf(status.NotFound, "model %q is not loaded", name)
 	}
 	prev := *m
 	m.state, m.reason, m.unloaded = StateUnloading, "", explicit

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -345,13 +347,13 @@ func TestRepositoryLoadUnload(t *testing.T) {
 		t.Errorf("add: got %q, %v; want version 1", v, err)
 	}
 
-	var we *wire.Error
-	if err := n.Repository().Load(ctx, "nope"); !errors.As(err, &we) || we.Status != wire.StatusNotFound {
-		t.Errorf("load unknown: got %v, want a 404 wire.Error", err)
+	var we *status.Error
+	if err := n.Repository().Load(ctx, "nope"); !errors.As(err, &we) || we.Status != status.NotFound {
+		t.Errorf("load unknown: got %v, want a 404 status.Error", err)
 	}
 	err := n.Repository().Load(ctx, "broken")
-	if !errors.As(err, &we) || we.Status != wire.StatusBadInput {
-		t.Errorf("load broken: got %v, want a 400 wire.Error", err)
+	if !errors.As(err, &we) || we.Status != status.BadInput {
+		t.Errorf("load broken: got %v, want a 400 status.Error", err)
 	}
 	if e := index(n, "broken"); e.State != serving.StateUnavailable || e.Reason == "" {
 		t.Errorf("broken after load: got %+v, want UNAVAILABLE with a reason", e)
@@ -368,8 +370,8 @@ func TestRepositoryLoadUnload(t *testing.T) {
 			t.Errorf("models after unload: got %+v, want no other", n.Models())
 		}
 	}
-	if err := n.Repository().Unload(ctx, "other"); !errors.As(err, &we) || we.Status != wire.StatusNotFound {
-		t.Errorf("unload twice: got %v, want a 404 wire.Error", err)
+	if err := n.Repository().Unload(ctx, "other"); !errors.As(err, &we) || we.Status != status.NotFound {
+		t.Errorf("unload twice: got %v, want a 404 status.Error", err)
 	}
 	if got := n.Repository().Index(true); len(got) != 1 || got[0].Name != "add" {
 		t.Errorf("ready index: got %+v, want add alone", got)
@@ -435,7 +437,7 @@ func TestRepositoryDescribeNode(t *testing.T) {
 }
 
 // TestRepositoryModelControl: outside explicit, load and unload are a 403
-// wire.Error naming the mode and what serves stays as it is; a model
+// status.Error naming the mode and what serves stays as it is; a model
 // added after start loads with the next poll in poll mode, never in none.
 // A Control the node does not know, or a Poll without poll, is
 // ErrInvalidConfig.
@@ -456,10 +458,10 @@ func TestRepositoryModelControl(t *testing.T) {
 			n := runReady(t, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			var we *wire.Error
+			var we *status.Error
 			for what, err := range map[string]error{"load": n.Repository().Load(ctx, "add"), "unload": n.Repository().Unload(ctx, "add")} {
 				if !errors.As(err, &we) || we.Status != 403 || !strings.Contains(we.Message, "modelControl "+tc.control) {
-					t.Errorf("%s: got %v, want a 403 wire.Error naming modelControl %s", what, err, tc.control)
+					t.Errorf("%s: got %v, want a 403 status.Error naming modelControl %s", what, err, tc.control)
 				}
 			}
 			if v, err := oipAdd(ctx, n.Client(), "mc"+tc.control+"-add"); err != nil || v != "1" {
