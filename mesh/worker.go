@@ -512,10 +512,15 @@ const ackConfirmTimeout = 5 * time.Second
 // acked too: the caller has its answer, and Term's advisory has no reader.
 func (w *Worker) answerCaller(ctx context.Context, msg jetstream.Msg, r Reply, a answer, delivered uint64) bool {
 	h := msg.Headers()
-	w.held.remove(msg)
+	// The record stays held (beaten with InProgress) until the server
+	// confirms the ack: a confirmation slowed by a leader election must
+	// not let AckWait hand the record to another worker meanwhile, whose
+	// run would answer the caller a second time. A beat after the ack is
+	// ignored by the server.
 	actx, cancel := context.WithTimeout(ctx, ackConfirmTimeout)
 	err := msg.DoubleAck(actx)
 	cancel()
+	w.held.remove(msg)
 	if err != nil {
 		w.limit.Log(ctx, slog.LevelWarn, "mesh: ack not confirmed; the NATS caller is not answered by this run", err, "uri", h.Get(HeaderURI))
 		w.retried.Add(1)
