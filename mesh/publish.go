@@ -106,9 +106,15 @@ func (r *router) publish(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	tried := make([]bool, len(subjects))
 	var last error
 	pause := roundBackoff
+	caller := replyOf(m.Header).Mode == ReplyCaller
+	pinned := -1 // the partition that may hold m already, for a caller's m
 	for {
 		full := 0
-		for _, p := range r.order(subjects, first) {
+		order := r.order(subjects, first)
+		if pinned >= 0 {
+			order = []int{pinned}
+		}
+		for _, p := range order {
 			if err := waitConnected(ctx, nc); err != nil {
 				return stored{}, unavailable(last, err)
 			}
@@ -126,14 +132,32 @@ func (r *router) publish(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 				return stored{}, err
 			case errors.Is(err, ErrQueueFull):
 				full++ // this partition is full; another may not be
+				if pinned >= 0 {
+					// A copy stored earlier would have been found first
+					// (Nats-Msg-Id): there is none, any partition may take m.
+					pinned, full = -1, 0
+				}
 			case ctx.Err() != nil:
 				return stored{}, unavailable(cmpErr(last, err), ctx.Err())
 			case !transient(err):
 				return stored{}, err
+			case caller && unknownFate(err):
+				// The attempt timed out: the partition may have stored m
+				// (its leader died before the PubAck left). Another would
+				// store a second copy whose worker answers the caller a
+				// second time, with nothing between to drop it; asked
+				// again, this partition stores m once (Nats-Msg-Id) or
+				// says it has it. A door's inbox and the durable results
+				// drop such copies, so only a caller's m is pinned.
+				pinned = p
+				r.failed(subjects[p])
 			default:
 				r.failed(subjects[p])
 			}
 			last = err
+			if pinned >= 0 {
+				break
+			}
 		}
 		if full == len(subjects) {
 			return stored{}, last
@@ -145,6 +169,13 @@ func (r *router) publish(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 			return stored{}, unavailable(last, ctx.Err())
 		}
 	}
+}
+
+// unknownFate reports whether a publish error leaves it unknown whether
+// the stream stored the message: the attempt timed out waiting for the
+// PubAck. No responders, or a stream's refusal, stored nothing.
+func unknownFate(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 func cmpErr(a, b error) error {
