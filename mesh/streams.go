@@ -260,11 +260,23 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	return nil
 }
 
+// sameStream reports whether have, a stream's config as the server tells
+// it, is want. The server writes "no limit" as -1 where a config leaves 0:
+// both are the same, else every process start would update the results
+// streams (and nats-server races an update against a consumer's create).
 func sameStream(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention &&
-		have.Storage == want.Storage && have.Replicas == want.Replicas && have.MaxMsgs == want.MaxMsgs &&
-		have.MaxBytes == want.MaxBytes && have.Discard == want.Discard && have.Duplicates == want.Duplicates &&
+		have.Storage == want.Storage && have.Replicas == want.Replicas && noLimit(have.MaxMsgs) == noLimit(want.MaxMsgs) &&
+		noLimit(have.MaxBytes) == noLimit(want.MaxBytes) && have.Discard == want.Discard && have.Duplicates == want.Duplicates &&
 		have.MaxAge == want.MaxAge
+}
+
+// noLimit reads a stream limit: 0 and -1 both mean none (-1).
+func noLimit(v int64) int64 {
+	if v <= 0 {
+		return -1
+	}
+	return v
 }
 
 func sameConsumer(have, want jetstream.ConsumerConfig) bool {

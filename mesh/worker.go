@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -109,6 +110,9 @@ type Worker struct {
 	causes *causeLog // consume errors, once per cause
 	purge  *purger   // removes answered records; set by Run
 	spawn  *spawner  // the records' goroutines
+	// confirming counts the answers to NATS callers waiting for their
+	// ack's confirmation (answerCaller); stop waits for them.
+	confirming sync.WaitGroup
 	// limit logs per-record failures (publish, retry, ack) once per cause
 	// with a count, never once per record or retry.
 	limit *telemetry.LogLimit
@@ -276,6 +280,7 @@ func (w *Worker) stop(cs *consumers, g *gate, cancelWork context.CancelFunc) {
 		cancelWork() // in-flight Predict calls see ctx end and nak.
 		<-done
 	}
+	w.confirming.Wait() // bounded by ackConfirmTimeout
 }
 
 // handle runs one record and settles it: ack, term or nak.
@@ -387,11 +392,7 @@ func (w *Worker) attemptContext(ctx context.Context, h nats.Header) (pctx contex
 // sent it naks the record to try again. It returns the status the
 // process span records.
 func (w *Worker) settleOK(ctx context.Context, msg jetstream.Msg, out []byte, delivered uint64, began time.Time) int {
-	// Counted before the answer leaves, so that a caller who has its
-	// answer never sees a count without it; taken back if it fails.
-	w.processed.Add(1)
-	if !w.respond(ctx, msg, answer{status.OK, out, ""}, msg.Ack, delivered) {
-		w.processed.Add(^uint64(0))
+	if !w.respond(ctx, msg, answer{status.OK, out, ""}, msg.Ack, delivered, &w.processed) {
 		return status.Internal
 	}
 	w.lat.add(time.Since(began))
@@ -458,10 +459,7 @@ func message(err error) string {
 // fail answers an error result and ends the record (Term: never again).
 // When the answer cannot be sent the record is nakked to try again.
 func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, st int, message string) {
-	w.failed.Add(1) // before the answer leaves, as processed
-	if !w.respond(ctx, msg, answer{st, nil, message}, msg.Term, 1) {
-		w.failed.Add(^uint64(0))
-	}
+	w.respond(ctx, msg, answer{st, nil, message}, msg.Term, 1, &w.failed)
 }
 
 // answer is what a worker sends back for one record.
@@ -475,20 +473,33 @@ type answer struct {
 // record with settle (msg.Ack for a result, msg.Term for an error): the
 // one replier of every reply path. An answer that cannot be sent naks the
 // record (after the backoff of delivery delivered) and returns false.
+// count is the outcome's counter (processed or failed): added before the
+// answer leaves, so that a caller who has its answer never sees a count
+// without it, and taken back when it cannot be sent.
 //
 // Sent first, settled after: a worker that dies between the two leaves
 // the record to run again, and its answer arrives twice where something
 // drops the second: a door's inbox has no waiter left for it (Submit),
 // the results stream and its consumer drop a second copy by Nats-Msg-Id
 // (Enqueue). A NATS caller's reply subject has nothing between to drop
-// it, so that path settles first (answerCaller).
-func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settle func() error, delivered uint64) bool {
+// it, so that path settles first (answerCaller), on a goroutine of its
+// own: waiting for the server's confirmation holds no Predict slot.
+func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settle func() error, delivered uint64, count *atomic.Uint64) bool {
+	count.Add(1)
 	h := msg.Headers()
 	r := replyOf(h)
 	if r.Mode == ReplyCaller {
-		return w.answerCaller(ctx, msg, r, a, delivered)
+		w.confirming.Add(1)
+		go func() {
+			defer w.confirming.Done()
+			if !w.answerCaller(ctx, msg, r, a, delivered) {
+				count.Add(^uint64(0))
+			}
+		}()
+		return true
 	}
 	if err := w.send(ctx, h, r, a); err != nil {
+		count.Add(^uint64(0))
 		w.limit.Log(ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", h.Get(HeaderURI))
 		w.retried.Add(1)
 		w.nak(msg, w.cfg.Stream.backoff(delivered))
