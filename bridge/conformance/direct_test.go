@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 
 	ort "github.com/yalue/onnxruntime_go"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -376,58 +375,46 @@ func (p *tensorProto) value() (ort.Value, error) {
 // (ort.NewCustomDataTensor takes neither); float16 and bfloat16, which
 // have no Go type, as custom data.
 func rawValue(dims []int64, dt ort.TensorElementDataType, raw []byte) (ort.Value, error) {
-	switch dt {
-	case ort.TensorElementDataTypeFloat:
-		return typedValue[float32](dims, raw)
-	case ort.TensorElementDataTypeDouble:
-		return typedValue[float64](dims, raw)
-	case ort.TensorElementDataTypeInt8:
-		return typedValue[int8](dims, raw)
-	case ort.TensorElementDataTypeInt16:
-		return typedValue[int16](dims, raw)
-	case ort.TensorElementDataTypeInt32:
-		return typedValue[int32](dims, raw)
-	case ort.TensorElementDataTypeInt64:
-		return typedValue[int64](dims, raw)
-	case ort.TensorElementDataTypeUint8:
-		return typedValue[uint8](dims, raw)
-	case ort.TensorElementDataTypeBool:
-		return typedValue[bool](dims, raw)
-	case ort.TensorElementDataTypeUint16:
-		return typedValue[uint16](dims, raw)
-	case ort.TensorElementDataTypeUint32:
-		return typedValue[uint32](dims, raw)
-	case ort.TensorElementDataTypeUint64:
-		return typedValue[uint64](dims, raw)
+	if e, ok := elementTypes[dt]; ok {
+		return e.value(dims, raw)
 	}
 	return ort.NewCustomDataTensor(ort.NewShape(dims...), raw, dt)
 }
 
 // emptyScalar allocates a rank-0 output of element type dt.
 func emptyScalar(dt ort.TensorElementDataType) (ort.Value, error) {
-	switch dt {
-	case ort.TensorElementDataTypeFloat:
-		return ort.NewEmptyScalar[float32]()
-	case ort.TensorElementDataTypeDouble:
-		return ort.NewEmptyScalar[float64]()
-	case ort.TensorElementDataTypeInt8:
-		return ort.NewEmptyScalar[int8]()
-	case ort.TensorElementDataTypeInt16:
-		return ort.NewEmptyScalar[int16]()
-	case ort.TensorElementDataTypeInt32:
-		return ort.NewEmptyScalar[int32]()
-	case ort.TensorElementDataTypeInt64:
-		return ort.NewEmptyScalar[int64]()
-	case ort.TensorElementDataTypeUint8:
-		return ort.NewEmptyScalar[uint8]()
-	case ort.TensorElementDataTypeUint16:
-		return ort.NewEmptyScalar[uint16]()
-	case ort.TensorElementDataTypeUint32:
-		return ort.NewEmptyScalar[uint32]()
-	case ort.TensorElementDataTypeUint64:
-		return ort.NewEmptyScalar[uint64]()
+	if e, ok := elementTypes[dt]; ok && e.scalar != nil {
+		return e.scalar()
 	}
 	return nil, fmt.Errorf("element type %v, which onnxruntime_go v1.27 cannot make a scalar of", dt)
+}
+
+// elementType makes the ort values of one element type that has a Go
+// type: a tensor or scalar of raw data, and an empty scalar output (none
+// for bool).
+type elementType struct {
+	value  func(dims []int64, raw []byte) (ort.Value, error)
+	scalar func() (ort.Value, error)
+}
+
+func typedElement[T ort.TensorData]() elementType {
+	return elementType{value: typedValue[T], scalar: func() (ort.Value, error) { return ort.NewEmptyScalar[T]() }}
+}
+
+// elementTypes are the element types with a Go type; float16 and bfloat16
+// are not among them.
+var elementTypes = map[ort.TensorElementDataType]elementType{
+	ort.TensorElementDataTypeFloat:  typedElement[float32](),
+	ort.TensorElementDataTypeDouble: typedElement[float64](),
+	ort.TensorElementDataTypeInt8:   typedElement[int8](),
+	ort.TensorElementDataTypeInt16:  typedElement[int16](),
+	ort.TensorElementDataTypeInt32:  typedElement[int32](),
+	ort.TensorElementDataTypeInt64:  typedElement[int64](),
+	ort.TensorElementDataTypeUint8:  typedElement[uint8](),
+	ort.TensorElementDataTypeUint16: typedElement[uint16](),
+	ort.TensorElementDataTypeUint32: typedElement[uint32](),
+	ort.TensorElementDataTypeUint64: typedElement[uint64](),
+	ort.TensorElementDataTypeBool:   {value: typedValue[bool]},
 }
 
 func typedValue[T ort.TensorData](dims []int64, raw []byte) (ort.Value, error) {
@@ -446,17 +433,12 @@ func typedValue[T ort.TensorData](dims []int64, raw []byte) (ort.Value, error) {
 
 // naCause counts a not-applicable reason under a short cause.
 func naCause(msg string) string {
-	for _, c := range [][2]string{
+	return causeOf(msg, "other: "+msg, [][2]string{
 		{"not a tensor", "inputs or outputs are not tensors (sequence, optional, map)"},
 		{"NOT_IMPLEMENTED", "ONNX Runtime has no kernel for it"},
 		{"Could not find an implementation", "ONNX Runtime has no kernel for it"},
 		{"ai.onnx.preview.training", "ONNX Runtime cannot load it: training op"},
 		{"cannot load it", "ONNX Runtime cannot load it: other"},
 		{"cannot run it", "ONNX Runtime cannot run it"},
-	} {
-		if strings.Contains(msg, c[0]) {
-			return c[1]
-		}
-	}
-	return "other: " + msg
+	})
 }
