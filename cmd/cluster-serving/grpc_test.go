@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -60,9 +59,7 @@ func TestStartServesGRPC(t *testing.T) {
 	cfg := fmt.Sprintf("jobName: g%d\nmodels:\n  - {name: add, path: %s}\n"+
 		"natsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nthreadPerModel: 1\nhttpInterface: 127.0.0.1\nhttpPort: %d\ngrpcPort: %d\n",
 		port, add, port, filepath.Join(dir, "js"), hp, gp)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfgPath, cfg, 0o644)
 	p := spawn(t, []string{"XDG_RUNTIME_DIR=" + dir}, "start", "-c", cfgPath)
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", gp), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -27,9 +27,7 @@ func secureJob(t *testing.T) (cfg, url string, env []string, pki *tlstest.PKI) {
 	t.Helper()
 	pki = tlstest.New(t, "door")
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("# ops team\n\n"+plantedToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, tokens, "# ops team\n\n"+plantedToken+"\n", 0o600)
 	cfg, url, _, env = testJob(t, fmt.Sprintf("httpTlsCert: %s\nhttpTlsKey: %s\nhttpTlsClientCa: %s\nhttpAuthTokenFile: %s\nlogLevel: debug\n",
 		pki.ServerCert, pki.ServerKey, pki.CA, tokens))
 	return cfg, url, env, pki
@@ -131,9 +129,7 @@ func TestHTTPFileErrorsNameTheKey(t *testing.T) {
 	skipIfShort(t)
 	pki := tlstest.New(t, "bad")
 	empty := filepath.Join(t.TempDir(), "empty")
-	if err := os.WriteFile(empty, []byte("# no token yet\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, empty, "# no token yet\n", 0o600)
 	for _, tc := range []struct{ key, extra string }{
 		{"httpTlsCert", fmt.Sprintf("httpTlsCert: /nonexistent/cert.pem\nhttpTlsKey: %s\n", pki.ServerKey)},
 		{"httpTlsClientCa", fmt.Sprintf("httpTlsCert: %s\nhttpTlsKey: %s\nhttpTlsClientCa: %s\n", pki.ServerCert, pki.ServerKey, empty)},

@@ -90,9 +90,7 @@ func TestStartServesHTTP(t *testing.T) {
 	cfg := fmt.Sprintf("jobName: h%d\nmodels:\n  - {name: add, path: %s}\n  - {name: cls, version: \"2\", path: %s}\n"+
 		"natsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nthreadPerModel: 1\nhttpInterface: 127.0.0.1\nhttpPort: %d\n",
 		port, add, cls, port, filepath.Join(dir, "js"), hp)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfgPath, cfg, 0o644)
 	p := spawn(t, []string{"XDG_RUNTIME_DIR=" + dir}, "start", "-c", cfgPath)
 	base := fmt.Sprintf("http://127.0.0.1:%d", hp)
 	waitProc(t, p, 60*time.Second, "/v2/health/ready 200", func() bool {
@@ -143,9 +141,7 @@ func TestHTTPCommand(t *testing.T) {
 	}
 	httpCfg := filepath.Join(filepath.Dir(cfgPath), "http.yaml")
 	cfg := strings.Replace(string(data), "httpPort: -1\n", fmt.Sprintf("httpInterface: 127.0.0.1\nhttpPort: %d\n", hp), 1)
-	if err := os.WriteFile(httpCfg, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, httpCfg, cfg, 0o644)
 	// nats-server without authorization ignores a password: the one in the
 	// URL is there to be hidden by the banner.
 	const password = "planted-nats-password-31337"

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -26,12 +25,7 @@ const plantedPW = "pl4nted-pw-9x"
 
 // writeNATSConf writes a nats-server config file beside the test's config.
 func writeNATSConf(t *testing.T, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeFile(t, filepath.Join(t.TempDir(), "nats.conf"), text, 0o600)
 }
 
 // TestAnonymousNatsListen: start's check refuses an embedded server that
@@ -248,9 +242,7 @@ func TestSecuredStartTLS(t *testing.T) {
 func TestStartNatsFlagWithServerConfig(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	conf := writeNATSConf(t, `authorization { users = [{user: a, password: pw}] }`)
-	if err := os.WriteFile(cfg, []byte("modelPath: /m\nnatsServerConfig: "+conf+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, "modelPath: /m\nnatsServerConfig: "+conf+"\n", 0o600)
 	err := run([]string{"start", "-c", cfg, "-nats", "nats://127.0.0.1:1"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "natsServerConfig") {
 		t.Errorf("got %v, want a refusal naming natsServerConfig", err)

@@ -46,9 +46,7 @@ func newSecretsJob(t *testing.T) *secretsJob {
 	j.cfg, j.url, j.job, j.env = encryptedJob(t)
 	dir := filepath.Dir(j.cfg)
 	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte(plantedToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, tokens, plantedToken+"\n", 0o600)
 	conf := writeNATSConf(t, "debug: true\nauthorization { users = [{user: a, password: \""+plantedPW+"\"}] }\n")
 	j.metrics = fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
 	rewriteKey(t, j.cfg, "metricsListen", j.metrics)

@@ -164,9 +164,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	httpCfg := filepath.Join(filepath.Dir(cfg), "http.yaml")
 	data, _ := os.ReadFile(cfg)
 	data = []byte(strings.Replace(string(data), "httpPort: -1", fmt.Sprintf("httpInterface: 127.0.0.1\nhttpPort: %d", hp), 1))
-	if err := os.WriteFile(httpCfg, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, httpCfg, data, 0o644)
 	door := spawn(t, env, "http", "-c", httpCfg, "-nats", url)
 	waitLog(t, door, "HTTP door on")
 
