@@ -466,18 +466,24 @@ func loadCause(msg string) string {
 // requestCause shortens an error answer's message: the part after the
 // last model or input name is what differs between cases.
 func requestCause(msg string) string {
-	for _, c := range [][2]string{
+	return causeOf(msg, firstLine(msg), [][2]string{
 		{"holds a zero", "zero integer divisor refused"},
 		{"holds -1", "-1 divisor of a minimum refused"},
 		{"out of range", "value out of range (an infinity in the test data)"},
 		{"does not match model", "shape does not fit the model"},
 		{"run model", "ONNX Runtime run error"},
-	} {
+	})
+}
+
+// causeOf is the cause of the first of causes whose substring msg
+// holds, else other.
+func causeOf(msg, other string, causes [][2]string) string {
+	for _, c := range causes {
 		if strings.Contains(msg, c[0]) {
 			return c[1]
 		}
 	}
-	return firstLine(msg)
+	return other
 }
 
 func firstLine(s string) string {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 
 	ort "github.com/yalue/onnxruntime_go"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -224,51 +223,10 @@ func asHalf[T infer.F16 | infer.BF16](bits []uint16) []T {
 // tensorOf reads an ort tensor or scalar of a Go element type as an
 // infer.Tensor, whose Float64s the comparison uses.
 func tensorOf(v ort.Value) infer.Tensor {
-	switch x := v.(type) {
-	case *ort.Tensor[float32]:
-		return infer.Tensor{DType: infer.Float32, Data: x.GetData()}
-	case *ort.Tensor[float64]:
-		return infer.Tensor{DType: infer.Float64, Data: x.GetData()}
-	case *ort.Tensor[int8]:
-		return infer.Tensor{DType: infer.Int8, Data: x.GetData()}
-	case *ort.Tensor[int16]:
-		return infer.Tensor{DType: infer.Int16, Data: x.GetData()}
-	case *ort.Tensor[int32]:
-		return infer.Tensor{DType: infer.Int32, Data: x.GetData()}
-	case *ort.Tensor[int64]:
-		return infer.Tensor{DType: infer.Int64, Data: x.GetData()}
-	case *ort.Tensor[uint8]:
-		return infer.Tensor{DType: infer.Uint8, Data: x.GetData()}
-	case *ort.Tensor[uint16]:
-		return infer.Tensor{DType: infer.Uint16, Data: x.GetData()}
-	case *ort.Tensor[uint32]:
-		return infer.Tensor{DType: infer.Uint32, Data: x.GetData()}
-	case *ort.Tensor[uint64]:
-		return infer.Tensor{DType: infer.Uint64, Data: x.GetData()}
-	case *ort.Tensor[bool]:
-		return infer.Tensor{DType: infer.Bool, Data: x.GetData()}
-	case *ort.Scalar[float32]:
-		return infer.Tensor{DType: infer.Float32, Data: []float32{x.GetData()}}
-	case *ort.Scalar[float64]:
-		return infer.Tensor{DType: infer.Float64, Data: []float64{x.GetData()}}
-	case *ort.Scalar[int8]:
-		return infer.Tensor{DType: infer.Int8, Data: []int8{x.GetData()}}
-	case *ort.Scalar[int16]:
-		return infer.Tensor{DType: infer.Int16, Data: []int16{x.GetData()}}
-	case *ort.Scalar[int32]:
-		return infer.Tensor{DType: infer.Int32, Data: []int32{x.GetData()}}
-	case *ort.Scalar[int64]:
-		return infer.Tensor{DType: infer.Int64, Data: []int64{x.GetData()}}
-	case *ort.Scalar[uint8]:
-		return infer.Tensor{DType: infer.Uint8, Data: []uint8{x.GetData()}}
-	case *ort.Scalar[uint16]:
-		return infer.Tensor{DType: infer.Uint16, Data: []uint16{x.GetData()}}
-	case *ort.Scalar[uint32]:
-		return infer.Tensor{DType: infer.Uint32, Data: []uint32{x.GetData()}}
-	case *ort.Scalar[uint64]:
-		return infer.Tensor{DType: infer.Uint64, Data: []uint64{x.GetData()}}
-	case *ort.Scalar[bool]:
-		return infer.Tensor{DType: infer.Bool, Data: []bool{x.GetData()}}
+	for _, e := range elementTypes {
+		if t, ok := e.read(v); ok {
+			return t
+		}
 	}
 	return infer.Tensor{}
 }
@@ -376,58 +334,61 @@ func (p *tensorProto) value() (ort.Value, error) {
 // (ort.NewCustomDataTensor takes neither); float16 and bfloat16, which
 // have no Go type, as custom data.
 func rawValue(dims []int64, dt ort.TensorElementDataType, raw []byte) (ort.Value, error) {
-	switch dt {
-	case ort.TensorElementDataTypeFloat:
-		return typedValue[float32](dims, raw)
-	case ort.TensorElementDataTypeDouble:
-		return typedValue[float64](dims, raw)
-	case ort.TensorElementDataTypeInt8:
-		return typedValue[int8](dims, raw)
-	case ort.TensorElementDataTypeInt16:
-		return typedValue[int16](dims, raw)
-	case ort.TensorElementDataTypeInt32:
-		return typedValue[int32](dims, raw)
-	case ort.TensorElementDataTypeInt64:
-		return typedValue[int64](dims, raw)
-	case ort.TensorElementDataTypeUint8:
-		return typedValue[uint8](dims, raw)
-	case ort.TensorElementDataTypeBool:
-		return typedValue[bool](dims, raw)
-	case ort.TensorElementDataTypeUint16:
-		return typedValue[uint16](dims, raw)
-	case ort.TensorElementDataTypeUint32:
-		return typedValue[uint32](dims, raw)
-	case ort.TensorElementDataTypeUint64:
-		return typedValue[uint64](dims, raw)
+	if e, ok := elementTypes[dt]; ok {
+		return e.value(dims, raw)
 	}
 	return ort.NewCustomDataTensor(ort.NewShape(dims...), raw, dt)
 }
 
 // emptyScalar allocates a rank-0 output of element type dt.
 func emptyScalar(dt ort.TensorElementDataType) (ort.Value, error) {
-	switch dt {
-	case ort.TensorElementDataTypeFloat:
-		return ort.NewEmptyScalar[float32]()
-	case ort.TensorElementDataTypeDouble:
-		return ort.NewEmptyScalar[float64]()
-	case ort.TensorElementDataTypeInt8:
-		return ort.NewEmptyScalar[int8]()
-	case ort.TensorElementDataTypeInt16:
-		return ort.NewEmptyScalar[int16]()
-	case ort.TensorElementDataTypeInt32:
-		return ort.NewEmptyScalar[int32]()
-	case ort.TensorElementDataTypeInt64:
-		return ort.NewEmptyScalar[int64]()
-	case ort.TensorElementDataTypeUint8:
-		return ort.NewEmptyScalar[uint8]()
-	case ort.TensorElementDataTypeUint16:
-		return ort.NewEmptyScalar[uint16]()
-	case ort.TensorElementDataTypeUint32:
-		return ort.NewEmptyScalar[uint32]()
-	case ort.TensorElementDataTypeUint64:
-		return ort.NewEmptyScalar[uint64]()
+	if e, ok := elementTypes[dt]; ok && e.scalar != nil {
+		return e.scalar()
 	}
 	return nil, fmt.Errorf("element type %v, which onnxruntime_go v1.27 cannot make a scalar of", dt)
+}
+
+// elementType makes the ort values of one element type that has a Go
+// type: a tensor or scalar of raw data, and an empty scalar output (none
+// for bool); and reads such a value back as an infer.Tensor.
+type elementType struct {
+	value  func(dims []int64, raw []byte) (ort.Value, error)
+	scalar func() (ort.Value, error)
+	read   func(ort.Value) (infer.Tensor, bool)
+}
+
+func typedElement[T ort.TensorData](dt infer.DType) elementType {
+	return elementType{value: typedValue[T], scalar: func() (ort.Value, error) { return ort.NewEmptyScalar[T]() }, read: readTyped[T](dt)}
+}
+
+// readTyped reads an ort tensor or scalar of T as an infer.Tensor of dt;
+// false for a value of another type.
+func readTyped[T ort.TensorData](dt infer.DType) func(ort.Value) (infer.Tensor, bool) {
+	return func(v ort.Value) (infer.Tensor, bool) {
+		switch x := v.(type) {
+		case *ort.Tensor[T]:
+			return infer.Tensor{DType: dt, Data: x.GetData()}, true
+		case *ort.Scalar[T]:
+			return infer.Tensor{DType: dt, Data: []T{x.GetData()}}, true
+		}
+		return infer.Tensor{}, false
+	}
+}
+
+// elementTypes are the element types with a Go type; float16 and bfloat16
+// are not among them.
+var elementTypes = map[ort.TensorElementDataType]elementType{
+	ort.TensorElementDataTypeFloat:  typedElement[float32](infer.Float32),
+	ort.TensorElementDataTypeDouble: typedElement[float64](infer.Float64),
+	ort.TensorElementDataTypeInt8:   typedElement[int8](infer.Int8),
+	ort.TensorElementDataTypeInt16:  typedElement[int16](infer.Int16),
+	ort.TensorElementDataTypeInt32:  typedElement[int32](infer.Int32),
+	ort.TensorElementDataTypeInt64:  typedElement[int64](infer.Int64),
+	ort.TensorElementDataTypeUint8:  typedElement[uint8](infer.Uint8),
+	ort.TensorElementDataTypeUint16: typedElement[uint16](infer.Uint16),
+	ort.TensorElementDataTypeUint32: typedElement[uint32](infer.Uint32),
+	ort.TensorElementDataTypeUint64: typedElement[uint64](infer.Uint64),
+	ort.TensorElementDataTypeBool:   {value: typedValue[bool], read: readTyped[bool](infer.Bool)},
 }
 
 func typedValue[T ort.TensorData](dims []int64, raw []byte) (ort.Value, error) {
@@ -446,17 +407,12 @@ func typedValue[T ort.TensorData](dims []int64, raw []byte) (ort.Value, error) {
 
 // naCause counts a not-applicable reason under a short cause.
 func naCause(msg string) string {
-	for _, c := range [][2]string{
+	return causeOf(msg, "other: "+msg, [][2]string{
 		{"not a tensor", "inputs or outputs are not tensors (sequence, optional, map)"},
 		{"NOT_IMPLEMENTED", "ONNX Runtime has no kernel for it"},
 		{"Could not find an implementation", "ONNX Runtime has no kernel for it"},
 		{"ai.onnx.preview.training", "ONNX Runtime cannot load it: training op"},
 		{"cannot load it", "ONNX Runtime cannot load it: other"},
 		{"cannot run it", "ONNX Runtime cannot run it"},
-	} {
-		if strings.Contains(msg, c[0]) {
-			return c[1]
-		}
-	}
-	return "other: " + msg
+	})
 }

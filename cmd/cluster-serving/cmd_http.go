@@ -109,7 +109,7 @@ func listenRunner[S interface {
 
 // runners builds the doors with each of build and drops those that are
 // off.
-func runners(d doorDeps, build ...func(doorDeps) (func(context.Context) error, error)) ([]func(context.Context) error, error) {
+func runners(d doorDeps, build ...doorBuilder) ([]func(context.Context) error, error) {
 	var out []func(context.Context) error
 	for _, b := range build {
 		r, err := b(d)
@@ -148,19 +148,15 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	p := &process{role: "http", flags: f, file: file, stdout: stdout, stderr: stderr,
-		node: func(c *serving.Config) { c.Describe, c.Service = true, true },
-		doors: func(d doorDeps) ([]func(context.Context) error, error) {
-			doors, err := runners(d, httpRunner, grpcRunner)
-			if err != nil {
-				return nil, err
-			}
+		node:  func(c *serving.Config) { c.Describe, c.Service = true, true },
+		doors: []doorBuilder{httpRunner, grpcRunner},
+		announce: func(d doorDeps) {
 			fmt.Fprintf(stdout, "HTTP door on %s://%s for %d model(s), queues on NATS %s\n",
 				httpScheme(file), httpAddr(file), len(d.node.Models()), telemetry.RedactURL(file.NatsURL))
 			if grpcOn(file) {
 				fmt.Fprintf(stdout, "gRPC door on %s\n", grpcAddr(file))
 			}
 			printOtherModels(stdout, file, d.node.Models())
-			return doors, nil
 		}}
 	return p.run(ctx)
 }

@@ -99,15 +99,11 @@ func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	p := &process{role: "bridge", flags: f, file: file, stdout: stdout, stderr: stderr,
 		// The door serves the default model's job, jobName.
-		node: func(c *serving.Config) { c.Models, c.Service = c.Models[:1], true },
-		doors: func(d doorDeps) ([]func(context.Context) error, error) {
-			doors, err := runners(d, redisRunner)
-			if err != nil {
-				return nil, err
-			}
+		node:  func(c *serving.Config) { c.Models, c.Service = c.Models[:1], true },
+		doors: []doorBuilder{redisRunner},
+		announce: func(doorDeps) {
 			fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
 				file.JobName, file.JobName, redis.Group, telemetry.RedactURL(file.RedisURL), telemetry.RedactURL(file.NatsURL), redis.ResultKey(file.JobName, ""))
-			return doors, nil
 		}}
 	return p.run(ctx)
 }

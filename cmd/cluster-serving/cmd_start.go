@@ -63,10 +63,16 @@ type process struct {
 	stdout, stderr io.Writer
 	// node sets what the command's node does (Serve, Describe, Service).
 	node func(*serving.Config)
-	// doors builds the command's doors on the node and says what runs;
-	// the runners it returns run beside the node until ctx ends.
-	doors func(d doorDeps) ([]func(ctx context.Context) error, error)
+	// doors build the command's doors on the node (nil when off; see
+	// runners); they run beside the node until ctx ends.
+	doors []doorBuilder
+	// announce, when set, says what runs once the doors are built.
+	announce func(doorDeps)
 }
+
+// doorBuilder builds one door on the node: what runs beside the node
+// until ctx ends, nil when the door is off.
+type doorBuilder func(doorDeps) (func(context.Context) error, error)
 
 // doorDeps is what a command's doors get.
 type doorDeps struct {
@@ -120,14 +126,18 @@ func (p *process) run(ctx context.Context) error {
 		return nodeError(p.file, err)
 	}
 	defer node.Close()
-	runners, err := p.doors(doorDeps{p: p, node: node, log: log, metrics: metrics})
+	deps := doorDeps{p: p, node: node, log: log, metrics: metrics}
+	doors, err := runners(deps, p.doors...)
 	if err != nil {
 		return err
+	}
+	if p.announce != nil {
+		p.announce(deps)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	serveMetrics(gctx, g, p.file, tel, log)
 	g.Go(func() error { return node.Run(gctx) })
-	for _, r := range runners {
+	for _, r := range doors {
 		g.Go(func() error { return r(gctx) })
 	}
 	err = g.Wait()
@@ -163,25 +173,21 @@ func cmdStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	p := &process{role: "start", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node:  func(c *serving.Config) { c.Serve, c.Service = true, true },
-		doors: startDoors}
+		doors: []doorBuilder{redisRunner, httpRunner, grpcRunner, bannerRunner}}
 	return p.run(ctx)
 }
 
-// startDoors builds the Redis, HTTP and gRPC doors of `start`, and says how to
-// call the job once its NATS door answers, not before.
-func startDoors(d doorDeps) ([]func(context.Context) error, error) {
-	doors, err := runners(d, redisRunner, httpRunner, grpcRunner)
-	if err != nil {
-		return nil, err
-	}
-	banner := func(ctx context.Context) error {
+// bannerRunner is the last runner of `start`, beside its Redis, HTTP and
+// gRPC doors: it says how to call the job once its NATS door answers, not
+// before.
+func bannerRunner(d doorDeps) (func(context.Context) error, error) {
+	return func(ctx context.Context) error {
 		if d.node.WaitReady(ctx) == nil {
 			printHowToCall(d.p.stdout, d.p.file, d.p.flags.config, d.node)
 			printOtherModels(d.p.stdout, d.p.file, d.node.Models())
 		}
 		return nil
-	}
-	return append(doors, banner), nil
+	}, nil
 }
 
 // cmdWorker joins an existing NATS (natsUrl or -nats) as one more worker.
@@ -195,9 +201,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	p := &process{role: "worker", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node: func(c *serving.Config) { c.Serve = true },
-		doors: func(d doorDeps) ([]func(context.Context) error, error) {
+		announce: func(d doorDeps) {
 			fmt.Fprintf(stdout, "worker of job %q joined %s\n", file.JobName, telemetry.RedactURL(d.node.URL()))
-			return nil, nil
 		}}
 	return p.run(ctx)
 }

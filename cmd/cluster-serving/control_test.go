@@ -27,9 +27,7 @@ func TestWorkersShareAMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := filepath.Join(dir, fmt.Sprintf("%s.worker.%d.pid", job, dead.Process.Pid))
-	if err := os.WriteFile(stale, []byte(fmt.Sprintf(`{"pid":%d,"cmd":"worker"}`, dead.Process.Pid)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, stale, fmt.Sprintf(`{"pid":%d,"cmd":"worker"}`, dead.Process.Pid), 0o644)
 
 	start := spawn(t, env, "start", "-c", cfg)
 	waitReady(t, url, start)

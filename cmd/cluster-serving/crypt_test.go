@@ -34,18 +34,14 @@ func encryptedJob(t *testing.T) (cfgPath, url, job string, env []string) {
 		"model/add_f32.onnx": enc, "secret": plantedSecret + "\n", "salt": plantedSalt + "\n",
 	} {
 		_ = os.MkdirAll(modelDir, 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, filepath.Join(dir, name), content, 0o600)
 	}
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.SplitN(string(cfg), "\n", 2)
-	if err := os.WriteFile(cfgPath, []byte("modelPath: "+modelDir+"\n"+lines[1]), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfgPath, "modelPath: "+modelDir+"\n"+lines[1], 0o644)
 	return cfgPath, url, job, env
 }
 

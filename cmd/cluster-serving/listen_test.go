@@ -93,8 +93,6 @@ func rewriteKey(t *testing.T, path, key, value string) string {
 	if !re.Match(data) {
 		t.Fatalf("%s has no key %s", path, key)
 	}
-	if err := os.WriteFile(path, re.ReplaceAll(data, []byte(key+": "+value)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, re.ReplaceAll(data, []byte(key+": "+value)), 0o644)
 	return path
 }

@@ -69,9 +69,7 @@ func TestBridgeKilledMidFlightLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bridgeCfg, append(base, "redisUrl: "+raddr+"\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, bridgeCfg, append(base, "redisUrl: "+raddr+"\n"...), 0o644)
 	start := spawn(t, env, "start", "-c", cfg)
 	nc := waitReady(t, url, start)
 	bridge := spawn(t, env, "bridge", "-c", bridgeCfg, "-nats", url)
@@ -178,9 +176,7 @@ func TestPythonQuickStart(t *testing.T) {
 	// testJob serves add_f32; point the config at the image model instead.
 	data, _ := os.ReadFile(cfg)
 	data = []byte(strings.Replace(string(data), "modelPath: ", "modelPath: "+model+"\n#", 1))
-	if err := os.WriteFile(cfg, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, data, 0o644)
 	start := spawn(t, env, "start", "-c", cfg)
 	waitReady(t, url, start)
 

@@ -34,9 +34,7 @@ func putRepoModel(t *testing.T, repo, name, version string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "model.onnx"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, filepath.Join(dir, "model.onnx"), data, 0o644)
 }
 
 const addModelFile = "../../infer/testdata/add_f32.onnx"
@@ -252,9 +250,7 @@ func errorBody(t *testing.T, body string) string {
 func TestHTTPRepositoryRoles(t *testing.T) {
 	const inferTok, adminTok = "planted-infer-tok-61ab", "planted-admin-tok-d03f"
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("# clients\n"+inferTok+"\n"+adminTok+" admin\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, tokens, "# clients\n"+inferTok+"\n"+adminTok+" admin\n", 0o600)
 	call := repoDoor(t, t.TempDir(), "modelControl: explicit\nhttpAuthTokenFile: "+tokens+"\n")
 	infer := `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`
 	for _, tc := range []struct {

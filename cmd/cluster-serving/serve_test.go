@@ -57,6 +57,16 @@ func (p *proc) logs() string {
 // infertest.FreePorts).
 func freePorts(t testing.TB, n int) []int { return infertest.FreePorts(t, n) }
 
+// writeFile writes data to path (a config, a token file, a model) or
+// fails the test, and returns path.
+func writeFile[D string | []byte](t testing.TB, path string, data D, perm os.FileMode) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), perm); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // skipIfShort skips, under go test -short, a test that spawns the binary.
 func skipIfShort(t *testing.T) {
 	t.Helper()
@@ -137,9 +147,7 @@ func testJobModel(t *testing.T, modelFile, extra string) (cfgPath, url, job stri
 	cfg := fmt.Sprintf("modelPath: %s\njobName: %s\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nthreadPerModel: 1\n%s",
 		model, job, port, filepath.Join(dir, "js"), extra)
 	cfgPath = filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfgPath, cfg, 0o644)
 	return cfgPath, fmt.Sprintf("nats://127.0.0.1:%d", port), job, []string{"XDG_RUNTIME_DIR=" + dir}
 }
 

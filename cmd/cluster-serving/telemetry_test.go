@@ -143,6 +143,19 @@ func TestPrometheusMetricsMove(t *testing.T) {
 	start.signalAndWait(t, syscall.SIGTERM)
 }
 
+// startReceiver starts an OTLP receiver (OTLP/gRPC on a free loopback
+// port, OTLP/HTTP as a handler) that keeps the spans it gets, until the
+// test ends.
+func startReceiver(t *testing.T) *telemetry.Receiver {
+	t.Helper()
+	recv, err := telemetry.StartReceiver("127.0.0.1:0", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(recv.Close)
+	return recv
+}
+
 // TestTraceAcrossProcesses sends an HTTP request with a traceparent to a
 // `cluster-serving http` process whose requests only workers of another
 // process (`start`, HTTP off) can serve; both export over OTLP/gRPC to a
@@ -150,11 +163,7 @@ func TestPrometheusMetricsMove(t *testing.T) {
 // tree across both.
 func TestTraceAcrossProcesses(t *testing.T) {
 	skipIfShort(t)
-	recv, err := telemetry.StartReceiver("127.0.0.1:0", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(recv.Close)
+	recv := startReceiver(t)
 	otlp := fmt.Sprintf("tracesExporter: otlp-grpc\notlpEndpoint: %s\notlpInsecure: true\ntraceDetail: stages\n", recv.Addr())
 	cfg, url, _, env := testJob(t, otlp+"httpPort: -1\n")
 	start := spawn(t, env, "start", "-c", cfg)
@@ -164,9 +173,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	httpCfg := filepath.Join(filepath.Dir(cfg), "http.yaml")
 	data, _ := os.ReadFile(cfg)
 	data = []byte(strings.Replace(string(data), "httpPort: -1", fmt.Sprintf("httpInterface: 127.0.0.1\nhttpPort: %d", hp), 1))
-	if err := os.WriteFile(httpCfg, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, httpCfg, data, 0o644)
 	door := spawn(t, env, "http", "-c", httpCfg, "-nats", url)
 	waitLog(t, door, "HTTP door on")
 
@@ -288,11 +295,7 @@ func TestOTLPEndpointAloneExports(t *testing.T) {
 		{"exporter none", "none", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			recv, err := telemetry.StartReceiver("127.0.0.1:0", true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(recv.Close)
+			recv := startReceiver(t)
 			srv := httptest.NewServer(recv)
 			t.Cleanup(srv.Close)
 			cfg, url, job, env := testJob(t, "")

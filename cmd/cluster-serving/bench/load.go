@@ -179,19 +179,29 @@ const (
 	allocBytesMetric = "go_memstats_alloc_bytes_total"
 )
 
-// scrapeCounters reads mallocsMetric and allocBytesMetric from a
-// Prometheus text endpoint.
-func scrapeCounters(url string) (map[string]float64, error) {
+// getMetrics GETs a Prometheus text endpoint; the caller closes the body.
+func getMetrics(url string) (io.ReadCloser, error) {
 	resp, err := http.Get(url)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
+	return resp.Body, nil
+}
+
+// scrapeCounters reads mallocsMetric and allocBytesMetric from a
+// Prometheus text endpoint.
+func scrapeCounters(url string) (map[string]float64, error) {
+	body, err := getMetrics(url)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
 	got := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())

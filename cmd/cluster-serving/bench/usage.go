@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,15 +61,12 @@ func (c *child) readUsage(metricsURL string, rs *redisServer) (usage, error) {
 		return u, err
 	}
 	u.benchCPU = selfCPU()
-	resp, err := http.Get(metricsURL)
+	body, err := getMetrics(metricsURL)
 	if err != nil {
 		return u, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return u, fmt.Errorf("GET %s: %s", metricsURL, resp.Status)
-	}
-	return u, parseUsage(resp.Body, &u)
+	defer body.Close()
+	return u, parseUsage(body, &u)
 }
 
 // parseUsage adds the samples of Prometheus text r that usage counts.
