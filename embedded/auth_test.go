@@ -17,19 +17,9 @@ import (
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 )
 
-// writeConf writes a nats-server config file into the test's directory.
-func writeConf(t testing.TB, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func startConf(t testing.TB, conf string) *embedded.Server {
 	t.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), ConfigFile: writeConf(t, conf)})
+	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), ConfigFile: tlstest.NATSConf(t, conf)})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -173,7 +163,7 @@ func TestConfigFileTLSVerify(t *testing.T) {
 // the file's max_payload and store_dir win over the Config's.
 func TestConfigFilePrecedence(t *testing.T) {
 	store := t.TempDir()
-	conf := writeConf(t, fmt.Sprintf("listen: 127.0.0.1:1\nmax_payload: 1048576\njetstream { store_dir: %q }\n", store))
+	conf := tlstest.NATSConf(t, fmt.Sprintf("listen: 127.0.0.1:1\nmax_payload: 1048576\njetstream { store_dir: %q }\n", store))
 	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), MaxPayload: 4 << 20, ConfigFile: conf})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -203,7 +193,7 @@ func TestConfigFilePrecedence(t *testing.T) {
 // or AllowAnonymous. Check decides without binding; one real Start binds
 // 0.0.0.0 on a random port (no traffic goes beyond loopback).
 func TestAnonymousListen(t *testing.T) {
-	auth := writeConf(t, `authorization { users = [{user: a, password: pw}] }`)
+	auth := tlstest.NATSConf(t, `authorization { users = [{user: a, password: pw}] }`)
 	for _, tc := range []struct {
 		name string
 		cfg  embedded.Config
@@ -241,7 +231,7 @@ func TestAnonymousListen(t *testing.T) {
 }
 
 func TestConfigFileInvalid(t *testing.T) {
-	err := embedded.Check(embedded.Config{ConfigFile: writeConf(t, "authorization { users = ")})
+	err := embedded.Check(embedded.Config{ConfigFile: tlstest.NATSConf(t, "authorization { users = ")})
 	if !errors.Is(err, embedded.ErrInvalidConfig) || !strings.Contains(err.Error(), "nats.conf") {
 		t.Errorf("got %v, want ErrInvalidConfig naming the file", err)
 	}

@@ -75,11 +75,7 @@ func TestServiceEndpoint(t *testing.T) {
 	sc := mesh.StreamConfig{Job: "svc"}
 	s, nc := startStreams(t, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
-	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"svc"}, Version: "1.2.3"})
-	if err != nil {
-		t.Fatalf("NewService: %v", err)
-	}
-	meshtest.Run(t, svc.Run)
+	startService(t, nc, nc, mesh.ServiceConfig{Jobs: []string{"svc"}, Version: "1.2.3"})
 
 	caller := meshtest.Connect(t, s)
 	request := func(body string) *nats.Msg {
@@ -465,19 +461,13 @@ func TestSlowPredictKeptInProgress(t *testing.T) {
 }
 
 func TestServiceBusyAndJobs(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	// Job "one" has its stream and a worker; job "two" has neither, so a
 	// request for it holds the door's only slot while the door retries the
 	// store, until RequestTimeout.
 	sc := mesh.StreamConfig{Job: "one"}
-	ensure(t, nc, sc)
+	s, nc := startStreams(t, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
-	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatalf("NewService: %v", err)
-	}
-	meshtest.Run(t, svc.Run)
+	startService(t, nc, nc, mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 10 * time.Second})
 	caller := meshtest.Connect(t, s)
 
 	// The micro INFO verb lists one predict endpoint per job.

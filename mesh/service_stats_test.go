@@ -19,16 +19,10 @@ import (
 // count in num_errors and last_error. An error the worker answers (a bad
 // body: 400) reaches the caller as a micro error reply all the same.
 func TestServiceStatsCountForwardsAndRefusals(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "stats"}
-	ensure(t, nc, sc)
+	s, nc := startStreams(t, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
-	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"stats"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	meshtest.Run(t, svc.Run)
+	svc := startService(t, nc, nc, mesh.ServiceConfig{Jobs: []string{"stats"}})
 	caller := meshtest.Connect(t, s)
 	meshtest.WaitFor(t, "the door", func() bool { return svc.ID() != "" })
 

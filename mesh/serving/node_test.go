@@ -27,15 +27,7 @@ func TestNodeServesTheNATSDoorAndDrains(t *testing.T) {
 	if got := n.Models()[0].Info.InputNames(); len(got) != 1 || got[0] != "x" {
 		t.Errorf("model inputs: got %v, want [x]", got)
 	}
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	reply, err := nc.Request(mesh.PredictSubject("node"), []byte(addBody), 10*time.Second)
-	if err != nil || !strings.Contains(string(reply.Data), addData) {
-		t.Fatalf("NATS door: got %v, %v; want %s", reply, err, addData)
-	}
+	requestAdd(t, n.URL(), "node")
 	if got := n.Units()[0].Stats().Processed; got != 1 {
 		t.Errorf("processed: got %d, want 1", got)
 	}
