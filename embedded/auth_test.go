@@ -27,6 +27,18 @@ func startConf(t testing.TB, conf string) *embedded.Server {
 	return s
 }
 
+// connectAs connects to url with opts, who naming the client in a
+// failure; the connection closes at cleanup.
+func connectAs(t testing.TB, who, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("%s: %v", who, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // useJetStream creates a stream and publishes to it on nc.
 func useJetStream(t testing.TB, nc *nats.Conn, name string) {
 	t.Helper()
@@ -61,19 +73,8 @@ func TestConfigFileUsers(t *testing.T) {
 	if _, err := nats.Connect(s.ClientURL(), nats.UserInfo("a", "wrong")); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("wrong password: got %v, want nats.ErrAuthorization", err)
 	}
-	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("a", "s3cret"))
-	if err != nil {
-		t.Fatalf("with credentials: %v", err)
-	}
-	defer nc.Close()
-	useJetStream(t, nc, "USERS")
-
-	self, err := nats.Connect("", s.ConnectOption())
-	if err != nil {
-		t.Fatalf("in process: %v", err)
-	}
-	defer self.Close()
-	useJetStream(t, self, "SELF")
+	useJetStream(t, connectAs(t, "with credentials", s.ClientURL(), nats.UserInfo("a", "s3cret")), "USERS")
+	useJetStream(t, connectAs(t, "in process", "", s.ConnectOption()), "SELF")
 }
 
 // TestInProcessIdentity covers each kind of authorization block: the
@@ -92,11 +93,7 @@ func TestInProcessIdentity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startConf(t, tc.conf)
-			self, err := nats.Connect(s.ClientURL(), s.ConnectOption())
-			if err != nil {
-				t.Fatalf("in process: %v", err)
-			}
-			defer self.Close()
+			self := connectAs(t, "in process", s.ClientURL(), s.ConnectOption())
 			sub, err := self.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
 			if err != nil {
 				t.Fatal(err)
@@ -146,17 +143,8 @@ func TestConfigFileTLSVerify(t *testing.T) {
 		nc.Close()
 		t.Fatal("no client certificate: got a connection, want a refusal")
 	}
-	nc, err := nats.Connect(s.ClientURL(), nats.RootCAs(pki.CA), nats.ClientCert(pki.ClientCert, pki.ClientKey))
-	if err != nil {
-		t.Fatalf("with a client certificate: %v", err)
-	}
-	defer nc.Close()
-	useJetStream(t, nc, "TLS")
-	self, err := nats.Connect("", s.ConnectOption())
-	if err != nil {
-		t.Fatalf("in process: %v", err)
-	}
-	self.Close()
+	useJetStream(t, connectAs(t, "with a client certificate", s.ClientURL(), nats.RootCAs(pki.CA), nats.ClientCert(pki.ClientCert, pki.ClientKey)), "TLS")
+	connectAs(t, "in process", "", s.ConnectOption())
 }
 
 // TestConfigFilePrecedence: Host and Port win over the file's listen;
@@ -172,11 +160,7 @@ func TestConfigFilePrecedence(t *testing.T) {
 	if strings.HasSuffix(s.ClientURL(), ":1") {
 		t.Errorf("got URL %s, want the Config's random port", s.ClientURL())
 	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connectAs(t, "without credentials", s.ClientURL())
 	if got, want := nc.MaxPayload(), int64(1<<20); got != want {
 		t.Errorf("got max payload %d, want the file's %d", got, want)
 	}
