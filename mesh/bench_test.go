@@ -273,12 +273,7 @@ func BenchmarkTracing(b *testing.B) {
 				for pb.Next() {
 					msg := nats.NewMsg(mesh.PredictSubject(job))
 					msg.Data = body
-					reply, err := nc.RequestMsg(msg, 10*time.Second)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if err := serviceError(reply); err != nil {
+					if _, err := requestResult(nc, msg, 10*time.Second); err != nil {
 						b.Error(err)
 						return
 					}

@@ -72,12 +72,8 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 			for next.Add(1) <= total {
 				x := []float32{r.Float32()*100 - 50, r.Float32(), float32(r.IntN(1000)), -r.Float32()}
 				body := fmt.Sprintf(`{"instances":[{"x":[%v,%v,%v,%v]}]}`, x[0], x[1], x[2], x[3])
-				reply, err := caller.Request(mesh.PredictSubject(job), []byte(body), 30*time.Second)
+				reply, err := requestResult(caller, &nats.Msg{Subject: mesh.PredictSubject(job), Data: []byte(body)}, 30*time.Second)
 				if err != nil {
-					t.Error(err)
-					return
-				}
-				if err := serviceError(reply); err != nil {
 					t.Error(err)
 					return
 				}

@@ -68,13 +68,17 @@ func startService(tb testing.TB, nc, clientConn *nats.Conn, cfg mesh.ServiceConf
 	return svc
 }
 
-// serviceError is the error a NATS door's reply carries in its headers, or
-// nil for a result.
-func serviceError(reply *nats.Msg) error {
-	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return fmt.Errorf("error %s: %s", code, reply.Header.Get("Nats-Service-Error"))
+// requestResult sends msg to a NATS door and returns its reply, or the
+// request's error, or the error the door's reply carries in its headers.
+func requestResult(nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+	reply, err := nc.RequestMsg(msg, timeout)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return nil, fmt.Errorf("error %s: %s", code, reply.Header.Get("Nats-Service-Error"))
+	}
+	return reply, nil
 }
 
 // runWorker starts a Worker and returns a stop function that cancels it and
