@@ -13,11 +13,9 @@ const (
 	AttrModel   = attribute.Key("model")
 	AttrOutcome = attribute.Key("outcome")
 	AttrStage   = attribute.Key("stage")
-)
 
-// Span attribute keys of the hops a request makes through the work
-// queues (OTel messaging semantic conventions where one fits).
-const (
+	// Span attribute keys of the hops a request makes through the work
+	// queues (OTel messaging semantic conventions where one fits).
 	AttrMessagingSystem      = attribute.Key("messaging.system")
 	AttrMessagingDestination = attribute.Key("messaging.destination.name")
 	AttrMessagingMsgID       = attribute.Key("messaging.message.id")
