@@ -25,7 +25,7 @@ func TestTraceDetailExport(t *testing.T) {
 		want   []string
 	}{{"", hop}, {telemetry.TraceDetailRequest, hop}, {telemetry.TraceDetailStages, all}} {
 		t.Run("detail="+tt.detail, func(t *testing.T) {
-			recv, addr := startGRPCReceiver(t)
+			recv, addr := startGRPCReceiver(t, true)
 			tel, err := telemetry.Setup(t.Context(), telemetry.Config{TracesExporter: telemetry.ExporterOTLPGRPC,
 				OTLPEndpoint: addr, OTLPInsecure: true, TraceDetail: tt.detail, Output: &syncBuffer{}})
 			if err != nil {

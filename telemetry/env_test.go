@@ -48,7 +48,7 @@ func TestTracesExporterFromEnv(t *testing.T) {
 // exporter comes from TracesExporterFromEnv and the endpoint from the
 // variable, read by the SDK's exporter (which appends /v1/traces).
 func TestOTLPEndpointVariableAloneExports(t *testing.T) {
-	recv, url := startHTTPReceiver(t)
+	recv, url := startHTTPReceiver(t, true)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
 	exporter, err := telemetry.TracesExporterFromEnv(os.Getenv)
 	if err != nil {
