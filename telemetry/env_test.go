@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
 )
 
 func TestTracesExporterFromEnv(t *testing.T) {
@@ -54,7 +55,7 @@ func TestOTLPEndpointVariableAloneExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs telemetrytest.LogBuffer
 	tel, err := telemetry.Setup(t.Context(), telemetry.Config{TracesExporter: exporter, Output: &logs})
 	if err != nil {
 		t.Fatal(err)

@@ -126,7 +126,7 @@ func TestMetricsPrometheus(t *testing.T) {
 }
 
 func TestQueueCallbackErrorIsLoggedNotFatal(t *testing.T) {
-	var buf syncBuffer
+	var buf telemetrytest.LogBuffer
 	tel := setup(t, telemetry.Config{MetricsEnabled: true, Output: &buf})
 	m, err := telemetry.NewMetrics(telemetry.Meter())
 	if err != nil {

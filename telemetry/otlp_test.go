@@ -10,6 +10,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
 )
 
 // startGRPCReceiver runs an OTLP/gRPC trace receiver on 127.0.0.1:0 that
@@ -50,7 +51,7 @@ func TestOTLPExport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs telemetrytest.LogBuffer
 			tt.cfg.ServiceName = "otlp-test"
 			tt.cfg.Output = &logs
 			tel, err := telemetry.Setup(t.Context(), tt.cfg)
@@ -102,7 +103,7 @@ func TestReceiverCounts(t *testing.T) {
 		{"http", telemetry.Config{TracesExporter: telemetry.ExporterOTLPHTTP, OTLPEndpoint: httpURL + "/v1/traces"}, httpRecv},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs telemetrytest.LogBuffer
 			tt.cfg.Output = &logs
 			tel, err := telemetry.Setup(t.Context(), tt.cfg)
 			if err != nil {

@@ -1,13 +1,15 @@
 // Package telemetrytest reads what telemetry exposes, for tests: the
 // Prometheus text exposition of the metrics handler, parsed into metric
-// families, and the series of a family that carry given labels. It is for
-// _test.go files only.
+// families, the series of a family that carry given labels, and the log
+// lines written to a Config.Output. It is for _test.go files only.
 package telemetrytest
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -63,4 +65,25 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// LogBuffer collects log output (a Config.Output, a slog handler's
+// writer) that several goroutines write, such as exporters and servers.
+// Its zero value is ready to use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
