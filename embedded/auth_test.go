@@ -17,24 +17,26 @@ import (
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 )
 
-// writeConf writes a nats-server config file into the test's directory.
-func writeConf(t testing.TB, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func startConf(t testing.TB, conf string) *embedded.Server {
 	t.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), ConfigFile: writeConf(t, conf)})
+	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), ConfigFile: tlstest.NATSConf(t, conf)})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
 	return s
+}
+
+// connectAs connects to url with opts, who naming the client in a
+// failure; the connection closes at cleanup.
+func connectAs(t testing.TB, who, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("%s: %v", who, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 // useJetStream creates a stream and publishes to it on nc.
@@ -71,19 +73,8 @@ func TestConfigFileUsers(t *testing.T) {
 	if _, err := nats.Connect(s.ClientURL(), nats.UserInfo("a", "wrong")); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("wrong password: got %v, want nats.ErrAuthorization", err)
 	}
-	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("a", "s3cret"))
-	if err != nil {
-		t.Fatalf("with credentials: %v", err)
-	}
-	defer nc.Close()
-	useJetStream(t, nc, "USERS")
-
-	self, err := nats.Connect("", s.ConnectOption())
-	if err != nil {
-		t.Fatalf("in process: %v", err)
-	}
-	defer self.Close()
-	useJetStream(t, self, "SELF")
+	useJetStream(t, connectAs(t, "with credentials", s.ClientURL(), nats.UserInfo("a", "s3cret")), "USERS")
+	useJetStream(t, connectAs(t, "in process", "", s.ConnectOption()), "SELF")
 }
 
 // TestInProcessIdentity covers each kind of authorization block: the
@@ -102,11 +93,7 @@ func TestInProcessIdentity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startConf(t, tc.conf)
-			self, err := nats.Connect(s.ClientURL(), s.ConnectOption())
-			if err != nil {
-				t.Fatalf("in process: %v", err)
-			}
-			defer self.Close()
+			self := connectAs(t, "in process", s.ClientURL(), s.ConnectOption())
 			sub, err := self.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
 			if err != nil {
 				t.Fatal(err)
@@ -156,24 +143,15 @@ func TestConfigFileTLSVerify(t *testing.T) {
 		nc.Close()
 		t.Fatal("no client certificate: got a connection, want a refusal")
 	}
-	nc, err := nats.Connect(s.ClientURL(), nats.RootCAs(pki.CA), nats.ClientCert(pki.ClientCert, pki.ClientKey))
-	if err != nil {
-		t.Fatalf("with a client certificate: %v", err)
-	}
-	defer nc.Close()
-	useJetStream(t, nc, "TLS")
-	self, err := nats.Connect("", s.ConnectOption())
-	if err != nil {
-		t.Fatalf("in process: %v", err)
-	}
-	self.Close()
+	useJetStream(t, connectAs(t, "with a client certificate", s.ClientURL(), nats.RootCAs(pki.CA), nats.ClientCert(pki.ClientCert, pki.ClientKey)), "TLS")
+	connectAs(t, "in process", "", s.ConnectOption())
 }
 
 // TestConfigFilePrecedence: Host and Port win over the file's listen;
 // the file's max_payload and store_dir win over the Config's.
 func TestConfigFilePrecedence(t *testing.T) {
 	store := t.TempDir()
-	conf := writeConf(t, fmt.Sprintf("listen: 127.0.0.1:1\nmax_payload: 1048576\njetstream { store_dir: %q }\n", store))
+	conf := tlstest.NATSConf(t, fmt.Sprintf("listen: 127.0.0.1:1\nmax_payload: 1048576\njetstream { store_dir: %q }\n", store))
 	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), MaxPayload: 4 << 20, ConfigFile: conf})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -182,11 +160,7 @@ func TestConfigFilePrecedence(t *testing.T) {
 	if strings.HasSuffix(s.ClientURL(), ":1") {
 		t.Errorf("got URL %s, want the Config's random port", s.ClientURL())
 	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connectAs(t, "without credentials", s.ClientURL())
 	if got, want := nc.MaxPayload(), int64(1<<20); got != want {
 		t.Errorf("got max payload %d, want the file's %d", got, want)
 	}
@@ -203,7 +177,7 @@ func TestConfigFilePrecedence(t *testing.T) {
 // or AllowAnonymous. Check decides without binding; one real Start binds
 // 0.0.0.0 on a random port (no traffic goes beyond loopback).
 func TestAnonymousListen(t *testing.T) {
-	auth := writeConf(t, `authorization { users = [{user: a, password: pw}] }`)
+	auth := tlstest.NATSConf(t, `authorization { users = [{user: a, password: pw}] }`)
 	for _, tc := range []struct {
 		name string
 		cfg  embedded.Config
@@ -241,7 +215,7 @@ func TestAnonymousListen(t *testing.T) {
 }
 
 func TestConfigFileInvalid(t *testing.T) {
-	err := embedded.Check(embedded.Config{ConfigFile: writeConf(t, "authorization { users = ")})
+	err := embedded.Check(embedded.Config{ConfigFile: tlstest.NATSConf(t, "authorization { users = ")})
 	if !errors.Is(err, embedded.ErrInvalidConfig) || !strings.Contains(err.Error(), "nats.conf") {
 		t.Errorf("got %v, want ErrInvalidConfig naming the file", err)
 	}

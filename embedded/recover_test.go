@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
@@ -139,12 +138,7 @@ func startOn(t *testing.T, dir, syncInterval string) *embedded.Server {
 // not need a descriptor while there is none.
 func connectJS(t *testing.T, s *embedded.Server) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect("", s.ConnectOption())
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(connectAs(t, "in process", "", s.ConnectOption()))
 	if err != nil {
 		t.Fatalf("jetstream.New: %v", err)
 	}

@@ -81,11 +81,7 @@ func BenchmarkSubmit(b *testing.B) {
 // door's inbox in the middle, as HTTP has it).
 func BenchmarkNATSDoor(b *testing.B) {
 	s, nc := echoMesh(b, jetstream.FileStorage)
-	svc, err := mesh.NewService(nc, newClient(b, nc), mesh.ServiceConfig{Jobs: []string{"bench"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	meshtest.Run(b, svc.Run)
+	svc := startService(b, nc, nc, mesh.ServiceConfig{Jobs: []string{"bench"}})
 	caller := meshtest.Connect(b, s)
 	meshtest.WaitFor(b, "the door", func() bool { return svc.ID() != "" })
 	body := make([]byte, 256)
@@ -249,16 +245,7 @@ func BenchmarkTracing(b *testing.B) {
 	cfg := mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: job}}
 	ensure(b, meshtest.Connect(b, s), cfg.Stream)
 	runWorker(b, meshtest.Connect(b, s), cfg, newPredictor(b, "add_f32"))
-	svc, err := mesh.NewService(meshtest.Connect(b, s), newClient(b, meshtest.Connect(b, s)), mesh.ServiceConfig{Jobs: []string{job}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	meshtest.Run(b, svc.Run)
-	callers := []*nats.Conn{meshtest.Connect(b, s), meshtest.Connect(b, s), meshtest.Connect(b, s), meshtest.Connect(b, s)}
-	meshtest.WaitFor(b, "service", func() bool {
-		_, err := callers[0].Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
-		return err == nil
-	})
+	callers := []*nats.Conn{serveNATS(b, s, job), meshtest.Connect(b, s), meshtest.Connect(b, s), meshtest.Connect(b, s)}
 	body := []byte(`{"instances":[{"x":[1.5,2.5,3.5,4.5]}]}`)
 	for _, tc := range []struct {
 		name   string
@@ -286,13 +273,8 @@ func BenchmarkTracing(b *testing.B) {
 				for pb.Next() {
 					msg := nats.NewMsg(mesh.PredictSubject(job))
 					msg.Data = body
-					reply, err := nc.RequestMsg(msg, 10*time.Second)
-					if err != nil {
+					if _, err := requestResult(nc, msg, 10*time.Second); err != nil {
 						b.Error(err)
-						return
-					}
-					if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
-						b.Errorf("%s: %s", code, reply.Header.Get("Nats-Service-Error"))
 						return
 					}
 				}

@@ -154,7 +154,7 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 	res, err := c.await(ctx, job, req, m, ch)
 	if err == nil {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.SetAttributes(attrStatus.Int(res.Status))
+			span.SetAttributes(telemetry.AttrStatus.Int(res.Status))
 		}
 	}
 	end(err)
@@ -262,9 +262,9 @@ func (c *Client) startPublish(ctx context.Context, job string, req Request) (con
 	}
 	ctx, span := telemetry.Start(ctx, stageTracer, telemetry.SpanPublish, trace.SpanKindProducer)
 	if span.IsRecording() {
-		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)), telemetry.AttrJob.String(job))
+		span.SetAttributes(telemetry.AttrMessagingSystem.String("nats"), telemetry.AttrMessagingDestination.String(WorkSubject(job)), telemetry.AttrJob.String(job))
 		if req.URI != "" {
-			span.SetAttributes(attrURI.String(req.URI))
+			span.SetAttributes(telemetry.AttrURI.String(req.URI))
 		}
 	}
 	return ctx, span

@@ -72,13 +72,9 @@ func TestEngineThroughTwoWorkers(t *testing.T) {
 			for next.Add(1) <= total {
 				x := []float32{r.Float32()*100 - 50, r.Float32(), float32(r.IntN(1000)), -r.Float32()}
 				body := fmt.Sprintf(`{"instances":[{"x":[%v,%v,%v,%v]}]}`, x[0], x[1], x[2], x[3])
-				reply, err := caller.Request(mesh.PredictSubject(job), []byte(body), 30*time.Second)
+				reply, err := requestResult(caller, &nats.Msg{Subject: mesh.PredictSubject(job), Data: []byte(body)}, 30*time.Second)
 				if err != nil {
 					t.Error(err)
-					return
-				}
-				if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
-					t.Errorf("error %s: %s", code, reply.Header.Get("Nats-Service-Error"))
 					return
 				}
 				got := predictionData(t, reply.Data)
@@ -176,16 +172,11 @@ func replaceFirstInput(info infer.ModelInfo, good, value string) string {
 
 // serveNATS runs the NATS door of job on s and returns a separate caller
 // connection once the service answers.
-func serveNATS(t *testing.T, s *embedded.Server, job string) *nats.Conn {
-	t.Helper()
-	client := newClient(t, meshtest.Connect(t, s))
-	svc, err := mesh.NewService(meshtest.Connect(t, s), client, mesh.ServiceConfig{Jobs: []string{job}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	meshtest.Run(t, svc.Run)
-	caller := meshtest.Connect(t, s)
-	meshtest.WaitFor(t, "service", func() bool {
+func serveNATS(tb testing.TB, s *embedded.Server, job string) *nats.Conn {
+	tb.Helper()
+	startService(tb, meshtest.Connect(tb, s), meshtest.Connect(tb, s), mesh.ServiceConfig{Jobs: []string{job}})
+	caller := meshtest.Connect(tb, s)
+	meshtest.WaitFor(tb, "service", func() bool {
 		_, err := caller.Request("$SRV.PING."+mesh.ServiceName, nil, time.Second)
 		return err == nil
 	})

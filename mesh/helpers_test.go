@@ -56,6 +56,31 @@ func newClient(tb testing.TB, nc *nats.Conn) *mesh.Client {
 	return c
 }
 
+// startService runs the NATS door (Service) with cfg on nc, its Client on
+// clientConn, until cleanup.
+func startService(tb testing.TB, nc, clientConn *nats.Conn, cfg mesh.ServiceConfig) *mesh.Service {
+	tb.Helper()
+	svc, err := mesh.NewService(nc, newClient(tb, clientConn), cfg)
+	if err != nil {
+		tb.Fatalf("NewService: %v", err)
+	}
+	meshtest.Run(tb, svc.Run)
+	return svc
+}
+
+// requestResult sends msg to a NATS door and returns its reply, or the
+// request's error, or the error the door's reply carries in its headers.
+func requestResult(nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+	reply, err := nc.RequestMsg(msg, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return nil, fmt.Errorf("error %s: %s", code, reply.Header.Get("Nats-Service-Error"))
+	}
+	return reply, nil
+}
+
 // runWorker starts a Worker and returns a stop function that cancels it and
 // waits for Run to return; cleanup calls it too.
 func runWorker(tb testing.TB, nc *nats.Conn, cfg mesh.WorkerConfig, p mesh.Predictor) (*mesh.Worker, func()) {

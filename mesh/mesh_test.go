@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -75,11 +76,7 @@ func TestServiceEndpoint(t *testing.T) {
 	sc := mesh.StreamConfig{Job: "svc"}
 	s, nc := startStreams(t, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
-	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"svc"}, Version: "1.2.3"})
-	if err != nil {
-		t.Fatalf("NewService: %v", err)
-	}
-	meshtest.Run(t, svc.Run)
+	startService(t, nc, nc, mesh.ServiceConfig{Jobs: []string{"svc"}, Version: "1.2.3"})
 
 	caller := meshtest.Connect(t, s)
 	request := func(body string) *nats.Msg {
@@ -465,19 +462,13 @@ func TestSlowPredictKeptInProgress(t *testing.T) {
 }
 
 func TestServiceBusyAndJobs(t *testing.T) {
-	s := meshtest.StartServer(t)
-	nc := meshtest.Connect(t, s)
 	// Job "one" has its stream and a worker; job "two" has neither, so a
 	// request for it holds the door's only slot while the door retries the
 	// store, until RequestTimeout.
 	sc := mesh.StreamConfig{Job: "one"}
-	ensure(t, nc, sc)
+	s, nc := startStreams(t, sc)
 	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
-	svc, err := mesh.NewService(nc, newClient(t, nc), mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatalf("NewService: %v", err)
-	}
-	meshtest.Run(t, svc.Run)
+	startService(t, nc, nc, mesh.ServiceConfig{Jobs: []string{"one", "two"}, MaxConcurrent: 1, RequestTimeout: 10 * time.Second})
 	caller := meshtest.Connect(t, s)
 
 	// The micro INFO verb lists one predict endpoint per job.
@@ -538,5 +529,133 @@ func TestServiceBusyAndJobs(t *testing.T) {
 	}
 	if m := <-stuck; m == nil || m.Header.Get("Nats-Service-Error-Code") != "503" || !strings.Contains(m.Header.Get("Nats-Service-Error"), "unavailable") {
 		t.Errorf("request for a job without a stream: got %v, want a 503 saying the queue is unavailable once RequestTimeout passed", m)
+	}
+}
+
+// panicPredictor panics on a body starting with "panic" and echoes the
+// others upper-cased.
+type panicPredictor struct{}
+
+func (panicPredictor) Predict(_ context.Context, _ string, body []byte) ([]byte, error) {
+	if strings.HasPrefix(string(body), "panic") {
+		panic("predictor bug")
+	}
+	return []byte(strings.ToUpper(string(body))), nil
+}
+
+// TestWorkerRecoversPanic checks that a Predictor panic fails that one
+// record with status 500 and the worker serves the next.
+func TestWorkerRecoversPanic(t *testing.T) {
+	sc := mesh.StreamConfig{Job: "panics", MaxDeliver: 2, Backoff: 10 * time.Millisecond}
+	_, nc := startStreams(t, sc)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, panicPredictor{})
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	_, err := c.Submit(ctx, "panics", mesh.Request{URI: "r1", Body: []byte("panic-1")})
+	var me *status.Error
+	if !errors.As(err, &me) || me.Status != 500 || !strings.Contains(me.Message, "predictor bug") {
+		t.Fatalf("got error %v, want a 500 *status.Error naming the panic", err)
+	}
+	res, err := c.Submit(ctx, "panics", mesh.Request{URI: "r2", Body: []byte("next")})
+	if err != nil {
+		t.Fatalf("next request: %v", err)
+	}
+	if got, want := string(res.Body), "NEXT"; got != want {
+		t.Errorf("got body %q, want %q", got, want)
+	}
+}
+
+// unanswerablePredictor counts its calls and fails each one as a codec
+// does that cannot write the outputs (status.ErrUnanswerable).
+type unanswerablePredictor struct{ calls chan struct{} }
+
+func (p unanswerablePredictor) Predict(context.Context, string, []byte) ([]byte, error) {
+	p.calls <- struct{}{}
+	return nil, fmt.Errorf("output %q: %w", "y", status.ErrUnanswerable)
+}
+
+// TestWorkerAnswersUnanswerableAtOnce checks that outputs no try can
+// write are a 500 at the first delivery, not after MaxDeliver retries.
+func TestWorkerAnswersUnanswerableAtOnce(t *testing.T) {
+	sc := mesh.StreamConfig{Job: "unanswerable", MaxDeliver: 5, Backoff: 10 * time.Millisecond}
+	_, nc := startStreams(t, sc)
+	p := unanswerablePredictor{calls: make(chan struct{}, 10)}
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, p)
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.Submit(ctx, "unanswerable", mesh.Request{URI: "r1", Body: []byte("x")})
+	var me *status.Error
+	if !errors.As(err, &me) || me.Status != 500 || strings.Contains(me.Message, "gave up") {
+		t.Fatalf("got error %v, want a 500 *status.Error at the first delivery", err)
+	}
+	if n := len(p.calls); n != 1 {
+		t.Errorf("Predict ran %d times, want 1", n)
+	}
+}
+
+// TestServiceStatsCountForwardsAndRefusals: the door forwards a request to
+// the work queue and the worker answers the caller (Client.Forward), so
+// $SRV.STATS count each request the door took, when it is stored or
+// refused; the door's refusals (here a publish without a reply subject)
+// count in num_errors and last_error. An error the worker answers (a bad
+// body: 400) reaches the caller as a micro error reply all the same.
+func TestServiceStatsCountForwardsAndRefusals(t *testing.T) {
+	sc := mesh.StreamConfig{Job: "stats"}
+	s, nc := startStreams(t, sc)
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
+	svc := startService(t, nc, nc, mesh.ServiceConfig{Jobs: []string{"stats"}})
+	caller := meshtest.Connect(t, s)
+	meshtest.WaitFor(t, "the door", func() bool { return svc.ID() != "" })
+
+	if m, err := caller.Request(mesh.PredictSubject("stats"), []byte("good"), 10*time.Second); err != nil || string(m.Data) != "GOOD" || len(m.Header) != 0 {
+		t.Fatalf("good request: got %v, %v; want GOOD and no headers", m, err)
+	}
+	m, err := caller.Request(mesh.PredictSubject("stats"), []byte("bad body"), 10*time.Second)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "400" || !strings.Contains(m.Header.Get(micro.ErrorHeader), "bad payload") || len(m.Data) != 0 {
+		t.Fatalf("bad request: got %v, %v; want a 400 error reply saying bad payload", m, err)
+	}
+	if err := caller.Publish(mesh.PredictSubject("stats"), []byte("no reply")); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, subj := range []string{"$SRV.STATS." + mesh.ServiceName, "$SRV.STATS." + mesh.ServiceName + "." + svc.ID()} {
+		var e *micro.EndpointStats
+		meshtest.WaitFor(t, subj+" counting 3 requests", func() bool {
+			m, err = caller.Request(subj, nil, 5*time.Second)
+			if err != nil {
+				t.Fatalf("%s: %v", subj, err)
+			}
+			var st micro.Stats
+			if err := json.Unmarshal(m.Data, &st); err != nil || st.Type != micro.StatsResponseType || len(st.Endpoints) != 1 {
+				t.Fatalf("%s: got %s (%v), want micro stats of one endpoint", subj, m.Data, err)
+			}
+			e = st.Endpoints[0]
+			return e.NumRequests >= 3
+		})
+		if e.Name != mesh.EndpointName || e.NumRequests != 3 || e.NumErrors != 1 {
+			t.Errorf("%s: got %s %d requests %d errors, want %s 3 requests 1 error", subj, e.Name, e.NumRequests, e.NumErrors, mesh.EndpointName)
+		}
+		if !strings.HasPrefix(e.LastError, "400:") || !strings.Contains(e.LastError, "no reply subject") {
+			t.Errorf("%s: last_error %q, want 400:<no reply subject>", subj, e.LastError)
+		}
+		if e.ProcessingTime <= 0 || e.AverageProcessingTime <= 0 {
+			t.Errorf("%s: processing time %v (average %v), want both above 0", subj, e.ProcessingTime, e.AverageProcessingTime)
+		}
+	}
+
+	// PING and INFO answer as micro's do.
+	m, err = caller.Request("$SRV.PING."+mesh.ServiceName+"."+svc.ID(), nil, 5*time.Second)
+	var ping micro.Ping
+	if err != nil || json.Unmarshal(m.Data, &ping) != nil || ping.Type != micro.PingResponseType || ping.ID != svc.ID() || ping.Name != mesh.ServiceName {
+		t.Errorf("PING: got %v, %v; want a micro ping of %s", m, err, svc.ID())
+	}
+	m, err = caller.Request("$SRV.INFO."+mesh.ServiceName, nil, 5*time.Second)
+	var info micro.Info
+	if err != nil || json.Unmarshal(m.Data, &info) != nil || info.Type != micro.InfoResponseType || len(info.Endpoints) != 1 ||
+		info.Endpoints[0].QueueGroup != mesh.ServiceQueueGroup || info.Endpoints[0].Subject != mesh.PredictSubject("stats") {
+		t.Errorf("INFO: got %v, %v; want micro info with the predict endpoint", m, err)
 	}
 }

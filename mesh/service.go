@@ -183,7 +183,7 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	ctx = telemetry.Extract(ctx, nats.Header(hdr))
 	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanDoorNATS, trace.SpanKindServer)
 	if span.IsRecording() {
-		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job))
+		span.SetAttributes(telemetry.AttrMessagingSystem.String("nats"), telemetry.AttrMessagingDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job))
 	}
 	st := status.OK
 	forwarded := false

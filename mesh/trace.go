@@ -6,7 +6,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -24,18 +23,6 @@ var tracer = otel.Tracer(telemetry.ScopeName + "/mesh")
 // hands back ctx, so the worker's process span is the door span's child.
 var stageTracer = otel.Tracer(telemetry.MeshStagesScope)
 
-// Span attribute keys of the mesh (messaging semantic conventions where
-// one fits).
-const (
-	attrSystem      = attribute.Key("messaging.system")
-	attrDestination = attribute.Key("messaging.destination.name")
-	attrMsgID       = attribute.Key("messaging.message.id")
-	attrDelivery    = attribute.Key("messaging.delivery_count")
-	attrQueueWaitMS = attribute.Key("cluster_serving.queue_wait_ms")
-	attrStatus      = attribute.Key("cluster_serving.status")
-	attrURI         = attribute.Key("cluster_serving.uri")
-)
-
 // endStatusSpan records the status of the answer on span, marks it an
 // error unless it is status.OK, and ends it.
 func endStatusSpan(span trace.Span, st int) {
@@ -43,7 +30,7 @@ func endStatusSpan(span trace.Span, st int) {
 		span.End() // a no-op for OTel's spans; still, every span is ended
 		return
 	}
-	span.SetAttributes(attrStatus.Int(st))
+	span.SetAttributes(telemetry.AttrStatus.Int(st))
 	if st != status.OK {
 		span.SetStatus(codes.Error, "st "+strconv.Itoa(st))
 	}

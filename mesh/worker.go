@@ -358,9 +358,9 @@ func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (context.C
 	}
 	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanProcess, trace.SpanKindConsumer)
 	if span.IsRecording() {
-		span.SetAttributes(attrSystem.String("nats"), attrDestination.String(WorkSubject(job)),
-			telemetry.AttrJob.String(job), attrDelivery.Int64(int64(delivered)),
-			attrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000))
+		span.SetAttributes(telemetry.AttrMessagingSystem.String("nats"), telemetry.AttrMessagingDestination.String(WorkSubject(job)),
+			telemetry.AttrJob.String(job), telemetry.AttrMessagingDelivery.Int64(int64(delivered)),
+			telemetry.AttrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000))
 	}
 	return ctx, span, delivered
 }

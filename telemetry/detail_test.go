@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
 )
 
 // TestTraceDetailExport exports one request's spans, one per scope the
@@ -25,9 +26,9 @@ func TestTraceDetailExport(t *testing.T) {
 		want   []string
 	}{{"", hop}, {telemetry.TraceDetailRequest, hop}, {telemetry.TraceDetailStages, all}} {
 		t.Run("detail="+tt.detail, func(t *testing.T) {
-			recv, addr := startGRPCReceiver(t)
+			recv, addr := startGRPCReceiver(t, true)
 			tel, err := telemetry.Setup(t.Context(), telemetry.Config{TracesExporter: telemetry.ExporterOTLPGRPC,
-				OTLPEndpoint: addr, OTLPInsecure: true, TraceDetail: tt.detail, Output: &syncBuffer{}})
+				OTLPEndpoint: addr, OTLPInsecure: true, TraceDetail: tt.detail, Output: &telemetrytest.LogBuffer{}})
 			if err != nil {
 				t.Fatal(err)
 			}

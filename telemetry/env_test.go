@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
 )
 
 func TestTracesExporterFromEnv(t *testing.T) {
@@ -48,13 +49,13 @@ func TestTracesExporterFromEnv(t *testing.T) {
 // exporter comes from TracesExporterFromEnv and the endpoint from the
 // variable, read by the SDK's exporter (which appends /v1/traces).
 func TestOTLPEndpointVariableAloneExports(t *testing.T) {
-	recv, url := startHTTPReceiver(t)
+	recv, url := startHTTPReceiver(t, true)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
 	exporter, err := telemetry.TracesExporterFromEnv(os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs telemetrytest.LogBuffer
 	tel, err := telemetry.Setup(t.Context(), telemetry.Config{TracesExporter: exporter, Output: &logs})
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,7 @@
 package telemetry_test
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,23 +25,4 @@ func setup(tb testing.TB, cfg telemetry.Config) *telemetry.Telemetry {
 		}
 	})
 	return tel
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes, for loggers
-// used from exporter goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -66,53 +66,47 @@ func Meter() metric.Meter { return otel.GetMeterProvider().Meter(ScopeName) }
 // NewMetrics creates the instruments on meter (use Meter()). It returns
 // the meter's error when an instrument cannot be created.
 func NewMetrics(meter metric.Meter) (*Metrics, error) {
-	m := &Metrics{meter: meter}
 	var err error
-	if m.requests, err = meter.Int64Counter(MetricRequests,
-		metric.WithUnit("{request}"),
-		metric.WithDescription("Requests finished at a door, by door, job and outcome.")); err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", MetricRequests, err)
+	m := &Metrics{
+		meter: meter,
+		requests: instrument(&err, meter.Int64Counter, MetricRequests, "{request}",
+			"Requests finished at a door, by door, job and outcome."),
+		requestDuration: instrument(&err, meter.Float64Histogram, MetricRequestDuration, "s",
+			"End-to-end request time at the door, from receipt to result delivered.", LatencyBuckets...),
+		stageDuration: instrument(&err, meter.Float64Histogram, MetricStageDuration, "s",
+			"Time spent in one stage of a request: queue_wait, decode, infer, encode, result_write.", LatencyBuckets...),
+		batchSize: instrument(&err, meter.Int64Histogram, MetricBatchSize, "{request}",
+			"Records per inference batch.", BatchSizeBuckets...),
+		workers: instrument(&err, meter.Int64UpDownCounter, MetricWorkers, "{worker}",
+			"Running inference workers in this process."),
+		modelLoad: instrument(&err, meter.Float64Histogram, MetricModelLoadDuration, "s",
+			"Time to load a model into ONNX Runtime.", ModelLoadBuckets...),
+		queuePending: instrument(&err, meter.Int64ObservableGauge, MetricQueuePending, "{message}",
+			"Messages in a job's work queue not yet delivered to a worker."),
+		queueAckPending: instrument(&err, meter.Int64ObservableGauge, MetricQueueAckPending, "{message}",
+			"Messages delivered to workers and not yet acknowledged."),
 	}
-	if m.requestDuration, err = meter.Float64Histogram(MetricRequestDuration,
-		metric.WithUnit("s"),
-		metric.WithDescription("End-to-end request time at the door, from receipt to result delivered."),
-		metric.WithExplicitBucketBoundaries(LatencyBuckets...)); err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", MetricRequestDuration, err)
-	}
-	if m.stageDuration, err = meter.Float64Histogram(MetricStageDuration,
-		metric.WithUnit("s"),
-		metric.WithDescription("Time spent in one stage of a request: queue_wait, decode, infer, encode, result_write."),
-		metric.WithExplicitBucketBoundaries(LatencyBuckets...)); err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", MetricStageDuration, err)
-	}
-	if m.batchSize, err = meter.Int64Histogram(MetricBatchSize,
-		metric.WithUnit("{request}"),
-		metric.WithDescription("Records per inference batch."),
-		metric.WithExplicitBucketBoundaries(BatchSizeBuckets...)); err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", MetricBatchSize, err)
-	}
-	if m.workers, err = meter.Int64UpDownCounter(MetricWorkers,
-		metric.WithUnit("{worker}"),
-		metric.WithDescription("Running inference workers in this process.")); err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", MetricWorkers, err)
-	}
-	if m.modelLoad, err = meter.Float64Histogram(MetricModelLoadDuration,
-		metric.WithUnit("s"),
-		metric.WithDescription("Time to load a model into ONNX Runtime."),
-		metric.WithExplicitBucketBoundaries(ModelLoadBuckets...)); err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", MetricModelLoadDuration, err)
-	}
-	if m.queuePending, err = meter.Int64ObservableGauge(MetricQueuePending,
-		metric.WithUnit("{message}"),
-		metric.WithDescription("Messages in a job's work queue not yet delivered to a worker.")); err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", MetricQueuePending, err)
-	}
-	if m.queueAckPending, err = meter.Int64ObservableGauge(MetricQueueAckPending,
-		metric.WithUnit("{message}"),
-		metric.WithDescription("Messages delivered to workers and not yet acknowledged.")); err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", MetricQueueAckPending, err)
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// instrument creates the instrument name with create, the meter's method
+// for its kind, and keeps in *errp the first error of a series of calls,
+// naming its instrument. WithUnit and WithDescription are options of every
+// kind; buckets (WithExplicitBucketBoundaries) may only be given for a
+// histogram, whose options alone take them.
+func instrument[I, O any](errp *error, create func(string, ...O) (I, error), name, unit, desc string, buckets ...float64) I {
+	opts := []O{any(metric.WithUnit(unit)).(O), any(metric.WithDescription(desc)).(O)}
+	if buckets != nil {
+		opts = append(opts, any(metric.WithExplicitBucketBoundaries(buckets...)).(O))
+	}
+	i, err := create(name, opts...)
+	if err != nil && *errp == nil {
+		*errp = fmt.Errorf("telemetry: %s: %w", name, err)
+	}
+	return i
 }
 
 // A nil *Metrics records nothing, so callers need no check.

@@ -4,48 +4,21 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
 )
 
-func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("scrape status %d: %s", rec.Code, rec.Body)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatalf("parse exposition: %v", err)
-	}
-	return fams
-}
-
-// find returns the metric of family name whose labels include want.
+// find returns the first metric of family name whose labels include want,
+// or nil.
 func find(fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
-	for _, m := range fams[name].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		ok := true
-		for k, v := range want {
-			ok = ok && labels[k] == v
-		}
-		if ok {
-			return m
-		}
+	if series := telemetrytest.Series(fams, name, want); len(series) > 0 {
+		return series[0]
 	}
 	return nil
 }
@@ -74,7 +47,7 @@ func TestMetricsPrometheus(t *testing.T) {
 	m.AddWorkers(ctx, "serving_stream", "resnet50", -1)
 	m.RecordModelLoad(ctx, "resnet50", telemetry.OutcomeOK, 1500*time.Millisecond)
 
-	fams := scrape(t, tel.MetricsHandler())
+	fams := telemetrytest.Scrape(t, tel.MetricsHandler())
 
 	counter := find(fams, "cluster_serving_requests_total",
 		map[string]string{"door": "http", "job_name": "serving_stream", "outcome": "ok"})
@@ -140,7 +113,7 @@ func TestMetricsPrometheus(t *testing.T) {
 	// The counter moves between scrapes.
 	m.RecordRequest(ctx, telemetry.DoorHTTP, "serving_stream", telemetry.OutcomeOK, time.Millisecond)
 	depths[0].Pending = 0
-	fams = scrape(t, tel.MetricsHandler())
+	fams = telemetrytest.Scrape(t, tel.MetricsHandler())
 	if got := find(fams, "cluster_serving_requests_total", map[string]string{"door": "http", "outcome": "ok"}).GetCounter().GetValue(); got != 3 {
 		t.Errorf("after one more request: %v, want 3", got)
 	}
@@ -153,7 +126,7 @@ func TestMetricsPrometheus(t *testing.T) {
 }
 
 func TestQueueCallbackErrorIsLoggedNotFatal(t *testing.T) {
-	var buf syncBuffer
+	var buf telemetrytest.LogBuffer
 	tel := setup(t, telemetry.Config{MetricsEnabled: true, Output: &buf})
 	m, err := telemetry.NewMetrics(telemetry.Meter())
 	if err != nil {
@@ -165,7 +138,7 @@ func TestQueueCallbackErrorIsLoggedNotFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.RecordBatch(context.Background(), "j", "m", 1)
-	fams := scrape(t, tel.MetricsHandler())
+	fams := telemetrytest.Scrape(t, tel.MetricsHandler())
 	if fams["cluster_serving_batch_size"] == nil {
 		t.Error("a failing queue callback hid the other metrics")
 	}

@@ -13,6 +13,16 @@ const (
 	AttrModel   = attribute.Key("model")
 	AttrOutcome = attribute.Key("outcome")
 	AttrStage   = attribute.Key("stage")
+
+	// Span attribute keys of the hops a request makes through the work
+	// queues (OTel messaging semantic conventions where one fits).
+	AttrMessagingSystem      = attribute.Key("messaging.system")
+	AttrMessagingDestination = attribute.Key("messaging.destination.name")
+	AttrMessagingMsgID       = attribute.Key("messaging.message.id")
+	AttrMessagingDelivery    = attribute.Key("messaging.delivery_count")
+	AttrQueueWaitMS          = attribute.Key("cluster_serving.queue_wait_ms")
+	AttrStatus               = attribute.Key("cluster_serving.status")
+	AttrURI                  = attribute.Key("cluster_serving.uri")
 )
 
 // Values of AttrDoor.

@@ -10,12 +10,14 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
 )
 
-// startGRPCReceiver runs an OTLP/gRPC trace receiver on 127.0.0.1:0.
-func startGRPCReceiver(tb testing.TB) (*telemetry.Receiver, string) {
+// startGRPCReceiver runs an OTLP/gRPC trace receiver on 127.0.0.1:0 that
+// keeps the spans, or with keep false only counts them.
+func startGRPCReceiver(tb testing.TB, keep bool) (*telemetry.Receiver, string) {
 	tb.Helper()
-	r, err := telemetry.StartReceiver("127.0.0.1:0", true)
+	r, err := telemetry.StartReceiver("127.0.0.1:0", keep)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -23,19 +25,19 @@ func startGRPCReceiver(tb testing.TB) (*telemetry.Receiver, string) {
 	return r, r.Addr()
 }
 
-// startHTTPReceiver runs an OTLP/HTTP (protobuf) trace receiver and
-// returns its base URL.
-func startHTTPReceiver(tb testing.TB) (*telemetry.Receiver, string) {
+// startHTTPReceiver runs an OTLP/HTTP (protobuf) trace receiver, keeping
+// or counting as startGRPCReceiver, and returns its base URL.
+func startHTTPReceiver(tb testing.TB, keep bool) (*telemetry.Receiver, string) {
 	tb.Helper()
-	r, _ := startGRPCReceiver(tb)
+	r, _ := startGRPCReceiver(tb, keep)
 	srv := httptest.NewServer(r)
 	tb.Cleanup(srv.Close)
 	return r, srv.URL
 }
 
 func TestOTLPExport(t *testing.T) {
-	grpcRecv, grpcAddr := startGRPCReceiver(t)
-	httpRecv, httpURL := startHTTPReceiver(t)
+	grpcRecv, grpcAddr := startGRPCReceiver(t, true)
+	httpRecv, httpURL := startHTTPReceiver(t, true)
 	tests := []struct {
 		name string
 		cfg  telemetry.Config
@@ -49,7 +51,7 @@ func TestOTLPExport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs telemetrytest.LogBuffer
 			tt.cfg.ServiceName = "otlp-test"
 			tt.cfg.Output = &logs
 			tel, err := telemetry.Setup(t.Context(), tt.cfg)
@@ -90,28 +92,18 @@ func TestOTLPExport(t *testing.T) {
 // TestReceiverCounts exports spans over both protocols to receivers that
 // only count (what the bench runs) and checks every span is counted.
 func TestReceiverCounts(t *testing.T) {
-	grpcRecv, err := telemetry.StartReceiver("127.0.0.1:0", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(grpcRecv.Close)
-	httpRecv, err := telemetry.StartReceiver("127.0.0.1:0", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(httpRecv.Close)
-	srv := httptest.NewServer(httpRecv)
-	t.Cleanup(srv.Close)
+	grpcRecv, grpcAddr := startGRPCReceiver(t, false)
+	httpRecv, httpURL := startHTTPReceiver(t, false)
 	for _, tt := range []struct {
 		name string
 		cfg  telemetry.Config
 		recv *telemetry.Receiver
 	}{
-		{"grpc", telemetry.Config{TracesExporter: telemetry.ExporterOTLPGRPC, OTLPEndpoint: grpcRecv.Addr(), OTLPInsecure: true}, grpcRecv},
-		{"http", telemetry.Config{TracesExporter: telemetry.ExporterOTLPHTTP, OTLPEndpoint: srv.URL + "/v1/traces"}, httpRecv},
+		{"grpc", telemetry.Config{TracesExporter: telemetry.ExporterOTLPGRPC, OTLPEndpoint: grpcAddr, OTLPInsecure: true}, grpcRecv},
+		{"http", telemetry.Config{TracesExporter: telemetry.ExporterOTLPHTTP, OTLPEndpoint: httpURL + "/v1/traces"}, httpRecv},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs telemetrytest.LogBuffer
 			tt.cfg.Output = &logs
 			tel, err := telemetry.Setup(t.Context(), tt.cfg)
 			if err != nil {

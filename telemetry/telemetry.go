@@ -110,38 +110,10 @@ func (t *Telemetry) setupTraces(ctx context.Context, cfg Config, res *resource.R
 	case ExporterMemory:
 		t.memory = tracetest.NewInMemoryExporter()
 		spanProcessor = sdktrace.WithSyncer(t.memory)
-	case ExporterOTLPGRPC:
-		var opts []otlptracegrpc.Option
-		if cfg.OTLPEndpoint != "" {
-			if strings.Contains(cfg.OTLPEndpoint, "://") {
-				opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint))
-			} else {
-				opts = append(opts, otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint))
-			}
-		}
-		if cfg.OTLPInsecure {
-			opts = append(opts, otlptracegrpc.WithInsecure())
-		}
-		exp, err := otlptracegrpc.New(ctx, opts...)
+	case ExporterOTLPGRPC, ExporterOTLPHTTP:
+		exp, err := otlpExporter(ctx, cfg)
 		if err != nil {
-			return fmt.Errorf("telemetry: otlp-grpc exporter: %w", err)
-		}
-		spanProcessor = sdktrace.WithBatcher(exp)
-	case ExporterOTLPHTTP:
-		var opts []otlptracehttp.Option
-		if cfg.OTLPEndpoint != "" {
-			if strings.Contains(cfg.OTLPEndpoint, "://") {
-				opts = append(opts, otlptracehttp.WithEndpointURL(cfg.OTLPEndpoint))
-			} else {
-				opts = append(opts, otlptracehttp.WithEndpoint(cfg.OTLPEndpoint))
-			}
-		}
-		if cfg.OTLPInsecure {
-			opts = append(opts, otlptracehttp.WithInsecure())
-		}
-		exp, err := otlptracehttp.New(ctx, opts...)
-		if err != nil {
-			return fmt.Errorf("telemetry: otlp-http exporter: %w", err)
+			return err
 		}
 		spanProcessor = sdktrace.WithBatcher(exp)
 	}
@@ -152,6 +124,41 @@ func (t *Telemetry) setupTraces(ctx context.Context, cfg Config, res *resource.R
 	)
 	otel.SetTracerProvider(WithTraceDetail(t.tp, cfg.TraceDetail))
 	return nil
+}
+
+// otlpExporter is the OTLP span exporter cfg.TracesExporter names.
+func otlpExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
+	var exp sdktrace.SpanExporter
+	var err error
+	if cfg.TracesExporter == ExporterOTLPGRPC {
+		exp, err = otlptracegrpc.New(ctx, otlpOptions(cfg,
+			otlptracegrpc.WithEndpointURL, otlptracegrpc.WithEndpoint, otlptracegrpc.WithInsecure)...)
+	} else {
+		exp, err = otlptracehttp.New(ctx, otlpOptions(cfg,
+			otlptracehttp.WithEndpointURL, otlptracehttp.WithEndpoint, otlptracehttp.WithInsecure)...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s exporter: %w", cfg.TracesExporter, err)
+	}
+	return exp, nil
+}
+
+// otlpOptions are one OTLP exporter's options (gRPC or HTTP, the same
+// three constructors in each package) from cfg: OTLPEndpoint as a URL when
+// it has a scheme, else as host:port, and OTLPInsecure.
+func otlpOptions[O any](cfg Config, withURL, withEndpoint func(string) O, withInsecure func() O) []O {
+	var opts []O
+	if cfg.OTLPEndpoint != "" {
+		with := withEndpoint
+		if strings.Contains(cfg.OTLPEndpoint, "://") {
+			with = withURL
+		}
+		opts = append(opts, with(cfg.OTLPEndpoint))
+	}
+	if cfg.OTLPInsecure {
+		opts = append(opts, withInsecure())
+	}
+	return opts
 }
 
 func (t *Telemetry) setupMetrics(cfg Config, res *resource.Resource) error {

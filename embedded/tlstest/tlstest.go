@@ -1,7 +1,8 @@
 // Package tlstest makes a throwaway certificate authority and the server
 // and client certificates the security tests need, written as PEM files
-// into a test's temporary directory. Nothing it makes is committed: each
-// test run has its own keys.
+// into a test's temporary directory, and the nats-server configuration
+// files those tests start servers with. Nothing it makes is committed:
+// each test run has its own keys.
 package tlstest
 
 import (
@@ -36,6 +37,18 @@ type PKI struct {
 
 	ca    *x509.Certificate
 	caKey *ecdsa.PrivateKey
+}
+
+// NATSConf writes text as a nats-server configuration file (mode 0600: it
+// may hold passwords) into a new temporary directory of tb and returns its
+// path.
+func NATSConf(tb testing.TB, text string) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
 
 // New makes a CA named name and its two certificates under a new

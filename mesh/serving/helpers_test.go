@@ -26,6 +26,21 @@ const (
 	addData  = `[3,5,7,9]` // 2x+1, inside the prediction string
 )
 
+// requestAdd connects to url with opts, asks job's NATS door for addBody
+// and fails the test unless the answer holds addData.
+func requestAdd(tb testing.TB, url, job string, opts ...nats.Option) {
+	tb.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer nc.Close()
+	reply, err := nc.Request(mesh.PredictSubject(job), []byte(addBody), 10*time.Second)
+	if err != nil || !strings.Contains(string(reply.Data), addData) {
+		tb.Fatalf("NATS door: got %v, %v; want %s", reply, err, addData)
+	}
+}
+
 // addConfig is a Node config for the add model as job, on url (empty: an
 // embedded server on a random port).
 func addConfig(tb testing.TB, job, url string) serving.Config {

@@ -16,20 +16,10 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
-	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
 const plantedPW = "pl4nted-pw-9x"
-
-func natsConf(tb testing.TB, text string) string {
-	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return path
-}
 
 // TestNodeOnSecuredEmbeddedServer: a node whose embedded server has an
 // authorization block serves with no credentials of its own (the
@@ -37,7 +27,7 @@ func natsConf(tb testing.TB, text string) string {
 // answers; one without credentials is refused.
 func TestNodeOnSecuredEmbeddedServer(t *testing.T) {
 	cfg := addConfig(t, "secured", "")
-	cfg.Embedded.ConfigFile = natsConf(t, `authorization { users = [{user: a, password: "`+plantedPW+`"}] }`)
+	cfg.Embedded.ConfigFile = tlstest.NATSConf(t, `authorization { users = [{user: a, password: "`+plantedPW+`"}] }`)
 	cfg.Serve, cfg.Service = true, true
 	n := runReady(t, cfg)
 	if !n.AuthRequired() {
@@ -46,22 +36,14 @@ func TestNodeOnSecuredEmbeddedServer(t *testing.T) {
 	if _, err := nats.Connect(n.URL()); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("no credentials: got %v, want nats.ErrAuthorization", err)
 	}
-	nc, err := nats.Connect(n.URL(), serving.NATSAuth{User: "a", Password: plantedPW}.Options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	reply, err := nc.Request(mesh.PredictSubject("secured"), []byte(addBody), 10*time.Second)
-	if err != nil || !strings.Contains(string(reply.Data), addData) {
-		t.Fatalf("NATS door: got %v, %v; want %s", reply, err, addData)
-	}
+	requestAdd(t, n.URL(), "secured", serving.NATSAuth{User: "a", Password: plantedPW}.Options()...)
 }
 
 // TestNodeNeedsCredentials: users in two accounts leave the embedded
 // server no identity to grant the node; without Auth, NewNode fails
 // naming the keys, and with the user of one account it serves.
 func TestNodeNeedsCredentials(t *testing.T) {
-	conf := natsConf(t, `accounts { A { jetstream: enabled, users = [{user: a, password: pw}] }, B { users = [{user: b, password: pw}] } }`)
+	conf := tlstest.NATSConf(t, `accounts { A { jetstream: enabled, users = [{user: a, password: pw}] }, B { users = [{user: b, password: pw}] } }`)
 	cfg := addConfig(t, "twoacc", "")
 	cfg.Embedded.ConfigFile = conf
 	_, err := serving.NewNode(context.Background(), cfg)
@@ -77,7 +59,7 @@ func TestNodeNeedsCredentials(t *testing.T) {
 // fails with ErrNATSAuth and an error that shows the URL redacted.
 func TestNodeExternalAuth(t *testing.T) {
 	srv, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(),
-		ConfigFile: natsConf(t, `authorization { users = [{user: a, password: "`+plantedPW+`"}] }`)})
+		ConfigFile: tlstest.NATSConf(t, `authorization { users = [{user: a, password: "`+plantedPW+`"}] }`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +104,7 @@ func TestNodeExternalAuth(t *testing.T) {
 func TestNATSAuthTLS(t *testing.T) {
 	pki := tlstest.New(t, "nats")
 	srv, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(),
-		ConfigFile: natsConf(t, fmt.Sprintf(`tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true }`, pki.ServerCert, pki.ServerKey, pki.CA))})
+		ConfigFile: tlstest.NATSConf(t, fmt.Sprintf(`tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true }`, pki.ServerCert, pki.ServerKey, pki.CA))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +168,7 @@ func TestConnectErrorScrubs(t *testing.T) {
 // account once the file has accounts; NewNode says what to add.
 func TestNodeAccountWithoutJetStream(t *testing.T) {
 	cfg := addConfig(t, "nojs", "")
-	cfg.Embedded.ConfigFile = natsConf(t, `accounts { A { users = [{user: a, password: pw}] } }`)
+	cfg.Embedded.ConfigFile = tlstest.NATSConf(t, `accounts { A { users = [{user: a, password: pw}] } }`)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	n, err := serving.NewNode(ctx, cfg)
@@ -212,7 +194,7 @@ func TestNATSAuthNkeySeed(t *testing.T) {
 	other, _ := nkeys.CreateUser()
 	otherSeed, _ := other.Seed()
 	srv, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(),
-		ConfigFile: natsConf(t, `authorization { users = [{nkey: `+pub+`}] }`)})
+		ConfigFile: tlstest.NATSConf(t, `authorization { users = [{nkey: `+pub+`}] }`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +231,7 @@ func TestNATSAuthNkeySeed(t *testing.T) {
 // subscribe _INBOX.> reads none of it, only the canary sent to it last.
 func TestNodeInboxPrefix(t *testing.T) {
 	cfg := addConfig(t, "inbox", "")
-	cfg.Embedded.ConfigFile = natsConf(t, `authorization { users = [{user: a, password: pw},
+	cfg.Embedded.ConfigFile = tlstest.NATSConf(t, `authorization { users = [{user: a, password: pw},
 		{user: snoop, password: pw, permissions: {publish: "serving.*.predict", subscribe: "_INBOX.>"}}] }`)
 	cfg.Serve, cfg.Auth.InboxPrefix = true, "_INBOX_t.node"
 	n := runReady(t, cfg)
