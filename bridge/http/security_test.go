@@ -94,7 +94,7 @@ func writeFile(tb testing.TB, path, data string) {
 func TestHTTPSOnly(t *testing.T) {
 	infertest.RequireLibrary(t)
 	pki := tlstest.New(t, "https")
-	e := startDoor(t, httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey}, served{name: "add", file: "add_f32"})
+	e := startDoor(t, httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey}}, served{name: "add", file: "add_f32"})
 	if !strings.HasPrefix(e.url, "https://") {
 		t.Fatalf("url %s", e.url)
 	}
@@ -120,7 +120,7 @@ func TestHTTPSOnly(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	infertest.RequireLibrary(t)
 	pki, other := tlstest.New(t, "mtls"), tlstest.New(t, "other")
-	e := startDoor(t, httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA},
+	e := startDoor(t, httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA}},
 		served{name: "add", file: "add_f32"})
 	foreign := pki.ClientTLS(t, false)
 	kp, err := tls.LoadX509KeyPair(other.ClientCert, other.ClientKey)
@@ -168,14 +168,14 @@ func TestFileErrorsNameTheField(t *testing.T) {
 		name, field string
 		cfg         httpdoor.Config
 	}{
-		{"missing cert", "TLSCertFile", httpdoor.Config{TLSCertFile: missing, TLSKeyFile: pki.ServerKey}},
-		{"missing key", "TLSKeyFile", httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: missing}},
-		{"key of another cert", "TLSCertFile", httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ClientKey}},
-		{"cert not PEM", "TLSCertFile", httpdoor.Config{TLSCertFile: comments, TLSKeyFile: pki.ServerKey}},
-		{"client CA not PEM", "TLSClientCAFile", httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: comments}},
-		{"missing token file", "TokenFile", httpdoor.Config{TokenFile: missing}},
-		{"empty token file", "TokenFile", httpdoor.Config{TokenFile: empty}},
-		{"token file of comments", "TokenFile", httpdoor.Config{TokenFile: comments}},
+		{"missing cert", "TLSCertFile", httpdoor.Config{Config: door.Config{TLSCertFile: missing, TLSKeyFile: pki.ServerKey}}},
+		{"missing key", "TLSKeyFile", httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: missing}}},
+		{"key of another cert", "TLSCertFile", httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ClientKey}}},
+		{"cert not PEM", "TLSCertFile", httpdoor.Config{Config: door.Config{TLSCertFile: comments, TLSKeyFile: pki.ServerKey}}},
+		{"client CA not PEM", "TLSClientCAFile", httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: comments}}},
+		{"missing token file", "TokenFile", httpdoor.Config{Config: door.Config{TokenFile: missing}}},
+		{"empty token file", "TokenFile", httpdoor.Config{Config: door.Config{TokenFile: empty}}},
+		{"token file of comments", "TokenFile", httpdoor.Config{Config: door.Config{TokenFile: comments}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Models = oneModel
@@ -186,7 +186,7 @@ func TestFileErrorsNameTheField(t *testing.T) {
 			}
 		})
 	}
-	_, err := httpdoor.New(noSubmit{}, httpdoor.Config{Models: oneModel, TLSCertFile: pki.ServerCert})
+	_, err := httpdoor.New(noSubmit{}, httpdoor.Config{Config: door.Config{Models: oneModel, TLSCertFile: pki.ServerCert}})
 	if !errors.Is(err, httpdoor.ErrInvalidConfig) {
 		t.Errorf("cert without key: got %v, want ErrInvalidConfig", err)
 	}
@@ -226,10 +226,10 @@ func TestOpenDoorWarning(t *testing.T) {
 		want       int
 	}{
 		{"all interfaces, no token file", "0.0.0.0:0", httpdoor.Config{}, 1},
-		{"all interfaces, TLS but no token file", "0.0.0.0:0", httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey}, 1},
-		{"all interfaces, token file", "0.0.0.0:0", httpdoor.Config{TokenFile: tokens}, 0},
+		{"all interfaces, TLS but no token file", "0.0.0.0:0", httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey}}, 1},
+		{"all interfaces, token file", "0.0.0.0:0", httpdoor.Config{Config: door.Config{TokenFile: tokens}}, 0},
 		{"all interfaces, client certificates", "0.0.0.0:0",
-			httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA}, 0},
+			httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA}}, 0},
 		{"loopback", "127.0.0.1:0", httpdoor.Config{}, 0},
 		{"loopback v6", "[::1]:0", httpdoor.Config{}, 0},
 	} {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -221,7 +222,7 @@ func sameData(tb testing.TB, raw json.RawMessage, data any) bool {
 
 func TestMetadataRoutes(t *testing.T) {
 	infertest.RequireLibrary(t)
-	e := startDoor(t, httpdoor.Config{Version: "1.2.3"},
+	e := startDoor(t, httpdoor.Config{Config: door.Config{Version: "1.2.3"}},
 		served{name: "add", file: "add_f32"},
 		served{name: "add", version: "2", file: "add_f64"})
 	tests := []struct {
@@ -302,9 +303,11 @@ func TestErrorStatuses(t *testing.T) {
 	var ready atomic.Bool
 	slowInfo := infer.ModelInfo{Inputs: []infer.IO{{Name: "x", DType: infer.Float32, Shape: []int64{-1, 4}}}}
 	e := startDoor(t, httpdoor.Config{
-		RequestTimeout: 300 * time.Millisecond,
-		MaxBodyBytes:   1000,
-		Ready:          ready.Load,
+		Config: door.Config{
+			RequestTimeout: 300 * time.Millisecond,
+			Ready:          ready.Load,
+		},
+		MaxBodyBytes: 1000,
 	},
 		served{name: "add", file: "add_f32"},
 		served{name: "slow", predictor: blockingPredictor{release}, info: slowInfo},
@@ -369,7 +372,7 @@ func TestErrorStatuses(t *testing.T) {
 
 func TestTokenBucket(t *testing.T) {
 	infertest.RequireLibrary(t)
-	e := startDoor(t, httpdoor.Config{TokensPerSecond: 1, TokenAcquireTimeout: 10 * time.Millisecond},
+	e := startDoor(t, httpdoor.Config{Config: door.Config{TokensPerSecond: 1, TokenAcquireTimeout: 10 * time.Millisecond}},
 		served{name: "add", file: "add_f32"})
 	var codes []int
 	for range 3 {
