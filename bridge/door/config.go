@@ -2,6 +2,8 @@ package door
 
 import (
 	"cmp"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -68,4 +70,28 @@ func (c *Config) SetDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Models = Versioned(c.Models)
 	c.Conns = c.Conns.WithDefaults(c.RequestTimeout, c.TokenAcquireTimeout)
+}
+
+// Opened is what a door opens its Config to: its TLS config (nil:
+// plaintext), its tokens (nil: no authentication) and its token bucket
+// (nil: no rate limit).
+type Opened struct {
+	TLS    *tls.Config
+	Tokens *Tokens
+	Bucket *TokenBucket
+}
+
+// Open is what both doors' New do once their Config is valid: it refuses
+// a nil s (wrapping invalid), sets c's defaults (SetDefaults), loads its
+// files (Load; errors are *FileError) and makes its token bucket.
+func (c *Config) Open(invalid error, s Submitter) (Opened, error) {
+	if s == nil {
+		return Opened{}, fmt.Errorf("%w: Submitter is nil", invalid)
+	}
+	c.SetDefaults()
+	tc, tokens, err := c.Load()
+	if err != nil {
+		return Opened{}, err
+	}
+	return Opened{TLS: tc, Tokens: tokens, Bucket: NewTokenBucket(c.TokensPerSecond, c.TokenAcquireTimeout)}, nil
 }

@@ -111,17 +111,12 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if s == nil {
-		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
-	}
 	cfg.MaxRecvBytes = cmp.Or(cfg.MaxRecvBytes, DefaultMaxRecvBytes)
-	cfg.SetDefaults()
-	d := &Door{cfg: cfg, sub: s, log: cfg.Logger, bucket: door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)}
-	var err error
-	if d.tls, d.tokens, err = cfg.Load(); err != nil {
+	o, err := cfg.Open(ErrInvalidConfig, s)
+	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	return &Door{cfg: cfg, sub: s, log: cfg.Logger, tls: o.TLS, tokens: o.Tokens, bucket: o.Bucket}, nil
 }
 
 // Server returns a new *grpc.Server with the door's service (ModelInfer

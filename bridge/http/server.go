@@ -121,18 +121,13 @@ func New(s Submitter, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if s == nil {
-		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
-	}
 	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
-	cfg.SetDefaults()
-	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger}
-	var err error
-	if srv.tls, srv.tokens, err = cfg.Load(); err != nil {
+	o, err := cfg.Open(ErrInvalidConfig, s)
+	if err != nil {
 		return nil, err
 	}
-	srv.limiter = door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)
+	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger, tls: o.TLS, tokens: o.Tokens, limiter: o.Bucket}
 	srv.routes()
 	return srv, nil
 }
