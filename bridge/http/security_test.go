@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
@@ -77,18 +77,6 @@ func send(client *http.Client, method, url, token, body string) (int, string, []
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), b, err
-}
-
-// writeFile replaces path's contents atomically, as a deployer should.
-func writeFile(tb testing.TB, path, data string) {
-	tb.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		tb.Fatal(err)
-	}
 }
 
 func TestHTTPSOnly(t *testing.T) {
@@ -162,8 +150,8 @@ func TestFileErrorsNameTheField(t *testing.T) {
 	pki := tlstest.New(t, "files")
 	dir := t.TempDir()
 	empty, comments, missing := filepath.Join(dir, "empty"), filepath.Join(dir, "comments"), filepath.Join(dir, "missing")
-	writeFile(t, empty, "")
-	writeFile(t, comments, "# only a comment\n\n   \n")
+	doortest.WriteFile(t, empty, "")
+	doortest.WriteFile(t, comments, "# only a comment\n\n   \n")
 	for _, tc := range []struct {
 		name, field string
 		cfg         httpdoor.Config
@@ -201,24 +189,15 @@ func serveOn(t *testing.T, addr string, cfg httpdoor.Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- door.Serve(ctx, ln) }()
+	e := serveDoor(t, door, addr, false)
 	meshtest.WaitFor(t, "the door listening", func() bool { return strings.Contains(logs.String(), "HTTP door listening") })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	e.stop()
 	return logs.String()
 }
 
 func TestOpenDoorWarning(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, tokens, "s3cret\n")
+	doortest.WriteFile(t, tokens, "s3cret\n")
 	pki := tlstest.New(t, "warn")
 	for _, tc := range []struct {
 		name, addr string

@@ -174,6 +174,21 @@ func TestOIPNewDatatypes(t *testing.T) {
 	}
 }
 
+// sameHalves compares a JSON array of numbers with 16-bit floats h, by
+// their bits once each number is converted by from.
+func sameHalves[H comparable](raw json.RawMessage, h []H, from func(float32) H) bool {
+	var f []float32
+	if json.Unmarshal(raw, &f) != nil || len(f) != len(h) {
+		return false
+	}
+	for i := range f {
+		if from(f[i]) != h[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // sameData compares a JSON array with a tensor's data.
 func sameData(tb testing.TB, raw json.RawMessage, data any) bool {
 	tb.Helper()
@@ -190,27 +205,9 @@ func sameData(tb testing.TB, raw json.RawMessage, data any) bool {
 	}
 	switch h := data.(type) { // 16-bit floats come as numbers: compare their bits
 	case []infer.F16:
-		var f []float32
-		if json.Unmarshal(raw, &f) != nil || len(f) != len(h) {
-			return false
-		}
-		for i := range f {
-			if infer.F16From(f[i]) != h[i] {
-				return false
-			}
-		}
-		return true
+		return sameHalves(raw, h, infer.F16From)
 	case []infer.BF16:
-		var f []float32
-		if json.Unmarshal(raw, &f) != nil || len(f) != len(h) {
-			return false
-		}
-		for i := range f {
-			if infer.BF16From(f[i]) != h[i] {
-				return false
-			}
-		}
-		return true
+		return sameHalves(raw, h, infer.BF16From)
 	}
 	ptr := reflect.New(reflect.TypeOf(data))
 	if err := json.Unmarshal(raw, ptr.Interface()); err != nil {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -111,4 +112,17 @@ func (sv Served) predictor(tb testing.TB) (mesh.Predictor, infer.ModelInfo) {
 	}
 	e := infertest.NewEngine(tb, ec)
 	return wire.NewPredictor(e, wire.Model{Name: sv.Name, Version: sv.Version}), e.Info()
+}
+
+// WriteFile replaces path's contents with data atomically (a new file
+// renamed over it), as a deployer should replace a token file.
+func WriteFile(tb testing.TB, path, data string) {
+	tb.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		tb.Fatal(err)
+	}
 }
