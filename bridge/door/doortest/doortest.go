@@ -22,6 +22,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Served is one model behind a door: its name, version ("" = 1) and
@@ -124,5 +125,31 @@ func WriteFile(tb testing.TB, path, data string) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// The W3C traceparent a door's trace tests send: the caller's trace
+// TraceID and its span ParentID.
+const (
+	TraceID     = "0af7651916cd43dd8448eb211c80319c"
+	ParentID    = "b7ad6b7169203331"
+	Traceparent = "00-" + TraceID + "-" + ParentID + "-01"
+)
+
+// CheckTraceContinued checks, among the spans ended, that span, the
+// door's span of a request that carried Traceparent, is the caller's
+// child in its trace, that the JetStream publish is span's child and that
+// the worker's span is in the same trace.
+func CheckTraceContinued(tb testing.TB, ended meshtest.Ended, span string) {
+	tb.Helper()
+	d, pub, proc := ended.Find(span), ended.Find(telemetry.SpanPublish), ended.Find(telemetry.SpanProcess)
+	if d.SpanContext.TraceID().String() != TraceID || d.Parent.SpanID().String() != ParentID {
+		tb.Errorf("%s: got trace %s parent %s, want the caller's %s %s", span, d.SpanContext.TraceID(), d.Parent.SpanID(), TraceID, ParentID)
+	}
+	if pub == nil || pub.Parent.SpanID() != d.SpanContext.SpanID() {
+		tb.Errorf("jetstream publish: want the child of %s, got %+v", span, pub)
+	}
+	if proc.SpanContext.TraceID().String() != TraceID {
+		tb.Errorf("worker span: got trace %s, want %s", proc.SpanContext.TraceID(), TraceID)
 	}
 }
