@@ -3,7 +3,6 @@ package door
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,33 +79,6 @@ func WarnIfOpen(log *slog.Logger, door string, addr net.Addr, open bool) {
 		}
 	}
 	log.Warn(fmt.Sprintf("%s on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", door, where))
-}
-
-// ValidateTLS reports, wrapping invalid, a certificate without its key
-// (or the reverse) and a client CA without a certificate.
-func (c Config) ValidateTLS(invalid error) error {
-	switch {
-	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
-		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", invalid)
-	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
-		return fmt.Errorf("%w: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for only over TLS", invalid)
-	}
-	return nil
-}
-
-// Load loads the door's TLS files (see ServerTLS) and its token file
-// (see NewTokens, logging to Logger; none when TokenFile is empty).
-// Errors are *FileError.
-func (c Config) Load() (*tls.Config, *Tokens, error) {
-	tc, err := ServerTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile)
-	if err != nil || c.TokenFile == "" {
-		return tc, nil, err
-	}
-	tokens, err := NewTokens(c.TokenFile, c.Logger)
-	if err != nil {
-		return nil, nil, err
-	}
-	return tc, tokens, nil
 }
 
 // Defaults both doors apply for zero Config fields.
