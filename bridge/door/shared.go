@@ -3,7 +3,6 @@ package door
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,32 +81,6 @@ func WarnIfOpen(log *slog.Logger, door string, addr net.Addr, open bool) {
 	log.Warn(fmt.Sprintf("%s on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", door, where))
 }
 
-// ValidateTLS reports, wrapping invalid, a certificate without its key
-// (or the reverse) and a client CA without a certificate.
-func ValidateTLS(invalid error, certFile, keyFile, clientCAFile string) error {
-	switch {
-	case (certFile == "") != (keyFile == ""):
-		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together: set both or neither", invalid)
-	case clientCAFile != "" && certFile == "":
-		return fmt.Errorf("%w: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for only over TLS", invalid)
-	}
-	return nil
-}
-
-// Load loads a door's TLS files (see ServerTLS) and its token file (see
-// NewTokens; none when tokenFile is empty). Errors are *FileError.
-func Load(certFile, keyFile, clientCAFile, tokenFile string, log *slog.Logger) (*tls.Config, *Tokens, error) {
-	tc, err := ServerTLS(certFile, keyFile, clientCAFile)
-	if err != nil || tokenFile == "" {
-		return tc, nil, err
-	}
-	tokens, err := NewTokens(tokenFile, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	return tc, tokens, nil
-}
-
 // Defaults both doors apply for zero Config fields.
 const (
 	DefaultRequestTimeout = 30 * time.Second
@@ -123,19 +96,4 @@ func Versioned(models []Model) []Model {
 		out[i].Version = cmp.Or(out[i].Version, "1")
 	}
 	return out
-}
-
-// Defaults sets the zero fields both doors' Configs share to their
-// defaults, in place: the request timeout, the shutdown grace, the
-// version, the logger, each model's version (on a copy of the list) and
-// the connection bounds (whose WriteTimeout follows from acquire, the
-// token wait, and the request timeout). One place, so that the doors
-// cannot drift apart.
-func Defaults(requestTimeout, grace *time.Duration, version *string, log **slog.Logger, models *[]Model, conns *Conns, acquire time.Duration) {
-	*requestTimeout = cmp.Or(*requestTimeout, DefaultRequestTimeout)
-	*grace = cmp.Or(*grace, DefaultShutdownGrace)
-	*version = cmp.Or(*version, DefaultVersion)
-	*log = cmp.Or(*log, slog.Default())
-	*models = Versioned(*models)
-	*conns = conns.WithDefaults(*requestTimeout, acquire)
 }

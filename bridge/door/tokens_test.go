@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
@@ -19,17 +19,6 @@ const (
 	adminToken = "planted-admin-93d2aa"
 	plainToken = "planted-plain-5b6f10"
 )
-
-func writeTokens(t *testing.T, path, text string) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // noPlanted fails t when s holds a planted token.
 func noPlanted(t *testing.T, what, s string) {
@@ -41,7 +30,7 @@ func noPlanted(t *testing.T, what, s string) {
 
 func TestTokenRoles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
-	writeTokens(t, path, "# team a\n"+inferToken+"\tinfer\n  "+adminToken+"   admin  \n"+plainToken+"\n")
+	doortest.WriteFile(t, path, "# team a\n"+inferToken+"\tinfer\n  "+adminToken+"   admin  \n"+plainToken+"\n")
 	tok, err := door.NewTokens(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +75,7 @@ func TestTokenFileBadRole(t *testing.T) {
 		{inferToken + " infer admin\n", "line 1:"},
 	} {
 		path := filepath.Join(t.TempDir(), "tokens")
-		writeTokens(t, path, tc.text)
+		doortest.WriteFile(t, path, tc.text)
 		_, err := door.NewTokens(path, slog.New(slog.DiscardHandler))
 		var fe *door.FileError
 		if !errors.As(err, &fe) || fe.Field != "TokenFile" || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "infer or admin") {
@@ -105,20 +94,20 @@ func TestTokenFileBadRole(t *testing.T) {
 // the line and no token; a fixed file takes over.
 func TestTokenFileBadRoleLater(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
-	writeTokens(t, path, adminToken+" admin\n")
+	doortest.WriteFile(t, path, adminToken+" admin\n")
 	var logs bytes.Buffer
 	tok, err := door.NewTokens(path, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeTokens(t, path, inferToken+" superuser\n")
+	doortest.WriteFile(t, path, inferToken+" superuser\n")
 	infertest.WaitFor(t, "a warning about the malformed file", func() bool {
 		if tok.Role(adminToken) != door.RoleAdmin {
 			t.Fatal("the admin token lost its role while the file is malformed: want the last good set kept")
 		}
 		return strings.Contains(logs.String(), "line 1:")
 	})
-	writeTokens(t, path, adminToken+" infer\n")
+	doortest.WriteFile(t, path, adminToken+" infer\n")
 	infertest.WaitFor(t, "the admin token demoted", func() bool { return tok.Role(adminToken) == door.RoleInfer })
 	noPlanted(t, "the log", logs.String())
 	if n := strings.Count(logs.String(), "malformed"); n != 1 {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 )
@@ -16,7 +17,7 @@ import (
 // the first ModelInfer runs and the next ones, which cannot get a token
 // in time, are ResourceExhausted; the metadata RPCs take no token.
 func TestTokenBucket(t *testing.T) {
-	addr := startDoor(t, grpcdoor.Config{TokensPerSecond: 1, TokenAcquireTimeout: 10 * time.Millisecond}, served{name: "add", file: "add_f32"})
+	addr := startDoor(t, grpcdoor.Config{Config: door.Config{TokensPerSecond: 1, TokenAcquireTimeout: 10 * time.Millisecond}}, served{name: "add", file: "add_f32"})
 	c, ctx := inferClient(t, addr), callCtx(t)
 	req := &kservepb.ModelInferRequest{ModelName: "add", Inputs: []*inferInput{
 		{Name: "x", Datatype: "FP32", Shape: []int64{1, 4}, Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}}
@@ -37,7 +38,7 @@ func TestTokenBucket(t *testing.T) {
 }
 
 func TestTokenBucketValidate(t *testing.T) {
-	cfg := grpcdoor.Config{Addr: "127.0.0.1:0", Models: []grpcdoor.Model{{Name: "m", Job: "m"}}, TokensPerSecond: -1}
+	cfg := grpcdoor.Config{Config: door.Config{Addr: "127.0.0.1:0", Models: []grpcdoor.Model{{Name: "m", Job: "m"}}, TokensPerSecond: -1}}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "TokensPerSecond") {
 		t.Errorf("got %v, want an error naming TokensPerSecond", err)
 	}

@@ -84,10 +84,10 @@ func TestCatalog(t *testing.T) {
 }
 
 func TestCatalogValidate(t *testing.T) {
-	if err := (grpcdoor.Config{Addr: "127.0.0.1:0", Catalog: &catalog{}}).Validate(); err != nil {
+	if err := (grpcdoor.Config{Config: door.Config{Addr: "127.0.0.1:0"}, Catalog: &catalog{}}).Validate(); err != nil {
 		t.Errorf("Catalog without Models: got %v, want valid", err)
 	}
-	if err := (grpcdoor.Config{Addr: "127.0.0.1:0"}).Validate(); err == nil || !strings.Contains(err.Error(), "Models is empty") {
+	if err := (grpcdoor.Config{Config: door.Config{Addr: "127.0.0.1:0"}}).Validate(); err == nil || !strings.Contains(err.Error(), "Models is empty") {
 		t.Errorf("neither: got %v, want an error naming Models", err)
 	}
 }

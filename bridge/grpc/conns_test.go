@@ -15,7 +15,7 @@ import (
 // ModelInfer is served, and the oldest connection, busy with an open
 // reflection stream, is kept.
 func TestIdleConnectionsAreShed(t *testing.T) {
-	addr := startDoor(t, grpcdoor.Config{Conns: door.Conns{MaxConnections: 3}}, served{name: "add", file: "add_f32"})
+	addr := startDoor(t, grpcdoor.Config{Config: door.Config{Conns: door.Conns{MaxConnections: 3}}}, served{name: "add", file: "add_f32"})
 	ctx := callCtx(t)
 	stream, err := rpb.NewServerReflectionClient(dial(t, addr, nil)).ServerReflectionInfo(ctx)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -19,7 +18,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
-	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Submitter and Model are the doors' (see package door).
@@ -37,60 +35,30 @@ const (
 
 // Config configures a Door. The zero value, with Addr and Models (or
 // Catalog) set, means all defaults.
+//
+// Of the fields it shares with the HTTP door (door.Config): Addr is
+// required, the door is off unless asked for (config key grpcPort); a
+// ModelInfer past RequestTimeout is answered DeadlineExceeded (a shorter
+// client deadline wins); one that gets no token within
+// TokenAcquireTimeout, ResourceExhausted; ServerReady and ModelReady
+// answer false until Ready is true; Version is what ServerMetadata
+// reports. With TokenFile every RPC but the health probes (ServerLive,
+// ServerReady, grpc.health.v1) and server reflection needs the metadata
+// "authorization: Bearer <one of its tokens>", or gets Unauthenticated,
+// checked when the call's headers arrive, before its message is read.
+// Conns.IdleTimeout is keepalive's MaxConnectionIdle, and past
+// Conns.MaxConnections the door sheds its longest-idle connection (no
+// RPC in flight) or refuses the new one; ReadTimeout and WriteTimeout
+// are the HTTP door's only.
 type Config struct {
-	// Addr is the host:port to listen on. Required: the door is off
-	// unless asked for (config key grpcPort).
-	Addr string
-	// Models lists the served models. Required unless Catalog is set.
-	Models []Model
+	door.Config
 	// Catalog, when set, lists the served models instead of Models, at
 	// every call: models a model repository loads after start serve at
 	// once, unloaded ones answer NotFound with the reason.
 	Catalog door.Catalog
-	// RequestTimeout bounds each ModelInfer; past it the door answers
-	// DeadlineExceeded and the work, carrying the deadline, is dropped
-	// unrun by the worker. A shorter client deadline wins. Default 30s.
-	RequestTimeout time.Duration
-	// TokensPerSecond, when > 0, puts a door.TokenBucket of its own in
-	// front of ModelInfer (config keys tokensPerSecond and
-	// tokenAcquireTimeout, as on the HTTP door): a call that gets no token
-	// within TokenAcquireTimeout is answered ResourceExhausted.
-	TokensPerSecond     float64
-	TokenAcquireTimeout time.Duration
 	// MaxRecvBytes bounds a request message (grpc.MaxRecvMsgSize); a
 	// larger one gets ResourceExhausted. Default 16 MiB.
 	MaxRecvBytes int
-	// Ready reports whether every model is loaded and warmed; nil means
-	// always. ServerReady and ModelReady answer false until it is true.
-	Ready func() bool
-	// Version is the server version ServerMetadata reports. Default "0.0.0".
-	Version string
-	// ShutdownGrace bounds how long Serve waits for RPCs in flight after
-	// ctx ends. Default 30s.
-	ShutdownGrace time.Duration
-	// Logger logs listen, shutdown and internal errors. Default
-	// slog.Default().
-	Logger *slog.Logger
-	// Metrics counts ModelInfer requests at this door; nil records none.
-	Metrics *telemetry.Metrics
-
-	// TLSCertFile, TLSKeyFile and TLSClientCAFile are the HTTP door's
-	// files (see door.ServerTLS): with them the door speaks TLS only, and
-	// with TLSClientCAFile it requires client certificates.
-	TLSCertFile, TLSKeyFile, TLSClientCAFile string
-	// TokenFile is the HTTP door's token file (see door.Tokens):
-	// every RPC but the health probes (ServerLive, ServerReady,
-	// grpc.health.v1) and server reflection needs the metadata
-	// "authorization: Bearer <one of its tokens>", or gets
-	// Unauthenticated, checked when the call's headers arrive, before
-	// its message is read. Default: no authentication.
-	TokenFile string
-
-	// Conns bounds the door's connections (see door.Conns): IdleTimeout
-	// is keepalive's MaxConnectionIdle, and past MaxConnections the door
-	// sheds its longest-idle connection (no RPC in flight) or refuses the
-	// new one. ReadTimeout and WriteTimeout are the HTTP door's only.
-	Conns door.Conns
 }
 
 // ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
@@ -104,7 +72,7 @@ func (c Config) Validate() error {
 	case len(c.Models) == 0 && c.Catalog == nil:
 		return fmt.Errorf("%w: Models is empty and there is no Catalog", ErrInvalidConfig)
 	}
-	if err := door.ValidateTLS(ErrInvalidConfig, c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile); err != nil {
+	if err := c.ValidateTLS(ErrInvalidConfig); err != nil {
 		return err
 	}
 	if err := c.Conns.Validate(ErrInvalidConfig, 0); err != nil {
@@ -143,17 +111,12 @@ func New(s Submitter, cfg Config) (*Door, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if s == nil {
-		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
-	}
 	cfg.MaxRecvBytes = cmp.Or(cfg.MaxRecvBytes, DefaultMaxRecvBytes)
-	door.Defaults(&cfg.RequestTimeout, &cfg.ShutdownGrace, &cfg.Version, &cfg.Logger, &cfg.Models, &cfg.Conns, cfg.TokenAcquireTimeout)
-	d := &Door{cfg: cfg, sub: s, log: cfg.Logger, bucket: door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)}
-	var err error
-	if d.tls, d.tokens, err = door.Load(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TokenFile, cfg.Logger); err != nil {
+	o, err := cfg.Open(ErrInvalidConfig, s)
+	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	return &Door{cfg: cfg, sub: s, log: cfg.Logger, tls: o.TLS, tokens: o.Tokens, bucket: o.Bucket}, nil
 }
 
 // Server returns a new *grpc.Server with the door's service (ModelInfer

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
@@ -22,7 +23,7 @@ import (
 type inferInput = kservepb.ModelInferRequest_InferInputTensor
 
 func TestHealthAndMetadata(t *testing.T) {
-	addr := startDoor(t, grpcdoor.Config{Version: "1.2.3"}, served{name: "add", file: "add_f32"}, served{name: "add", version: "2", file: "add_f64"})
+	addr := startDoor(t, grpcdoor.Config{Config: door.Config{Version: "1.2.3"}}, served{name: "add", file: "add_f32"}, served{name: "add", version: "2", file: "add_f64"})
 	c, ctx := inferClient(t, addr), callCtx(t)
 	if r, err := c.ServerLive(ctx, &kservepb.ServerLiveRequest{}); err != nil || !r.Live {
 		t.Errorf("ServerLive: got %v %v, want live", r, err)
@@ -182,7 +183,7 @@ func TestModelInferErrors(t *testing.T) {
 // TestNotReady: until Config.Ready says so, the readiness RPCs say not
 // ready and the health service NOT_SERVING; liveness holds.
 func TestNotReady(t *testing.T) {
-	addr := startDoor(t, grpcdoor.Config{Ready: func() bool { return false }}, served{name: "add", file: "add_f32"})
+	addr := startDoor(t, grpcdoor.Config{Config: door.Config{Ready: func() bool { return false }}}, served{name: "add", file: "add_f32"})
 	cc := dial(t, addr, nil)
 	c, ctx := kservepb.NewGRPCInferenceServiceClient(cc), callCtx(t)
 	if r, err := c.ServerLive(ctx, &kservepb.ServerLiveRequest{}); err != nil || !r.Live {

@@ -2,24 +2,18 @@ package grpcdoor_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
-	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
-	"github.com/cluster-serving/cluster-serving/mesh"
-	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // These tests run the door against the real mesh: an embedded NATS
@@ -53,44 +47,13 @@ func startDoorAndGet(tb testing.TB, cfg grpcdoor.Config, models ...served) (stri
 func startDoorOn(tb testing.TB, ln net.Listener, cfg grpcdoor.Config, models ...served) (string, *grpcdoor.Door) {
 	tb.Helper()
 	infertest.RequireLibrary(tb)
-	s := meshtest.StartServer(tb)
-	nc := meshtest.Connect(tb, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
+	ms := make([]doortest.Served, len(models))
+	for i, m := range models {
+		ms[i] = doortest.Served{Name: m.name, Version: m.version, File: m.file}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
-	for _, m := range models {
-		job := m.name + "-v" + m.version
-		if m.version == "" {
-			job = m.name
-		}
-		sc := mesh.StreamConfig{Job: job, Storage: jetstream.MemoryStorage}
-		if err := mesh.EnsureStreams(ctx, js, sc); err != nil {
-			tb.Fatal(err)
-		}
-		e := infertest.NewEngine(tb, infer.Config{ModelPath: infertest.Model(m.file), MaxBatch: 8})
-		p := wire.NewPredictor(e, wire.Model{Name: m.name, Version: m.version})
-		cfg.Models = append(cfg.Models, grpcdoor.Model{Name: m.name, Version: m.version, Job: job, Info: e.Info()})
-		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		tb.Cleanup(func() { cancel(); <-done })
-	}
-	client, err := mesh.NewClient(nc, mesh.ClientConfig{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = client.Close() })
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	m := doortest.StartMesh(tb, &cfg.Config, ms...)
 	cfg.Addr = ln.Addr().String()
-	door, err := grpcdoor.New(client, cfg)
+	door, err := grpcdoor.New(m.Client, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

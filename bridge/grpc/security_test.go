@@ -14,6 +14,7 @@ import (
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
@@ -58,7 +59,7 @@ func TestTLSAndToken(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("# clients\ns3cret-token\nadm1n-token admin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := startDoor(t, grpcdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA, TokenFile: tokens},
+	addr := startDoor(t, grpcdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA, TokenFile: tokens}},
 		served{name: "add", file: "add_f32"})
 	cc := dial(t, addr, credentials.NewTLS(pki.ClientTLS(t, true)))
 	c := kservepb.NewGRPCInferenceServiceClient(cc)

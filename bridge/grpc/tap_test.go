@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 )
@@ -57,7 +58,7 @@ func TestTokenCheckedBeforeTheMessageIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var read atomic.Int64
-	addr, _ := startDoorOn(t, countingListener{ln, &read}, grpcdoor.Config{TokenFile: tokens, MaxRecvBytes: 32 << 20},
+	addr, _ := startDoorOn(t, countingListener{ln, &read}, grpcdoor.Config{Config: door.Config{TokenFile: tokens}, MaxRecvBytes: 32 << 20},
 		served{name: "add", file: "add_f32"})
 	const size = 8 << 20
 	req := &kservepb.ModelInferRequest{ModelName: "add", RawInputContents: [][]byte{make([]byte, size)}}

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -17,8 +18,7 @@ import (
 func TestTraceFromMetadata(t *testing.T) {
 	spans := meshtest.CaptureSpans(t)
 	addr := startDoor(t, grpcdoor.Config{}, served{name: "add", file: "add_f32"})
-	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
-	ctx := metadata.AppendToOutgoingContext(callCtx(t), "traceparent", "00-"+traceID+"-"+parentID+"-01")
+	ctx := metadata.AppendToOutgoingContext(callCtx(t), "traceparent", doortest.Traceparent)
 	_, err := inferClient(t, addr).ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "add", Inputs: []*inferInput{
 		{Name: "x", Datatype: "FP32", Shape: []int64{1, 4}, Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}})
 	if err != nil {
@@ -26,14 +26,5 @@ func TestTraceFromMetadata(t *testing.T) {
 	}
 	const door = "inference.GRPCInferenceService/ModelInfer"
 	ended := spans.Wait(t, door, telemetry.SpanProcess)
-	d, pub, proc := ended.Find(door), ended.Find(telemetry.SpanPublish), ended.Find(telemetry.SpanProcess)
-	if d.SpanContext.TraceID().String() != traceID || d.Parent.SpanID().String() != parentID {
-		t.Errorf("door span: got trace %s parent %s, want %s %s", d.SpanContext.TraceID(), d.Parent.SpanID(), traceID, parentID)
-	}
-	if pub == nil || pub.Parent.SpanID() != d.SpanContext.SpanID() {
-		t.Errorf("jetstream publish: want the child of the door's span, got %+v", pub)
-	}
-	if proc.SpanContext.TraceID().String() != traceID {
-		t.Errorf("worker span: got trace %s, want %s", proc.SpanContext.TraceID(), traceID)
-	}
+	doortest.CheckTraceContinued(t, ended, door)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -25,7 +26,7 @@ func tokenDoor(t *testing.T, cfg httpdoor.Config) (*env, string, *logBuffer) {
 	t.Helper()
 	infertest.RequireLibrary(t)
 	path := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, path, "# clients of team a\n\n   "+oldToken+"   \n#"+wrongToken+"\n")
+	doortest.WriteFile(t, path, "# clients of team a\n\n   "+oldToken+"   \n#"+wrongToken+"\n")
 	logs := &logBuffer{}
 	cfg.TokenFile, cfg.Logger = path, logs.logger()
 	e := startDoor(t, cfg, served{name: "add", file: "add_f32"})
@@ -103,7 +104,7 @@ func TestTokenFileReread(t *testing.T) {
 	if !accepted(t, e, oldToken) {
 		t.Fatal("old token refused before the change")
 	}
-	writeFile(t, path, newToken+"\n")
+	doortest.WriteFile(t, path, newToken+"\n")
 	meshtest.WaitFor(t, "the new token accepted", func() bool { return accepted(t, e, newToken) })
 	if accepted(t, e, oldToken) {
 		t.Error("old token still accepted after the file changed")
@@ -121,9 +122,9 @@ func TestTokenFileReread(t *testing.T) {
 		return strings.Contains(logs.String(), "cannot be read")
 	})
 	// Empty: revokes every token.
-	writeFile(t, path, "# nobody\n")
+	doortest.WriteFile(t, path, "# nobody\n")
 	meshtest.WaitFor(t, "the token refused", func() bool { return !accepted(t, e, newToken) })
-	writeFile(t, path, oldToken+"\n")
+	doortest.WriteFile(t, path, oldToken+"\n")
 	meshtest.WaitFor(t, "the old token back", func() bool { return accepted(t, e, oldToken) })
 	if n := strings.Count(logs.String(), "cannot be read"); n != 1 {
 		t.Errorf("got %d warnings about the unreadable file, want 1:\n%s", n, logs.String())

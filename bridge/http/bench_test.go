@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
@@ -67,8 +68,8 @@ func BenchmarkSecureDoor(b *testing.B) {
 		b.Fatal(err)
 	}
 	plain := startDoor(b, httpdoor.Config{}, served{name: "add", file: "add_f32"})
-	secure := startDoor(b, httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey,
-		TLSClientCAFile: pki.CA, TokenFile: tokens}, served{name: "add", file: "add_f32"})
+	secure := startDoor(b, httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey,
+		TLSClientCAFile: pki.CA, TokenFile: tokens}}, served{name: "add", file: "add_f32"})
 	for _, tc := range []struct {
 		name, url, token string
 		client           *http.Client

@@ -66,7 +66,7 @@ func closedByServer(c keptAlive, wait time.Duration) bool {
 func TestIdleConnectionsAreShed(t *testing.T) {
 	infertest.RequireLibrary(t)
 	const max, idle = 50, 300
-	e := startDoor(t, httpdoor.Config{Conns: door.Conns{MaxConnections: max}}, served{name: "add", file: "add_f32"})
+	e := startDoor(t, httpdoor.Config{Config: door.Config{Conns: door.Conns{MaxConnections: max}}}, served{name: "add", file: "add_f32"})
 	conns := make([]keptAlive, idle)
 	for i := range conns {
 		conns[i] = liveProbe(t, e.addr)
@@ -116,7 +116,7 @@ func TestIdleConnectionsAreShed(t *testing.T) {
 // at a time loses the connection at ReadTimeout instead of holding it.
 func TestReadTimeoutEndsATrickledBody(t *testing.T) {
 	infertest.RequireLibrary(t)
-	e := startDoor(t, httpdoor.Config{Conns: door.Conns{ReadTimeout: 300 * time.Millisecond}}, served{name: "add", file: "add_f32"})
+	e := startDoor(t, httpdoor.Config{Config: door.Config{Conns: door.Conns{ReadTimeout: 300 * time.Millisecond}}}, served{name: "add", file: "add_f32"})
 	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -156,15 +156,15 @@ func TestReadTimeoutEndsATrickledBody(t *testing.T) {
 // request and went quiet is closed at IdleTimeout.
 func TestIdleTimeoutClosesAKeptAliveConnection(t *testing.T) {
 	infertest.RequireLibrary(t)
-	e := startDoor(t, httpdoor.Config{Conns: door.Conns{IdleTimeout: 200 * time.Millisecond}}, served{name: "add", file: "add_f32"})
+	e := startDoor(t, httpdoor.Config{Config: door.Config{Conns: door.Conns{IdleTimeout: 200 * time.Millisecond}}}, served{name: "add", file: "add_f32"})
 	if c := liveProbe(t, e.addr); !closedByServer(c, 10*time.Second) {
 		t.Error("got the idle connection open, want it closed at IdleTimeout")
 	}
 }
 
 func TestConnsConfigValidated(t *testing.T) {
-	cfg := httpdoor.Config{Models: []httpdoor.Model{{Name: "m", Job: "m"}}, RequestTimeout: time.Minute,
-		Conns: door.Conns{WriteTimeout: time.Minute}}
+	cfg := httpdoor.Config{Config: door.Config{Models: []httpdoor.Model{{Name: "m", Job: "m"}}, RequestTimeout: time.Minute,
+		Conns: door.Conns{WriteTimeout: time.Minute}}}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "WriteTimeout") || !errors.Is(err, httpdoor.ErrInvalidConfig) {
 		t.Errorf("WriteTimeout = RequestTimeout: got %v, want ErrInvalidConfig naming WriteTimeout", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -13,14 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
-	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // These tests run the door against the real mesh: an embedded NATS server on
@@ -31,8 +28,8 @@ import (
 
 func modelPath(name string) string { return infertest.Model(name) }
 
-// served is one model behind the door: its file, or a Predictor standing in
-// for the engine (then info describes it).
+// served is one model behind the door (see doortest.Served): its file, or
+// a Predictor standing in for the engine (then info describes it).
 type served struct {
 	name, version, file string
 	predictor           mesh.Predictor
@@ -60,63 +57,18 @@ func startDoor(tb testing.TB, cfg httpdoor.Config, models ...served) *env {
 // startDoorOn is startDoor on the listen address addr.
 func startDoorOn(tb testing.TB, addr string, cfg httpdoor.Config, models ...served) *env {
 	tb.Helper()
-	s := meshtest.StartServer(tb)
-	nc := meshtest.Connect(tb, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
+	ms := make([]doortest.Served, len(models))
+	for i, m := range models {
+		ms[i] = doortest.Served{Name: m.name, Version: m.version, File: m.file, Predictor: m.predictor, Info: m.info,
+			Stream: m.stream, NoWorker: m.noWorker, Engine: m.engineCfg}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
-	for _, m := range models {
-		job := m.name + "-v" + m.version
-		if m.version == "" {
-			job = m.name
-		}
-		sc := m.stream
-		sc.Job = job
-		if sc.Storage == 0 {
-			sc.Storage = jetstream.MemoryStorage
-		}
-		if err := mesh.EnsureStreams(ctx, js, sc); err != nil {
-			tb.Fatal(err)
-		}
-		p, info := m.predictor, m.info
-		if p == nil && m.file != "" {
-			ec := m.engineCfg
-			ec.ModelPath = modelPath(m.file)
-			if ec.MaxBatch == 0 {
-				ec.MaxBatch = 8
-			}
-			e := infertest.NewEngine(tb, ec)
-			p, info = wire.NewPredictor(e, wire.Model{Name: m.name, Version: m.version}), e.Info()
-		}
-		cfg.Models = append(cfg.Models, httpdoor.Model{Name: m.name, Version: m.version, Job: job, Info: info})
-		if m.noWorker {
-			continue
-		}
-		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		tb.Cleanup(func() { cancel(); <-done })
-	}
-	client, err := mesh.NewClient(nc, mesh.ClientConfig{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = client.Close() })
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	door, err := httpdoor.New(client, cfg)
+	m := doortest.StartMesh(tb, &cfg.Config, ms...)
+	door, err := httpdoor.New(m.Client, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	e := serveDoor(tb, door, addr, cfg.TLSCertFile != "")
-	e.nc, e.client = nc, client
+	e.nc, e.client = m.NC, m.Client
 	return e
 }
 

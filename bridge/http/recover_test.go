@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
@@ -26,7 +27,7 @@ func (panickySubmitter) Submit(_ context.Context, _ string, req mesh.Request) (m
 // TestDoorRecoversPanic checks that a panic while handling one request
 // answers it 500 {"error":...} and the door serves the next.
 func TestDoorRecoversPanic(t *testing.T) {
-	door, err := httpdoor.New(panickySubmitter{}, httpdoor.Config{Models: []httpdoor.Model{{Name: "m", Job: "m"}}})
+	door, err := httpdoor.New(panickySubmitter{}, httpdoor.Config{Config: door.Config{Models: []httpdoor.Model{{Name: "m", Job: "m"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

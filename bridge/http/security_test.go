@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
@@ -79,22 +79,10 @@ func send(client *http.Client, method, url, token, body string) (int, string, []
 	return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), b, err
 }
 
-// writeFile replaces path's contents atomically, as a deployer should.
-func writeFile(tb testing.TB, path, data string) {
-	tb.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		tb.Fatal(err)
-	}
-}
-
 func TestHTTPSOnly(t *testing.T) {
 	infertest.RequireLibrary(t)
 	pki := tlstest.New(t, "https")
-	e := startDoor(t, httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey}, served{name: "add", file: "add_f32"})
+	e := startDoor(t, httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey}}, served{name: "add", file: "add_f32"})
 	if !strings.HasPrefix(e.url, "https://") {
 		t.Fatalf("url %s", e.url)
 	}
@@ -120,7 +108,7 @@ func TestHTTPSOnly(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	infertest.RequireLibrary(t)
 	pki, other := tlstest.New(t, "mtls"), tlstest.New(t, "other")
-	e := startDoor(t, httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA},
+	e := startDoor(t, httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA}},
 		served{name: "add", file: "add_f32"})
 	foreign := pki.ClientTLS(t, false)
 	kp, err := tls.LoadX509KeyPair(other.ClientCert, other.ClientKey)
@@ -162,20 +150,20 @@ func TestFileErrorsNameTheField(t *testing.T) {
 	pki := tlstest.New(t, "files")
 	dir := t.TempDir()
 	empty, comments, missing := filepath.Join(dir, "empty"), filepath.Join(dir, "comments"), filepath.Join(dir, "missing")
-	writeFile(t, empty, "")
-	writeFile(t, comments, "# only a comment\n\n   \n")
+	doortest.WriteFile(t, empty, "")
+	doortest.WriteFile(t, comments, "# only a comment\n\n   \n")
 	for _, tc := range []struct {
 		name, field string
 		cfg         httpdoor.Config
 	}{
-		{"missing cert", "TLSCertFile", httpdoor.Config{TLSCertFile: missing, TLSKeyFile: pki.ServerKey}},
-		{"missing key", "TLSKeyFile", httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: missing}},
-		{"key of another cert", "TLSCertFile", httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ClientKey}},
-		{"cert not PEM", "TLSCertFile", httpdoor.Config{TLSCertFile: comments, TLSKeyFile: pki.ServerKey}},
-		{"client CA not PEM", "TLSClientCAFile", httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: comments}},
-		{"missing token file", "TokenFile", httpdoor.Config{TokenFile: missing}},
-		{"empty token file", "TokenFile", httpdoor.Config{TokenFile: empty}},
-		{"token file of comments", "TokenFile", httpdoor.Config{TokenFile: comments}},
+		{"missing cert", "TLSCertFile", httpdoor.Config{Config: door.Config{TLSCertFile: missing, TLSKeyFile: pki.ServerKey}}},
+		{"missing key", "TLSKeyFile", httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: missing}}},
+		{"key of another cert", "TLSCertFile", httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ClientKey}}},
+		{"cert not PEM", "TLSCertFile", httpdoor.Config{Config: door.Config{TLSCertFile: comments, TLSKeyFile: pki.ServerKey}}},
+		{"client CA not PEM", "TLSClientCAFile", httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: comments}}},
+		{"missing token file", "TokenFile", httpdoor.Config{Config: door.Config{TokenFile: missing}}},
+		{"empty token file", "TokenFile", httpdoor.Config{Config: door.Config{TokenFile: empty}}},
+		{"token file of comments", "TokenFile", httpdoor.Config{Config: door.Config{TokenFile: comments}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Models = oneModel
@@ -186,7 +174,7 @@ func TestFileErrorsNameTheField(t *testing.T) {
 			}
 		})
 	}
-	_, err := httpdoor.New(noSubmit{}, httpdoor.Config{Models: oneModel, TLSCertFile: pki.ServerCert})
+	_, err := httpdoor.New(noSubmit{}, httpdoor.Config{Config: door.Config{Models: oneModel, TLSCertFile: pki.ServerCert}})
 	if !errors.Is(err, httpdoor.ErrInvalidConfig) {
 		t.Errorf("cert without key: got %v, want ErrInvalidConfig", err)
 	}
@@ -201,24 +189,15 @@ func serveOn(t *testing.T, addr string, cfg httpdoor.Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- door.Serve(ctx, ln) }()
+	e := serveDoor(t, door, addr, false)
 	meshtest.WaitFor(t, "the door listening", func() bool { return strings.Contains(logs.String(), "HTTP door listening") })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	e.stop()
 	return logs.String()
 }
 
 func TestOpenDoorWarning(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, tokens, "s3cret\n")
+	doortest.WriteFile(t, tokens, "s3cret\n")
 	pki := tlstest.New(t, "warn")
 	for _, tc := range []struct {
 		name, addr string
@@ -226,10 +205,10 @@ func TestOpenDoorWarning(t *testing.T) {
 		want       int
 	}{
 		{"all interfaces, no token file", "0.0.0.0:0", httpdoor.Config{}, 1},
-		{"all interfaces, TLS but no token file", "0.0.0.0:0", httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey}, 1},
-		{"all interfaces, token file", "0.0.0.0:0", httpdoor.Config{TokenFile: tokens}, 0},
+		{"all interfaces, TLS but no token file", "0.0.0.0:0", httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey}}, 1},
+		{"all interfaces, token file", "0.0.0.0:0", httpdoor.Config{Config: door.Config{TokenFile: tokens}}, 0},
 		{"all interfaces, client certificates", "0.0.0.0:0",
-			httpdoor.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA}, 0},
+			httpdoor.Config{Config: door.Config{TLSCertFile: pki.ServerCert, TLSKeyFile: pki.ServerKey, TLSClientCAFile: pki.CA}}, 0},
 		{"loopback", "127.0.0.1:0", httpdoor.Config{}, 0},
 		{"loopback v6", "[::1]:0", httpdoor.Config{}, 0},
 	} {

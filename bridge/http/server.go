@@ -21,7 +21,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
-	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Submitter and Model are the doors' (see package door).
@@ -40,60 +39,27 @@ const (
 
 // Config configures a Server. The zero value, with Models set, means all
 // defaults.
+//
+// Of the fields it shares with the gRPC door (door.Config): Addr
+// defaults to 0.0.0.0:10020; the first of Models is the default model of
+// POST /predict; an inference request past RequestTimeout is answered
+// 504, one that gets no token within TokenAcquireTimeout 429;
+// /v2/health/ready and the model ready routes answer 503 until Ready
+// returns true; Version is what /v2 reports; 5xx answers are logged.
+// With TokenFile every route but GET /, /v2/health/live and
+// /v2/health/ready answers 401 to a request without "Authorization:
+// Bearer <one of its tokens>". Conns holds the idle, read and write
+// timeouts and the cap past which the door sheds its longest-idle
+// connection.
 type Config struct {
-	// Addr is the host:port to listen on. Default 0.0.0.0:10020.
-	Addr string
-	// Models lists the served models; the first is the default model of
-	// POST /predict. Required.
-	Models []Model
-	// RequestTimeout bounds each inference request; past it the door
-	// answers 504 and the work, carrying the deadline, is dropped unrun by
-	// the worker. Default 30s.
-	RequestTimeout time.Duration
+	door.Config
 	// MaxBodyBytes bounds request bodies; larger ones get 413. Default 16 MiB.
 	MaxBodyBytes int64
-	// TokensPerSecond, when > 0, turns on a token bucket (burst
-	// max(1, TokensPerSecond)) in front of inference; a request that gets
-	// no token within TokenAcquireTimeout is answered 429.
-	TokensPerSecond     float64
-	TokenAcquireTimeout time.Duration
-	// Ready reports whether every model is loaded and warmed; nil means
-	// always. /v2/health/ready and the model ready routes answer 503 until
-	// it returns true.
-	Ready func() bool
-	// Version is the server version /v2 reports. Default "0.0.0".
-	Version string
-	// ShutdownGrace bounds how long Run waits for requests in flight after
-	// ctx ends. Default 30s.
-	ShutdownGrace time.Duration
-	// Logger logs listen, shutdown and 5xx answers. Default slog.Default().
-	Logger *slog.Logger
-	// Metrics counts inference requests at this door; nil records none.
-	Metrics *telemetry.Metrics
 
 	// Repository, when set, lists the served models instead of Models
 	// (which may then be empty) and answers the model repository
 	// extension's routes (repository.go).
 	Repository Repository
-
-	// TLSCertFile and TLSKeyFile, PEM files, make the door serve HTTPS
-	// only (TLS 1.2 at least); set both or neither. Default: plain HTTP.
-	TLSCertFile, TLSKeyFile string
-	// TLSClientCAFile, a PEM file of CA certificates, makes the door
-	// require a client certificate chaining to one of them, refusing a
-	// client without one at the handshake. Needs TLSCertFile.
-	TLSClientCAFile string
-	// TokenFile holds the bearer tokens, one a line (blank lines and #
-	// comments skipped). When set, every route but GET /,
-	// /v2/health/live and /v2/health/ready answers 401 to a request
-	// without "Authorization: Bearer <one of them>". The file is re-read
-	// when it changes (see Tokens). Default: no authentication.
-	TokenFile string
-
-	// Conns bounds the door's connections: idle, read and write
-	// timeouts and a cap past which the door sheds its longest-idle
-	// connection (see door.Conns). The zero value means its defaults.
-	Conns door.Conns
 }
 
 // ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
@@ -123,7 +89,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: Models: %s: %w", ErrInvalidConfig, m.Name, err)
 		}
 	}
-	if err := door.ValidateTLS(ErrInvalidConfig, c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile); err != nil {
+	if err := c.ValidateTLS(ErrInvalidConfig); err != nil {
 		return err
 	}
 	if err := c.Conns.Validate(ErrInvalidConfig, cmp.Or(c.RequestTimeout, DefaultRequestTimeout)); err != nil {
@@ -155,18 +121,13 @@ func New(s Submitter, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if s == nil {
-		return nil, fmt.Errorf("%w: Submitter is nil", ErrInvalidConfig)
-	}
 	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
-	door.Defaults(&cfg.RequestTimeout, &cfg.ShutdownGrace, &cfg.Version, &cfg.Logger, &cfg.Models, &cfg.Conns, cfg.TokenAcquireTimeout)
-	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger}
-	var err error
-	if srv.tls, srv.tokens, err = door.Load(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TokenFile, cfg.Logger); err != nil {
+	o, err := cfg.Open(ErrInvalidConfig, s)
+	if err != nil {
 		return nil, err
 	}
-	srv.limiter = door.NewTokenBucket(cfg.TokensPerSecond, cfg.TokenAcquireTimeout)
+	srv := &Server{cfg: cfg, sub: s, metrics: newRegistry(), log: cfg.Logger, tls: o.TLS, tokens: o.Tokens, limiter: o.Bucket}
 	srv.routes()
 	return srv, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -173,6 +174,21 @@ func TestOIPNewDatatypes(t *testing.T) {
 	}
 }
 
+// sameHalves compares a JSON array of numbers with 16-bit floats h, by
+// their bits once each number is converted by from.
+func sameHalves[H comparable](raw json.RawMessage, h []H, from func(float32) H) bool {
+	var f []float32
+	if json.Unmarshal(raw, &f) != nil || len(f) != len(h) {
+		return false
+	}
+	for i := range f {
+		if from(f[i]) != h[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // sameData compares a JSON array with a tensor's data.
 func sameData(tb testing.TB, raw json.RawMessage, data any) bool {
 	tb.Helper()
@@ -189,27 +205,9 @@ func sameData(tb testing.TB, raw json.RawMessage, data any) bool {
 	}
 	switch h := data.(type) { // 16-bit floats come as numbers: compare their bits
 	case []infer.F16:
-		var f []float32
-		if json.Unmarshal(raw, &f) != nil || len(f) != len(h) {
-			return false
-		}
-		for i := range f {
-			if infer.F16From(f[i]) != h[i] {
-				return false
-			}
-		}
-		return true
+		return sameHalves(raw, h, infer.F16From)
 	case []infer.BF16:
-		var f []float32
-		if json.Unmarshal(raw, &f) != nil || len(f) != len(h) {
-			return false
-		}
-		for i := range f {
-			if infer.BF16From(f[i]) != h[i] {
-				return false
-			}
-		}
-		return true
+		return sameHalves(raw, h, infer.BF16From)
 	}
 	ptr := reflect.New(reflect.TypeOf(data))
 	if err := json.Unmarshal(raw, ptr.Interface()); err != nil {
@@ -221,7 +219,7 @@ func sameData(tb testing.TB, raw json.RawMessage, data any) bool {
 
 func TestMetadataRoutes(t *testing.T) {
 	infertest.RequireLibrary(t)
-	e := startDoor(t, httpdoor.Config{Version: "1.2.3"},
+	e := startDoor(t, httpdoor.Config{Config: door.Config{Version: "1.2.3"}},
 		served{name: "add", file: "add_f32"},
 		served{name: "add", version: "2", file: "add_f64"})
 	tests := []struct {
@@ -258,6 +256,27 @@ func TestMetadataRoutes(t *testing.T) {
 	var list []map[string]any
 	if st != 200 || json.Unmarshal(body, &list) != nil || len(list) != 2 {
 		t.Errorf("GET /models: got %d %s, want both versions", st, body)
+	}
+}
+
+// TestMetadataBatching: the metadata of a model summing over dim 0 (its
+// output's dim 0 is fixed) says it does not batch and why; so does one
+// whose config turns batching off.
+func TestMetadataBatching(t *testing.T) {
+	infertest.RequireLibrary(t)
+	e := startDoor(t, httpdoor.Config{},
+		served{name: "sum", file: "sum_batch"},
+		served{name: "off", file: "add_f32", engineCfg: infer.Config{Batching: infer.BatchingOff}})
+	tests := []struct{ path, want string }{
+		{"/v2/models/sum", `{"name":"sum","versions":["1"],"platform":"onnxruntime_onnx","inputs":[{"name":"x","datatype":"FP32","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP32","shape":[1,4]}],"parameters":{"batching":false,"batching_reason":"output \"y\" has fixed dim 0 = 1"}}`},
+		{"/models/sum", `[{"name":"sum","version":"1","job":"sum","inputs":[{"name":"x","datatype":"FP32","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP32","shape":[1,4]}],"batching":false,"batching_reason":"output \"y\" has fixed dim 0 = 1"}]`},
+		{"/v2/models/off", `{"name":"off","versions":["1"],"platform":"onnxruntime_onnx","inputs":[{"name":"x","datatype":"FP32","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP32","shape":[-1,4]}],"parameters":{"batching":false,"batching_reason":"config batching: off"}}`},
+	}
+	for _, tt := range tests {
+		st, body := call(t, "GET", e.url+tt.path, "")
+		if st != 200 || string(body) != tt.want {
+			t.Errorf("GET %s: got %d %s, want 200 %s", tt.path, st, body, tt.want)
+		}
 	}
 }
 
@@ -302,9 +321,11 @@ func TestErrorStatuses(t *testing.T) {
 	var ready atomic.Bool
 	slowInfo := infer.ModelInfo{Inputs: []infer.IO{{Name: "x", DType: infer.Float32, Shape: []int64{-1, 4}}}}
 	e := startDoor(t, httpdoor.Config{
-		RequestTimeout: 300 * time.Millisecond,
-		MaxBodyBytes:   1000,
-		Ready:          ready.Load,
+		Config: door.Config{
+			RequestTimeout: 300 * time.Millisecond,
+			Ready:          ready.Load,
+		},
+		MaxBodyBytes: 1000,
 	},
 		served{name: "add", file: "add_f32"},
 		served{name: "slow", predictor: blockingPredictor{release}, info: slowInfo},
@@ -369,7 +390,7 @@ func TestErrorStatuses(t *testing.T) {
 
 func TestTokenBucket(t *testing.T) {
 	infertest.RequireLibrary(t)
-	e := startDoor(t, httpdoor.Config{TokensPerSecond: 1, TokenAcquireTimeout: 10 * time.Millisecond},
+	e := startDoor(t, httpdoor.Config{Config: door.Config{TokensPerSecond: 1, TokenAcquireTimeout: 10 * time.Millisecond}},
 		served{name: "add", file: "add_f32"})
 	var codes []int
 	for range 3 {

@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	"github.com/cluster-serving/cluster-serving/bridge/redis"
 	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -77,7 +78,7 @@ func TestEntriesBecomeRequests(t *testing.T) {
 	arrowID := enqueue(t, rdb, "fake", "a", "QVJST1c=", false)
 	jsonID, err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: "fake", Values: []any{
 		"uri", "j", "data", `{"instances":[{"x":[1,2,3,4]}]}`, "serde", "stream",
-		"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}).Result()
+		"traceparent", doortest.Traceparent}}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,11 +32,8 @@ func grpcListen(file *serving.File) listenAddr {
 // repository as the catalog (the models loaded or unloaded after start,
 // as the HTTP door sees them).
 func grpcConfig(file *serving.File, hc httpdoor.Config) grpcdoor.Config {
-	gc := grpcdoor.Config{Addr: grpcAddr(file), Models: hc.Models, Catalog: hc.Repository, RequestTimeout: hc.RequestTimeout,
-		MaxRecvBytes: int(min(hc.MaxBodyBytes, 1<<31-1)), Version: hc.Version, ShutdownGrace: hc.ShutdownGrace,
-		TokensPerSecond: hc.TokensPerSecond, TokenAcquireTimeout: hc.TokenAcquireTimeout, Conns: hc.Conns,
-		Ready: hc.Ready, Logger: hc.Logger, Metrics: hc.Metrics}
-	gc.TLSCertFile, gc.TLSKeyFile, gc.TLSClientCAFile, gc.TokenFile = hc.TLSCertFile, hc.TLSKeyFile, hc.TLSClientCAFile, hc.TokenFile
+	gc := grpcdoor.Config{Config: hc.Config, Catalog: hc.Repository, MaxRecvBytes: int(min(hc.MaxBodyBytes, 1<<31-1))}
+	gc.Addr = grpcAddr(file)
 	return gc
 }
 

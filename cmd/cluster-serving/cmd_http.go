@@ -35,10 +35,9 @@ func httpAddr(file *serving.File) string {
 // httpConfig maps config.yaml's HTTP keys and the node's models to the
 // door's Config; zero durations and sizes are the door's defaults.
 func httpConfig(file *serving.File, models []serving.Model) httpdoor.Config {
-	hc := httpdoor.Config{
+	hc := httpdoor.Config{MaxBodyBytes: file.HTTPMaxBodyBytes, Config: door.Config{
 		Addr:           httpAddr(file),
 		RequestTimeout: time.Duration(file.HTTPRequestTimeout) * time.Millisecond,
-		MaxBodyBytes:   file.HTTPMaxBodyBytes,
 		Version:        semver(version),
 		ShutdownGrace:  file.Grace(),
 
@@ -52,7 +51,7 @@ func httpConfig(file *serving.File, models []serving.Model) httpdoor.Config {
 			WriteTimeout:   time.Duration(file.HTTPWriteTimeout) * time.Millisecond,
 			MaxConnections: file.HTTPMaxConnections,
 		},
-	}
+	}}
 	hc.TokensPerSecond, hc.TokenAcquireTimeout = file.TokenBucket()
 	hc.Models = doorModels(models)
 	return hc
