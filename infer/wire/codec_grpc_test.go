@@ -4,7 +4,6 @@ import (
 	"context"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -54,25 +53,17 @@ func typedTensor(dt infer.DType, shape []int64, c *kservepb.InferTensorContents)
 	case []bool:
 		copy(v, c.BoolContents)
 	case []int8:
-		for i := range v {
-			v[i] = int8(c.IntContents[i])
-		}
+		castInto(v, c.IntContents)
 	case []int16:
-		for i := range v {
-			v[i] = int16(c.IntContents[i])
-		}
+		castInto(v, c.IntContents)
 	case []int32:
 		copy(v, c.IntContents)
 	case []int64:
 		copy(v, c.Int64Contents)
 	case []uint8:
-		for i := range v {
-			v[i] = uint8(c.UintContents[i])
-		}
+		castInto(v, c.UintContents)
 	case []uint16:
-		for i := range v {
-			v[i] = uint16(c.UintContents[i])
-		}
+		castInto(v, c.UintContents)
 	case []uint32:
 		copy(v, c.UintContents)
 	case []uint64:
@@ -87,6 +78,14 @@ func typedTensor(dt infer.DType, shape []int64, c *kservepb.InferTensorContents)
 		}
 	}
 	return t
+}
+
+// castInto converts the wide ints of a contents field into dst, element
+// by element (the test models' values fit).
+func castInto[D int8 | int16 | uint8 | uint16, S int32 | uint32](dst []D, src []S) {
+	for i := range dst {
+		dst[i] = D(src[i])
+	}
 }
 
 func TestGRPCCodecMatchesSession(t *testing.T) {
@@ -205,10 +204,7 @@ func TestGRPCCodecErrors(t *testing.T) {
 				body, _ = proto.Marshal(tt.req)
 			}
 			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
-			_, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
-			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got %v, want an InputError with %q", err, tt.want)
-			}
+			wantPredictInputError(t, p, wire.MediaTypeKServeGRPC, body, tt.want)
 		})
 	}
 }
@@ -320,10 +316,7 @@ func TestGRPCCodecBytesErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body, _ := proto.Marshal(tt.req)
-			_, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
-			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got %v, want an InputError with %q", err, tt.want)
-			}
+			wantPredictInputError(t, p, wire.MediaTypeKServeGRPC, body, tt.want)
 		})
 	}
 }
