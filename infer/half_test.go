@@ -76,20 +76,7 @@ func TestF16Float32(t *testing.T) {
 // TestF16RoundTrip widens every binary16 bit pattern and rounds it back:
 // widening is exact, so every non-NaN value must come back bit for bit.
 func TestF16RoundTrip(t *testing.T) {
-	for i := range 1 << 16 {
-		h := infer.F16(i)
-		f := h.Float32()
-		got := infer.F16From(f)
-		if math.IsNaN(float64(f)) {
-			if got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
-				t.Errorf("F16From(F16(%#04x).Float32()): got %#04x, want a NaN", i, uint16(got))
-			}
-			continue
-		}
-		if got != h {
-			t.Errorf("F16From(F16(%#04x).Float32() = %g): got %#04x", i, f, uint16(got))
-		}
-	}
+	roundTripAll(t, "F16", infer.F16From, func(h infer.F16) bool { return h&0x7c00 == 0x7c00 && h&0x3ff != 0 })
 }
 
 func TestBF16From(t *testing.T) {
@@ -122,18 +109,28 @@ func TestBF16From(t *testing.T) {
 
 // TestBF16RoundTrip does for bfloat16 what TestF16RoundTrip does.
 func TestBF16RoundTrip(t *testing.T) {
+	roundTripAll(t, "BF16", infer.BF16From, func(h infer.BF16) bool { return math.IsNaN(float64(h.Float32())) })
+}
+
+// roundTripAll widens every bit pattern of H and rounds it back with
+// from: every non-NaN value must come back bit for bit, a NaN as a NaN
+// (isNaN).
+func roundTripAll[H interface {
+	~uint16
+	Float32() float32
+}](t *testing.T, name string, from func(float32) H, isNaN func(H) bool) {
 	for i := range 1 << 16 {
-		h := infer.BF16(i)
+		h := H(i)
 		f := h.Float32()
-		got := infer.BF16From(f)
+		got := from(f)
 		if math.IsNaN(float64(f)) {
-			if !math.IsNaN(float64(got.Float32())) {
-				t.Errorf("BF16From(BF16(%#04x).Float32()): got %#04x, want a NaN", i, uint16(got))
+			if !isNaN(got) {
+				t.Errorf("%sFrom(%s(%#04x).Float32()): got %#04x, want a NaN", name, name, i, uint16(got))
 			}
 			continue
 		}
 		if got != h {
-			t.Errorf("BF16From(BF16(%#04x).Float32() = %g): got %#04x", i, f, uint16(got))
+			t.Errorf("%sFrom(%s(%#04x).Float32() = %g): got %#04x", name, name, i, f, uint16(got))
 		}
 	}
 }
