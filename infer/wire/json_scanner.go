@@ -38,15 +38,8 @@ func (s *scanner) ws() {
 // object reads {"k": v, ...}, calling f with each key (decoded; valid only
 // during the call) positioned before the value, which f must consume.
 func (s *scanner) object(f func(key []byte) error) error {
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return s.errorf("want an object")
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil
+	if empty, err := s.open('{', '}', "an object"); empty || err != nil {
+		return err
 	}
 	for {
 		s.ws()
@@ -62,18 +55,8 @@ func (s *scanner) object(f func(key []byte) error) error {
 		if err := f(key); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errorf("unexpected end of input in object")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.errorf("want , or } in object, got %q", s.b[s.i])
+		if end, err := s.next('}', "object"); end || err != nil {
+			return err
 		}
 	}
 }
@@ -81,15 +64,8 @@ func (s *scanner) object(f func(key []byte) error) error {
 // array reads [v, ...], calling f with each element's index positioned
 // before it; f must consume the element.
 func (s *scanner) array(f func(i int) error) error {
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		return s.errorf("want an array")
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return nil
+	if empty, err := s.open('[', ']', "an array"); empty || err != nil {
+		return err
 	}
 	for n := 0; ; n++ {
 		if err := f(n); err != nil {
@@ -103,20 +79,41 @@ func (s *scanner) array(f func(i int) error) error {
 
 // arrayNext reads what follows an array element: a ',' before the next
 // one, or the array's closing ']' (end).
-func (s *scanner) arrayNext() (end bool, err error) {
+func (s *scanner) arrayNext() (end bool, err error) { return s.next(']', "array") }
+
+// open reads the opening byte of an object or array (what names it in
+// the error), and the closing byte right after it when it is empty.
+func (s *scanner) open(opening, closing byte, what string) (empty bool, err error) {
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != opening {
+		return false, s.errorf("want %s", what)
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == closing {
+		s.i++
+		return true, nil
+	}
+	return false, nil
+}
+
+// next reads what follows a member of an object or an element of an
+// array (in names it in errors): a ',' before the next one, or the
+// closing byte (end).
+func (s *scanner) next(closing byte, in string) (end bool, err error) {
 	s.ws()
 	if s.i >= len(s.b) {
-		return false, s.errorf("unexpected end of input in array")
+		return false, s.errorf("unexpected end of input in %s", in)
 	}
 	switch s.b[s.i] {
 	case ',':
 		s.i++
 		return false, nil
-	case ']':
+	case closing:
 		s.i++
 		return true, nil
 	}
-	return false, s.errorf("want , or ] in array, got %q", s.b[s.i])
+	return false, s.errorf("want , or %c in %s, got %q", closing, in, s.b[s.i])
 }
 
 // str reads a JSON string and returns its decoded bytes.
