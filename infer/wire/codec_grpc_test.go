@@ -46,6 +46,22 @@ func grpcOutputs(tb testing.TB, body []byte) (resp *kservepb.ModelInferResponse,
 	return resp, outs, raw
 }
 
+// predictGRPC answers req on a Predictor of the test model name and
+// decodes the answer (see grpcOutputs).
+func predictGRPC(tb testing.TB, name string, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, []infer.Tensor, bool) {
+	tb.Helper()
+	body, err := proto.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := newPredictor(tb, infer.Config{ModelPath: model(name)})
+	out, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return grpcOutputs(tb, out)
+}
+
 // typedTensor reads typed contents back as the tensor of dt.
 func typedTensor(dt infer.DType, shape []int64, c *kservepb.InferTensorContents) infer.Tensor {
 	t := infer.NewTensor(dt, shape)
@@ -124,13 +140,7 @@ func TestGRPCCodecMatchesSession(t *testing.T) {
 			if tt.contents == nil {
 				req.RawInputContents = [][]byte{wire.AppendRaw(nil, tt.in)}
 			}
-			body, _ := proto.Marshal(req)
-			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
-			out, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, outs, raw := grpcOutputs(t, out)
+			resp, outs, raw := predictGRPC(t, tt.model, req)
 			if resp.ModelName != "m" || resp.ModelVersion != "1" || resp.Id != "r1" || len(outs) != 1 || resp.Outputs[0].Name != "y" {
 				t.Fatalf("got %v, want model m version 1 id r1 and output y", resp)
 			}
@@ -268,13 +278,7 @@ func TestGRPCCodecBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ := proto.Marshal(req)
-			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
-			out, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, outs, raw := grpcOutputs(t, out)
+			resp, outs, raw := predictGRPC(t, tt.model, req)
 			if raw != tt.wantRaw || len(outs) != 1 {
 				t.Fatalf("got raw %v and %d outputs, want raw %v and 1 output: %v", raw, len(outs), tt.wantRaw, resp)
 			}
