@@ -55,8 +55,18 @@ func (s *scanner) object(f func(key []byte) error) error {
 		if err := f(key); err != nil {
 			return err
 		}
-		if end, err := s.next('}', "object"); end || err != nil {
-			return err
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.errorf("unexpected end of input in object")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.errorf("want , or } in object, got %q", s.b[s.i])
 		}
 	}
 }
@@ -79,7 +89,21 @@ func (s *scanner) array(f func(i int) error) error {
 
 // arrayNext reads what follows an array element: a ',' before the next
 // one, or the array's closing ']' (end).
-func (s *scanner) arrayNext() (end bool, err error) { return s.next(']', "array") }
+func (s *scanner) arrayNext() (end bool, err error) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, s.errorf("unexpected end of input in array")
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case ']':
+		s.i++
+		return true, nil
+	}
+	return false, s.errorf("want , or ] in array, got %q", s.b[s.i])
+}
 
 // open reads the opening byte of an object or array (what names it in
 // the error), and the closing byte right after it when it is empty.
@@ -95,25 +119,6 @@ func (s *scanner) open(opening, closing byte, what string) (empty bool, err erro
 		return true, nil
 	}
 	return false, nil
-}
-
-// next reads what follows a member of an object or an element of an
-// array (in names it in errors): a ',' before the next one, or the
-// closing byte (end).
-func (s *scanner) next(closing byte, in string) (end bool, err error) {
-	s.ws()
-	if s.i >= len(s.b) {
-		return false, s.errorf("unexpected end of input in %s", in)
-	}
-	switch s.b[s.i] {
-	case ',':
-		s.i++
-		return false, nil
-	case closing:
-		s.i++
-		return true, nil
-	}
-	return false, s.errorf("want , or %c in %s, got %q", closing, in, s.b[s.i])
 }
 
 // str reads a JSON string and returns its decoded bytes.
