@@ -345,33 +345,50 @@ func newValue[T ort.TensorData](shape []int64, d []T) (ort.Value, error) {
 // fromORTValue takes the data of an output ONNX Runtime allocated. The
 // library already copied it into Go memory, so the slice outlives Destroy.
 func fromORTValue(v ort.Value) (Tensor, error) {
+	shape := []int64(v.GetShape().Clone())
 	switch x := v.(type) {
+	case *ort.Tensor[float32]:
+		return Tensor{DType: Float32, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[float64]:
+		return Tensor{DType: Float64, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[int32]:
+		return Tensor{DType: Int32, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[int64]:
+		return Tensor{DType: Int64, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[uint8]:
+		return Tensor{DType: Uint8, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[bool]:
+		return Tensor{DType: Bool, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[int8]:
+		return Tensor{DType: Int8, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[int16]:
+		return Tensor{DType: Int16, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[uint16]:
+		return Tensor{DType: Uint16, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[uint32]:
+		return Tensor{DType: Uint32, Shape: shape, Data: x.GetData()}, nil
+	case *ort.Tensor[uint64]:
+		return Tensor{DType: Uint64, Shape: shape, Data: x.GetData()}, nil
 	case *ort.CustomDataTensor:
 		return fromHalfValue(x)
 	case *ort.StringTensor:
 		return fromStringValue(x)
 	}
-	return fromORTData(v)
+	return fromORTScalar(v)
 }
 
-// fromORTData reads an output Run allocated as an *ort.Tensor[T], whose
-// GetData returns its slice, or as a rank-0 *ort.Scalar[T], whose GetData
-// returns its one element (any T infer handles).
-func fromORTData(v ort.Value) (Tensor, error) {
+// fromORTScalar reads a rank-0 output Run allocated as an *ort.Scalar[T]
+// (any T infer handles): GetData returns its one element.
+func fromORTScalar(v ort.Value) (Tensor, error) {
 	get := reflect.ValueOf(v).MethodByName("GetData")
 	if !get.IsValid() || get.Type().NumIn() != 0 || get.Type().NumOut() != 1 {
 		return Tensor{}, fmt.Errorf("%w: %T", ErrUnsupportedDType, v)
 	}
 	x := get.Call(nil)[0]
-	shape := []int64(v.GetShape().Clone())
-	if x.Kind() != reflect.Slice {
-		x = reflect.Append(reflect.MakeSlice(reflect.SliceOf(x.Type()), 0, 1), x)
-		shape = []int64{}
-	}
-	data := x.Interface()
+	data := reflect.Append(reflect.MakeSlice(reflect.SliceOf(x.Type()), 0, 1), x).Interface()
 	dt := dtypeOf(data)
 	if dt == Invalid {
 		return Tensor{}, fmt.Errorf("%w: %T", ErrUnsupportedDType, v)
 	}
-	return Tensor{DType: dt, Shape: shape, Data: data}, nil
+	return Tensor{DType: dt, Shape: []int64{}, Data: data}, nil
 }
