@@ -31,16 +31,23 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantKey == "" {
-				if err != nil {
-					t.Errorf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, infer.ErrConfigValidation) || !strings.Contains(err.Error(), tt.wantKey) {
-				t.Errorf("Validate() = %v, want ErrConfigValidation naming %q", err, tt.wantKey)
-			}
+			wantValidate(t, tt.cfg, tt.wantKey)
 		})
+	}
+}
+
+// wantValidate fails tb unless cfg.Validate is nil, for key "", or an
+// ErrConfigValidation naming key.
+func wantValidate(tb testing.TB, cfg infer.Config, key string) {
+	tb.Helper()
+	err := cfg.Validate()
+	if key == "" {
+		if err != nil {
+			tb.Errorf("Validate() = %v, want nil", err)
+		}
+		return
+	}
+	if !errors.Is(err, infer.ErrConfigValidation) || !strings.Contains(err.Error(), key) {
+		tb.Errorf("Validate() = %v, want ErrConfigValidation naming %q", err, key)
 	}
 }

@@ -238,3 +238,51 @@ func TestThreadSpinning(t *testing.T) {
 		t.Errorf("spinning off %+v, on %+v", got[0], got[1])
 	}
 }
+
+// TestEngineStrings runs string records through the Engine from
+// concurrent callers: the Batcher stacks their rows into one string
+// tensor and splits the outputs back, each caller getting its own
+// strings. A record holding a NUL byte is refused before it joins a batch,
+// naming its instance and input.
+func TestEngineStrings(t *testing.T) {
+	e := newEngine(t, infer.Config{ModelPath: model("identity_str"), MaxBatch: 8})
+	const callers = 8
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var recs [][]infer.Tensor
+			for r := range 3 {
+				recs = append(recs, []infer.Tensor{{DType: infer.String, Shape: []int64{2}, Data: []string{fmt.Sprintf("c%d", c), strings.Repeat("é", r)}}})
+			}
+			outs, err := e.Infer(context.Background(), recs)
+			if err != nil {
+				errs[c] = err
+				return
+			}
+			for r, rec := range outs {
+				if !reflect.DeepEqual(rec[0], recs[r][0]) {
+					errs[c] = fmt.Errorf("record %d: got %+v, want %+v", r, rec[0], recs[r][0])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for c, err := range errs {
+		if err != nil {
+			t.Errorf("caller %d: %v", c, err)
+		}
+	}
+
+	_, err := e.Infer(context.Background(), [][]infer.Tensor{
+		{{DType: infer.String, Shape: []int64{2}, Data: []string{"a", "b"}}},
+		{{DType: infer.String, Shape: []int64{2}, Data: []string{"a\x00", "b"}}},
+	})
+	var ie *infer.InputError
+	if !errors.As(err, &ie) || ie.Instance != 1 || ie.Input != "x" || !strings.Contains(err.Error(), "NUL byte") {
+		t.Errorf("got %v, want an *InputError naming instance 1, input x and the NUL byte", err)
+	}
+}

@@ -8,11 +8,7 @@ import (
 )
 
 func TestF16From(t *testing.T) {
-	tests := []struct {
-		name string
-		in   float32
-		want infer.F16
-	}{
+	tests := []halfFromCase[infer.F16]{
 		{"one", 1, 0x3c00},
 		{"minus one", -1, 0xbc00},
 		{"zero", 0, 0x0000},
@@ -37,16 +33,7 @@ func TestF16From(t *testing.T) {
 		{"third", 1.0 / 3, 0x3555},
 		{"0.1", 0.1, 0x2e66},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := infer.F16From(tt.in); got != tt.want {
-				t.Errorf("F16From(%g): got %#04x, want %#04x", tt.in, uint16(got), uint16(tt.want))
-			}
-		})
-	}
-	if got := infer.F16From(float32(math.NaN())); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
-		t.Errorf("F16From(NaN): got %#04x, want a NaN", uint16(got))
-	}
+	checkHalfFrom(t, "F16", infer.F16From, f16IsNaN, tests)
 }
 
 func TestF16Float32(t *testing.T) {
@@ -76,28 +63,11 @@ func TestF16Float32(t *testing.T) {
 // TestF16RoundTrip widens every binary16 bit pattern and rounds it back:
 // widening is exact, so every non-NaN value must come back bit for bit.
 func TestF16RoundTrip(t *testing.T) {
-	for i := range 1 << 16 {
-		h := infer.F16(i)
-		f := h.Float32()
-		got := infer.F16From(f)
-		if math.IsNaN(float64(f)) {
-			if got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
-				t.Errorf("F16From(F16(%#04x).Float32()): got %#04x, want a NaN", i, uint16(got))
-			}
-			continue
-		}
-		if got != h {
-			t.Errorf("F16From(F16(%#04x).Float32() = %g): got %#04x", i, f, uint16(got))
-		}
-	}
+	roundTripAll(t, "F16", infer.F16From, f16IsNaN)
 }
 
 func TestBF16From(t *testing.T) {
-	tests := []struct {
-		name string
-		in   float32
-		want infer.BF16
-	}{
+	tests := []halfFromCase[infer.BF16]{
 		{"one", 1, 0x3f80},
 		{"minus two", -2, 0xc000},
 		{"tie to even down", math.Float32frombits(0x3f808000), 0x3f80},
@@ -108,32 +78,62 @@ func TestBF16From(t *testing.T) {
 		{"smallest subnormal", math.Float32frombits(0x00010000), 0x0001},
 		{"third", 1.0 / 3, 0x3eab},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := infer.BF16From(tt.in); got != tt.want {
-				t.Errorf("BF16From(%g): got %#04x, want %#04x", tt.in, uint16(got), uint16(tt.want))
-			}
-		})
-	}
-	if got := infer.BF16From(float32(math.NaN())); !math.IsNaN(float64(got.Float32())) {
-		t.Errorf("BF16From(NaN): got %#04x, want a NaN", uint16(got))
-	}
+	checkHalfFrom(t, "BF16", infer.BF16From, bf16IsNaN, tests)
 }
 
 // TestBF16RoundTrip does for bfloat16 what TestF16RoundTrip does.
 func TestBF16RoundTrip(t *testing.T) {
+	roundTripAll(t, "BF16", infer.BF16From, bf16IsNaN)
+}
+
+// f16IsNaN reports whether h's bits are a binary16 NaN: all-ones
+// exponent, non-zero fraction.
+func f16IsNaN(h infer.F16) bool { return h&0x7c00 == 0x7c00 && h&0x3ff != 0 }
+
+// bf16IsNaN reports whether h widens to a NaN.
+func bf16IsNaN(h infer.BF16) bool { return math.IsNaN(float64(h.Float32())) }
+
+// halfFromCase is a float32 and the 16-bit float H it must round to.
+type halfFromCase[H any] struct {
+	name string
+	in   float32
+	want H
+}
+
+// checkHalfFrom checks from (named name) on each case, and that it
+// rounds a NaN to a NaN (isNaN).
+func checkHalfFrom[H ~uint16](t *testing.T, name string, from func(float32) H, isNaN func(H) bool, tests []halfFromCase[H]) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := from(tt.in); got != tt.want {
+				t.Errorf("%sFrom(%g): got %#04x, want %#04x", name, tt.in, uint16(got), uint16(tt.want))
+			}
+		})
+	}
+	if got := from(float32(math.NaN())); !isNaN(got) {
+		t.Errorf("%sFrom(NaN): got %#04x, want a NaN", name, uint16(got))
+	}
+}
+
+// roundTripAll widens every bit pattern of H and rounds it back with
+// from: every non-NaN value must come back bit for bit, a NaN as a NaN
+// (isNaN).
+func roundTripAll[H interface {
+	~uint16
+	Float32() float32
+}](t *testing.T, name string, from func(float32) H, isNaN func(H) bool) {
 	for i := range 1 << 16 {
-		h := infer.BF16(i)
+		h := H(i)
 		f := h.Float32()
-		got := infer.BF16From(f)
+		got := from(f)
 		if math.IsNaN(float64(f)) {
-			if !math.IsNaN(float64(got.Float32())) {
-				t.Errorf("BF16From(BF16(%#04x).Float32()): got %#04x, want a NaN", i, uint16(got))
+			if !isNaN(got) {
+				t.Errorf("%sFrom(%s(%#04x).Float32()): got %#04x, want a NaN", name, name, i, uint16(got))
 			}
 			continue
 		}
 		if got != h {
-			t.Errorf("BF16From(BF16(%#04x).Float32() = %g): got %#04x", i, f, uint16(got))
+			t.Errorf("%sFrom(%s(%#04x).Float32() = %g): got %#04x", name, name, i, f, uint16(got))
 		}
 	}
 }

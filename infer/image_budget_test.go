@@ -214,9 +214,7 @@ func TestConfigValidateImageBudget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
 			tt.cfg.ModelPath = "m.onnx"
-			if err := tt.cfg.Validate(); !errors.Is(err, infer.ErrConfigValidation) || !strings.Contains(err.Error(), tt.key) {
-				t.Fatalf("Validate: got %v, want an ErrConfigValidation naming %s", err, tt.key)
-			}
+			wantValidate(t, tt.cfg, tt.key)
 		})
 	}
 }

@@ -149,16 +149,7 @@ func TestConfigValidateImage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.ModelPath = "m.onnx"
-			err := tt.cfg.Validate()
-			if tt.key == "" {
-				if err != nil {
-					t.Fatalf("Validate: got %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, infer.ErrConfigValidation) || !strings.Contains(err.Error(), tt.key) {
-				t.Fatalf("Validate: got %v, want an ErrConfigValidation naming %s", err, tt.key)
-			}
+			wantValidate(t, tt.cfg, tt.key)
 		})
 	}
 }

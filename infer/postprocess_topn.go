@@ -39,24 +39,21 @@ func ParsePostProcessing(s string) (PostProcess, error) {
 	return PostProcess{}, fmt.Errorf("%q: want topN(n) or pickTopN(n)", s)
 }
 
+// postProcessors formats a record's first output by Kind.
+var postProcessors = map[string]func(Tensor, int) (string, error){"topN": TopN, "pickTopN": PickTopN}
+
 // Apply formats one record's outputs as the post-processing string. With
 // Kind "" it returns "", false.
 func (p PostProcess) Apply(outputs []Tensor) (string, bool, error) {
-	switch p.Kind {
-	case "topN":
-		if len(outputs) == 0 {
-			return "", true, fmt.Errorf("topN: model has no output")
-		}
-		s, err := TopN(outputs[0], p.N)
-		return s, true, err
-	case "pickTopN":
-		if len(outputs) == 0 {
-			return "", true, fmt.Errorf("pickTopN: model has no output")
-		}
-		s, err := PickTopN(outputs[0], p.N)
-		return s, true, err
+	format, ok := postProcessors[p.Kind]
+	if !ok {
+		return "", false, nil
 	}
-	return "", false, nil
+	if len(outputs) == 0 {
+		return "", true, fmt.Errorf("%s: model has no output", p.Kind)
+	}
+	s, err := format(outputs[0], p.N)
+	return s, true, err
 }
 
 // Float64s returns t's data as float64s (any dtype; true is 1).

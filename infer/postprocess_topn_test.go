@@ -2,6 +2,7 @@ package infer_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -44,6 +45,24 @@ func TestTopNAndPickTopN(t *testing.T) {
 	}
 	if _, err := infer.PickTopN(f32([]int64{8}, 1, 2, 3, 4, 5, 6, 7, 8), 1); err == nil {
 		t.Error("PickTopN(1-D): got nil error, want one")
+	}
+}
+
+// TestApplyWithoutOutputs: no post-processing answers nothing, and each
+// kind refuses a model without outputs, naming itself.
+func TestApplyWithoutOutputs(t *testing.T) {
+	if got, ok, err := (infer.PostProcess{}).Apply(nil); got != "" || ok || err != nil {
+		t.Errorf("zero PostProcess: got %q, %v, %v, want \"\", false, nil", got, ok, err)
+	}
+	for _, post := range []string{"topN(1)", "pickTopN(1)"} {
+		p, err := infer.ParsePostProcessing(post)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok, err := p.Apply(nil)
+		if !ok || err == nil || !strings.HasPrefix(err.Error(), p.Kind+": model has no output") {
+			t.Errorf("%s with no outputs: got ok=%v err=%v, want ok and an error naming %s", post, ok, err, p.Kind)
+		}
 	}
 }
 

@@ -60,23 +60,24 @@ func appendProvider(opts *ort.SessionOptions, provider string) error {
 func tryProvider(opts *ort.SessionOptions, provider string) error {
 	switch provider {
 	case ProviderCUDA:
-		po, err := ort.NewCUDAProviderOptions()
-		if err != nil {
-			return err
-		}
-		defer po.Destroy()
-		return opts.AppendExecutionProviderCUDA(po)
+		return appendWithOptions(ort.NewCUDAProviderOptions, opts.AppendExecutionProviderCUDA)
 	case ProviderTensorRT:
-		po, err := ort.NewTensorRTProviderOptions()
-		if err != nil {
-			return err
-		}
-		defer po.Destroy()
-		return opts.AppendExecutionProviderTensorRT(po)
+		return appendWithOptions(ort.NewTensorRTProviderOptions, opts.AppendExecutionProviderTensorRT)
 	case ProviderOpenVINO:
 		return opts.AppendExecutionProviderOpenVINO(nil)
 	}
 	return fmt.Errorf("unknown execution provider %q: want one of %s", provider, strings.Join(Providers, ", "))
+}
+
+// appendWithOptions makes a provider's default options, appends the
+// provider with them, and frees them.
+func appendWithOptions[O interface{ Destroy() error }](newOptions func() (O, error), appendWith func(O) error) error {
+	po, err := newOptions()
+	if err != nil {
+		return err
+	}
+	defer po.Destroy()
+	return appendWith(po)
 }
 
 // AvailableProviders returns the ONNX Runtime names of the execution

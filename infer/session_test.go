@@ -195,3 +195,89 @@ func TestSessionHalfOutputShapes(t *testing.T) {
 		t.Errorf("cast_f32_f16_free: got %v, want an error saying the output's shape is unknown", err)
 	}
 }
+
+// TestSessionStrings runs the committed STRING models: strings go into ONNX
+// Runtime and come back as strings, any length, empty and non-ASCII ones
+// included, and Cast converts between STRING and FLOAT as ONNX says.
+func TestSessionStrings(t *testing.T) {
+	long := strings.Repeat("x", 1<<16)
+	tests := []struct {
+		model string
+		in    []infer.Tensor
+		want  infer.Tensor
+	}{
+		{"identity_str",
+			[]infer.Tensor{{DType: infer.String, Shape: []int64{2, 2}, Data: []string{"a", "", "héllo wörld", long}}},
+			infer.Tensor{DType: infer.String, Shape: []int64{2, 2}, Data: []string{"a", "", "héllo wörld", long}}},
+		{"identity_str",
+			[]infer.Tensor{{DType: infer.String, Shape: []int64{0, 2}, Data: []string{}}},
+			infer.Tensor{DType: infer.String, Shape: []int64{0, 2}, Data: []string{}}},
+		{"identity_str",
+			[]infer.Tensor{{DType: infer.String, Shape: []int64{1, 2}, Data: []string{"", ""}}},
+			infer.Tensor{DType: infer.String, Shape: []int64{1, 2}, Data: []string{"", ""}}},
+		{"cast_str_f32",
+			[]infer.Tensor{{DType: infer.String, Shape: []int64{1, 3}, Data: []string{"1.5", "-2", "1e3"}}},
+			infer.Tensor{DType: infer.Float32, Shape: []int64{1, 3}, Data: []float32{1.5, -2, 1000}}},
+		{"cast_f32_str",
+			[]infer.Tensor{{DType: infer.Float32, Shape: []int64{1, 3}, Data: []float32{1.5, -2, 0}}},
+			infer.Tensor{DType: infer.String, Shape: []int64{1, 3}, Data: []string{"1.5", "-2", "0"}}},
+		// A rank-0 string output, which ONNX Runtime allocates.
+		{"pick_str",
+			[]infer.Tensor{
+				{DType: infer.String, Shape: []int64{3}, Data: []string{"zero", "one", "two"}},
+				{DType: infer.Int64, Shape: []int64{}, Data: []int64{1}},
+			},
+			infer.Tensor{DType: infer.String, Shape: []int64{}, Data: []string{"one"}}},
+		{"pick_str",
+			[]infer.Tensor{
+				{DType: infer.String, Shape: []int64{2}, Data: []string{"a", ""}},
+				{DType: infer.Int64, Shape: []int64{}, Data: []int64{1}},
+			},
+			infer.Tensor{DType: infer.String, Shape: []int64{}, Data: []string{""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.model, func(t *testing.T) {
+			s := newSession(t, tt.model)
+			if got := s.Info().Inputs[0].DType; got != tt.in[0].DType {
+				t.Errorf("input dtype: got %s, want %s", got, tt.in[0].DType)
+			}
+			out, err := s.Run(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out[0]
+			if got.DType != tt.want.DType || !reflect.DeepEqual(got.Shape, tt.want.Shape) || got.Len() != tt.want.Len() ||
+				got.Len() > 0 && !reflect.DeepEqual(got.Data, tt.want.Data) {
+				t.Errorf("Run: got %s %v %.80q, want %s %v %.80q", got.DType, got.Shape, got.Data, tt.want.DType, tt.want.Shape, tt.want.Data)
+			}
+		})
+	}
+}
+
+func TestSessionStringErrors(t *testing.T) {
+	s := newSession(t, "identity_str")
+	var ie *infer.InputError
+	_, err := s.Run([]infer.Tensor{{DType: infer.String, Shape: []int64{1, 2}, Data: []string{"ok", "a\x00b"}}})
+	if !errors.As(err, &ie) || ie.Input != "x" || !strings.Contains(err.Error(), "NUL") {
+		t.Errorf("Run(NUL byte): got %v, want an *InputError naming x and the NUL byte", err)
+	}
+	_, err = s.Run([]infer.Tensor{{DType: infer.Float32, Shape: []int64{1, 2}, Data: []float32{1, 2}}})
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "want string") {
+		t.Errorf("Run(float32 for a string): got %v, want an *InputError naming the dtypes", err)
+	}
+	_, err = s.Run([]infer.Tensor{{DType: infer.String, Shape: []int64{1, 2}, Data: []string{"one"}}})
+	if !errors.As(err, &ie) {
+		t.Errorf("Run(too few strings): got %v, want an *InputError", err)
+	}
+}
+
+// TestSessionStringScalarInput: the binding cannot make a rank-0 string
+// tensor, so a model with a rank-0 string input is refused at load, with
+// an error naming the input, rather than failing every request.
+func TestSessionStringScalarInput(t *testing.T) {
+	requireORT(t)
+	_, err := infer.NewSession(model("identity_str_scalar"), 1)
+	if !errors.Is(err, infer.ErrUnsupportedDType) || !strings.Contains(err.Error(), `input "x" is a rank-0 string`) {
+		t.Errorf("got %v, want ErrUnsupportedDType naming input x", err)
+	}
+}

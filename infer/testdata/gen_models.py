@@ -27,6 +27,16 @@ def save(model, path):
     onnx.save(model, path)
 
 
+def save_in(out, model):
+    """Saves model as out/NAME.onnx, NAME its graph's name."""
+    save(model, os.path.join(out, model.graph.name + ".onnx"))
+
+
+def emit(out, name, nodes, inputs, outputs, inits=()):
+    """Saves the model make builds as out/NAME.onnx."""
+    save_in(out, make(name, nodes, inputs, outputs, inits))
+
+
 def make(name, nodes, inputs, outputs, inits=()):
     graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
     return helper.make_model(
@@ -89,20 +99,18 @@ def dtype_models(out):
         ("identity_f16", TensorProto.FLOAT16),
         ("identity_bf16", TensorProto.BFLOAT16),
     ]:
-        save(identity(name, elem, ["batch", 4]), os.path.join(out, name + ".onnx"))
-    save(cast("cast_f32_f16", TensorProto.FLOAT, TensorProto.FLOAT16, ["batch", 4]), os.path.join(out, "cast_f32_f16.onnx"))
-    save(cast("cast_f16_f32", TensorProto.FLOAT16, TensorProto.FLOAT, ["batch", 4]), os.path.join(out, "cast_f16_f32.onnx"))
+        save_in(out, identity(name, elem, ["batch", 4]))
+    save_in(out, cast("cast_f32_f16", TensorProto.FLOAT, TensorProto.FLOAT16, ["batch", 4]))
+    save_in(out, cast("cast_f16_f32", TensorProto.FLOAT16, TensorProto.FLOAT, ["batch", 4]))
     # A float16 output whose second dim is named as an input's ("seq") has
     # a size known before the run; one named after nothing ("other") has not.
-    save(cast("cast_f32_f16_seq", TensorProto.FLOAT, TensorProto.FLOAT16, ["batch", "seq"]), os.path.join(out, "cast_f32_f16_seq.onnx"))
-    save(
-        make(
-            "cast_f32_f16_free",
-            [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)],
-            [vi("x", TensorProto.FLOAT, ["batch", "seq"])],
-            [vi("y", TensorProto.FLOAT16, ["batch", "other"])],
-        ),
-        os.path.join(out, "cast_f32_f16_free.onnx"),
+    save_in(out, cast("cast_f32_f16_seq", TensorProto.FLOAT, TensorProto.FLOAT16, ["batch", "seq"]))
+    emit(
+        out,
+        "cast_f32_f16_free",
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)],
+        [vi("x", TensorProto.FLOAT, ["batch", "seq"])],
+        [vi("y", TensorProto.FLOAT16, ["batch", "other"])],
     )
 
 
@@ -110,127 +118,103 @@ def string_models(out):
     """STRING (OIP BYTES) tensors: an identity, Casts both ways between
     STRING and FLOAT, a Gather that picks one string into a rank-0 output,
     and an identity of a rank-0 string."""
-    save(identity("identity_str", TensorProto.STRING, ["batch", 2]), os.path.join(out, "identity_str.onnx"))
-    save(cast("cast_str_f32", TensorProto.STRING, TensorProto.FLOAT, ["batch", 3]), os.path.join(out, "cast_str_f32.onnx"))
-    save(cast("cast_f32_str", TensorProto.FLOAT, TensorProto.STRING, ["batch", 3]), os.path.join(out, "cast_f32_str.onnx"))
-    save(
-        make(
-            "pick_str",
-            [helper.make_node("Gather", ["x", "i"], ["y"], axis=0)],
-            [vi("x", TensorProto.STRING, ["n"]), vi("i", TensorProto.INT64, [])],
-            [vi("y", TensorProto.STRING, [])],
-        ),
-        os.path.join(out, "pick_str.onnx"),
+    save_in(out, identity("identity_str", TensorProto.STRING, ["batch", 2]))
+    save_in(out, cast("cast_str_f32", TensorProto.STRING, TensorProto.FLOAT, ["batch", 3]))
+    save_in(out, cast("cast_f32_str", TensorProto.FLOAT, TensorProto.STRING, ["batch", 3]))
+    emit(
+        out,
+        "pick_str",
+        [helper.make_node("Gather", ["x", "i"], ["y"], axis=0)],
+        [vi("x", TensorProto.STRING, ["n"]), vi("i", TensorProto.INT64, [])],
+        [vi("y", TensorProto.STRING, [])],
     )
     # A rank-0 string input, which onnxruntime_go v1.27 cannot make: refused at load.
-    save(identity("identity_str_scalar", TensorProto.STRING, []), os.path.join(out, "identity_str_scalar.onnx"))
+    save_in(out, identity("identity_str_scalar", TensorProto.STRING, []))
 
 
 def small_models(out):
-    save(affine("add_f32", TensorProto.FLOAT, np.float32, ["batch", 4]), os.path.join(out, "add_f32.onnx"))
-    save(affine("add_f64", TensorProto.DOUBLE, np.float64, ["batch", 4]), os.path.join(out, "add_f64.onnx"))
-    save(affine("add_i32", TensorProto.INT32, np.int32, ["batch", 4]), os.path.join(out, "add_i32.onnx"))
-    save(affine("add_i64", TensorProto.INT64, np.int64, ["batch", 4]), os.path.join(out, "add_i64.onnx"))
+    save_in(out, affine("add_f32", TensorProto.FLOAT, np.float32, ["batch", 4]))
+    save_in(out, affine("add_f64", TensorProto.DOUBLE, np.float64, ["batch", 4]))
+    save_in(out, affine("add_i32", TensorProto.INT32, np.int32, ["batch", 4]))
+    save_in(out, affine("add_i64", TensorProto.INT64, np.int64, ["batch", 4]))
     # Add has no uint8 kernel at opset 13: identity keeps the dtype.
-    save(
-        make(
-            "identity_u8",
-            [helper.make_node("Identity", ["x"], ["y"])],
-            [vi("x", TensorProto.UINT8, ["batch", 4])],
-            [vi("y", TensorProto.UINT8, ["batch", 4])],
-        ),
-        os.path.join(out, "identity_u8.onnx"),
-    )
+    save_in(out, identity("identity_u8", TensorProto.UINT8, ["batch", 4]))
     dtype_models(out)
     string_models(out)
-    save(
-        make(
-            "not_bool",
-            [helper.make_node("Not", ["x"], ["y"])],
-            [vi("x", TensorProto.BOOL, ["batch", 4])],
-            [vi("y", TensorProto.BOOL, ["batch", 4])],
-        ),
-        os.path.join(out, "not_bool.onnx"),
+    emit(
+        out,
+        "not_bool",
+        [helper.make_node("Not", ["x"], ["y"])],
+        [vi("x", TensorProto.BOOL, ["batch", 4])],
+        [vi("y", TensorProto.BOOL, ["batch", 4])],
     )
     # Two inputs, two outputs: sum = a+b, prod = a*b.
-    save(
-        make(
-            "two_io",
-            [
-                helper.make_node("Add", ["a", "b"], ["sum"]),
-                helper.make_node("Mul", ["a", "b"], ["prod"]),
-            ],
-            [vi("a", TensorProto.FLOAT, ["batch", 3]), vi("b", TensorProto.FLOAT, ["batch", 3])],
-            [vi("sum", TensorProto.FLOAT, ["batch", 3]), vi("prod", TensorProto.FLOAT, ["batch", 3])],
-        ),
-        os.path.join(out, "two_io.onnx"),
+    emit(
+        out,
+        "two_io",
+        [
+            helper.make_node("Add", ["a", "b"], ["sum"]),
+            helper.make_node("Mul", ["a", "b"], ["prod"]),
+        ],
+        [vi("a", TensorProto.FLOAT, ["batch", 3]), vi("b", TensorProto.FLOAT, ["batch", 3])],
+        [vi("sum", TensorProto.FLOAT, ["batch", 3]), vi("prod", TensorProto.FLOAT, ["batch", 3])],
     )
     # Fixed batch dimension of 1.
-    save(affine("fixed_f32", TensorProto.FLOAT, np.float32, [1, 4]), os.path.join(out, "fixed_f32.onnx"))
+    save_in(out, affine("fixed_f32", TensorProto.FLOAT, np.float32, [1, 4]))
     # Tiny classifier: softmax(x @ W + b), x[-1,8] -> probs[-1,5].
     rng = np.random.default_rng(7)
     w = rng.standard_normal((8, 5)).astype(np.float32)
     b = rng.standard_normal((5,)).astype(np.float32)
-    save(
-        make(
-            "classifier",
-            [
-                helper.make_node("MatMul", ["x", "w"], ["mm"]),
-                helper.make_node("Add", ["mm", "b"], ["logits"]),
-                helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
-            ],
-            [vi("x", TensorProto.FLOAT, ["batch", 8])],
-            [vi("probs", TensorProto.FLOAT, ["batch", 5])],
-            [const("w", w), const("b", b)],
-        ),
-        os.path.join(out, "classifier.onnx"),
+    emit(
+        out,
+        "classifier",
+        [
+            helper.make_node("MatMul", ["x", "w"], ["mm"]),
+            helper.make_node("Add", ["mm", "b"], ["logits"]),
+            helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+        ],
+        [vi("x", TensorProto.FLOAT, ["batch", 8])],
+        [vi("probs", TensorProto.FLOAT, ["batch", 5])],
+        [const("w", w), const("b", b)],
     )
     # MatMul with a dynamic non-batch dim: x[-1,n,4] @ W[4,2] -> y[-1,n,2].
     w2 = np.arange(8, dtype=np.float32).reshape(4, 2) / 8
-    save(
-        make(
-            "matmul_dyn",
-            [helper.make_node("MatMul", ["x", "w"], ["y"])],
-            [vi("x", TensorProto.FLOAT, ["batch", "n", 4])],
-            [vi("y", TensorProto.FLOAT, ["batch", "n", 2])],
-            [const("w", w2)],
-        ),
-        os.path.join(out, "matmul_dyn.onnx"),
+    emit(
+        out,
+        "matmul_dyn",
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        [vi("x", TensorProto.FLOAT, ["batch", "n", 4])],
+        [vi("y", TensorProto.FLOAT, ["batch", "n", 2])],
+        [const("w", w2)],
     )
     # Output dim 0 is not the batch: y = sum over the batch, [1,4].
-    save(
-        make(
-            "sum_batch",
-            [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)],
-            [vi("x", TensorProto.FLOAT, ["batch", 4])],
-            [vi("y", TensorProto.FLOAT, [1, 4])],
-            [const("axes", np.array([0], dtype=np.int64))],
-        ),
-        os.path.join(out, "sum_batch.onnx"),
+    emit(
+        out,
+        "sum_batch",
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)],
+        [vi("x", TensorProto.FLOAT, ["batch", 4])],
+        [vi("y", TensorProto.FLOAT, [1, 4])],
+        [const("axes", np.array([0], dtype=np.int64))],
     )
     # Image model: per-channel means of x[-1,3,224,224] -> y[-1,3], so tests
     # check the channel order and value range of decoded images exactly.
-    save(
-        make(
-            "image_mean",
-            [helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=0)],
-            [vi("x", TensorProto.FLOAT, ["batch", 3, 224, 224])],
-            [vi("y", TensorProto.FLOAT, ["batch", 3])],
-        ),
-        os.path.join(out, "image_mean.onnx"),
+    emit(
+        out,
+        "image_mean",
+        [helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=0)],
+        [vi("x", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+        [vi("y", TensorProto.FLOAT, ["batch", 3])],
     )
     # 128-value vectors, the shape of the ndarray-128 Redis fixture.
-    save(affine("add_f32_128", TensorProto.FLOAT, np.float32, ["batch", 128]), os.path.join(out, "add_f32_128.onnx"))
+    save_in(out, affine("add_f32_128", TensorProto.FLOAT, np.float32, ["batch", 128]))
     # Row means of a [100,10000] tensor, the dense shape of the sparse
     # arrowBytes Redis fixture (its input is named like the fixture's column).
-    save(
-        make(
-            "sparse_rows",
-            [helper.make_node("ReduceMean", ["my-img"], ["rows"], axes=[2], keepdims=0)],
-            [vi("my-img", TensorProto.FLOAT, ["batch", 100, 10000])],
-            [vi("rows", TensorProto.FLOAT, ["batch", 100])],
-        ),
-        os.path.join(out, "sparse_rows.onnx"),
+    emit(
+        out,
+        "sparse_rows",
+        [helper.make_node("ReduceMean", ["my-img"], ["rows"], axes=[2], keepdims=0)],
+        [vi("my-img", TensorProto.FLOAT, ["batch", 100, 10000])],
+        [vi("rows", TensorProto.FLOAT, ["batch", 100])],
     )
 
     edge_models(out)
@@ -239,80 +223,66 @@ def small_models(out):
 def edge_models(out):
     """Models that once crashed the server: scalars, no inputs, int division."""
     # Scalar inputs: y = Clip(x, lo, hi), lo and hi rank 0 as Clip wants.
-    save(
-        make(
-            "clip_scalar",
-            [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
-            [vi("x", TensorProto.FLOAT, ["batch", 4]), vi("lo", TensorProto.FLOAT, []), vi("hi", TensorProto.FLOAT, [])],
-            [vi("y", TensorProto.FLOAT, ["batch", 4])],
-        ),
-        os.path.join(out, "clip_scalar.onnx"),
+    emit(
+        out,
+        "clip_scalar",
+        [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+        [vi("x", TensorProto.FLOAT, ["batch", 4]), vi("lo", TensorProto.FLOAT, []), vi("hi", TensorProto.FLOAT, [])],
+        [vi("y", TensorProto.FLOAT, ["batch", 4])],
     )
     # Scalar output: y = sum of every element of x, rank 0.
-    save(
-        make(
-            "sum_scalar",
-            [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
-            [vi("x", TensorProto.FLOAT, ["batch", 4])],
-            [vi("y", TensorProto.FLOAT, [])],
-        ),
-        os.path.join(out, "sum_scalar.onnx"),
+    emit(
+        out,
+        "sum_scalar",
+        [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
+        [vi("x", TensorProto.FLOAT, ["batch", 4])],
+        [vi("y", TensorProto.FLOAT, [])],
     )
     # No inputs: a constant [1, 2].
-    save(
-        make(
-            "no_inputs",
-            [helper.make_node("Constant", [], ["y"], value=const("v", np.array([1, 2], dtype=np.float32)))],
-            [],
-            [vi("y", TensorProto.FLOAT, [2])],
-        ),
-        os.path.join(out, "no_inputs.onnx"),
+    emit(
+        out,
+        "no_inputs",
+        [helper.make_node("Constant", [], ["y"], value=const("v", np.array([1, 2], dtype=np.float32)))],
+        [],
+        [vi("y", TensorProto.FLOAT, [2])],
     )
     # Integer division by the input: y = 100 / x. A zero x raises SIGFPE.
-    save(
-        make(
-            "div_i32",
-            [helper.make_node("Div", ["c", "x"], ["y"])],
-            [vi("x", TensorProto.INT32, ["batch", 4])],
-            [vi("y", TensorProto.INT32, ["batch", 4])],
-            [const("c", np.array(100, dtype=np.int32))],
-        ),
-        os.path.join(out, "div_i32.onnx"),
+    emit(
+        out,
+        "div_i32",
+        [helper.make_node("Div", ["c", "x"], ["y"])],
+        [vi("x", TensorProto.INT32, ["batch", 4])],
+        [vi("y", TensorProto.INT32, ["batch", 4])],
+        [const("c", np.array(100, dtype=np.int32))],
     )
     # Both operands from the request: q = a / b, r = a mod b. A zero b, fed
     # straight from the request, is what infer's division guard refuses.
-    save(
-        make(
-            "divmod_i32",
-            [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["r"])],
-            [vi("a", TensorProto.INT32, ["batch", 4]), vi("b", TensorProto.INT32, ["batch", 4])],
-            [vi("q", TensorProto.INT32, ["batch", 4]), vi("r", TensorProto.INT32, ["batch", 4])],
-        ),
-        os.path.join(out, "divmod_i32.onnx"),
+    emit(
+        out,
+        "divmod_i32",
+        [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["r"])],
+        [vi("a", TensorProto.INT32, ["batch", 4]), vi("b", TensorProto.INT32, ["batch", 4])],
+        [vi("q", TensorProto.INT32, ["batch", 4]), vi("r", TensorProto.INT32, ["batch", 4])],
     )
     # A divisor computed inside the graph: y = x / (x - 1). The guard cannot
     # see it; infer warns at load and skips the warm-up (ones would divide
     # by zero).
-    save(
-        make(
-            "div_computed_i32",
-            [helper.make_node("Sub", ["x", "one"], ["d"]), helper.make_node("Div", ["x", "d"], ["y"])],
-            [vi("x", TensorProto.INT32, ["batch", 4])],
-            [vi("y", TensorProto.INT32, ["batch", 4])],
-            [const("one", np.array(1, dtype=np.int32))],
-        ),
-        os.path.join(out, "div_computed_i32.onnx"),
+    emit(
+        out,
+        "div_computed_i32",
+        [helper.make_node("Sub", ["x", "one"], ["d"]), helper.make_node("Div", ["x", "d"], ["y"])],
+        [vi("x", TensorProto.INT32, ["batch", 4])],
+        [vi("y", TensorProto.INT32, ["batch", 4])],
+        [const("one", np.array(1, dtype=np.int32))],
     )
     # A constant zero divisor: y = x / 0. Refused at load.
-    save(
-        make(
-            "div_zero_const_i32",
-            [helper.make_node("Div", ["x", "zero"], ["y"])],
-            [vi("x", TensorProto.INT32, ["batch", 4])],
-            [vi("y", TensorProto.INT32, ["batch", 4])],
-            [const("zero", np.array(0, dtype=np.int32))],
-        ),
-        os.path.join(out, "div_zero_const_i32.onnx"),
+    emit(
+        out,
+        "div_zero_const_i32",
+        [helper.make_node("Div", ["x", "zero"], ["y"])],
+        [vi("x", TensorProto.INT32, ["batch", 4])],
+        [vi("y", TensorProto.INT32, ["batch", 4])],
+        [const("zero", np.array(0, dtype=np.int32))],
     )
 
 

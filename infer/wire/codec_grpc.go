@@ -74,17 +74,11 @@ func (grpcCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, erro
 	if err != nil {
 		return nil, err
 	}
-	out, err := oipRequestOf(full, rows, req.Id, outputs, s)
-	if err != nil {
-		return nil, err
-	}
+	rawOut := map[string]bool{}
 	if len(raw) > 0 {
-		out.Raw = make(map[string]bool, len(s.Info.Outputs))
-		for _, o := range s.Info.Outputs {
-			out.Raw[o.Name] = true
-		}
+		markRaw(rawOut, s.Info) // raw inputs: raw outputs
 	}
-	return out, nil
+	return oipRequestOf(full, rows, req.Id, outputs, rawOut, s)
 }
 
 func (grpcCodec) Encode(req *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -47,6 +46,22 @@ func grpcOutputs(tb testing.TB, body []byte) (resp *kservepb.ModelInferResponse,
 	return resp, outs, raw
 }
 
+// predictGRPC answers req on a Predictor of the test model name and
+// decodes the answer (see grpcOutputs).
+func predictGRPC(tb testing.TB, name string, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, []infer.Tensor, bool) {
+	tb.Helper()
+	body, err := proto.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := newPredictor(tb, infer.Config{ModelPath: model(name)})
+	out, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return grpcOutputs(tb, out)
+}
+
 // typedTensor reads typed contents back as the tensor of dt.
 func typedTensor(dt infer.DType, shape []int64, c *kservepb.InferTensorContents) infer.Tensor {
 	t := infer.NewTensor(dt, shape)
@@ -54,25 +69,17 @@ func typedTensor(dt infer.DType, shape []int64, c *kservepb.InferTensorContents)
 	case []bool:
 		copy(v, c.BoolContents)
 	case []int8:
-		for i := range v {
-			v[i] = int8(c.IntContents[i])
-		}
+		castInto(v, c.IntContents)
 	case []int16:
-		for i := range v {
-			v[i] = int16(c.IntContents[i])
-		}
+		castInto(v, c.IntContents)
 	case []int32:
 		copy(v, c.IntContents)
 	case []int64:
 		copy(v, c.Int64Contents)
 	case []uint8:
-		for i := range v {
-			v[i] = uint8(c.UintContents[i])
-		}
+		castInto(v, c.UintContents)
 	case []uint16:
-		for i := range v {
-			v[i] = uint16(c.UintContents[i])
-		}
+		castInto(v, c.UintContents)
 	case []uint32:
 		copy(v, c.UintContents)
 	case []uint64:
@@ -87,6 +94,14 @@ func typedTensor(dt infer.DType, shape []int64, c *kservepb.InferTensorContents)
 		}
 	}
 	return t
+}
+
+// castInto converts the wide ints of a contents field into dst, element
+// by element (the test models' values fit).
+func castInto[D int8 | int16 | uint8 | uint16, S int32 | uint32](dst []D, src []S) {
+	for i := range dst {
+		dst[i] = D(src[i])
+	}
 }
 
 func TestGRPCCodecMatchesSession(t *testing.T) {
@@ -125,13 +140,7 @@ func TestGRPCCodecMatchesSession(t *testing.T) {
 			if tt.contents == nil {
 				req.RawInputContents = [][]byte{wire.AppendRaw(nil, tt.in)}
 			}
-			body, _ := proto.Marshal(req)
-			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
-			out, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, outs, raw := grpcOutputs(t, out)
+			resp, outs, raw := predictGRPC(t, tt.model, req)
 			if resp.ModelName != "m" || resp.ModelVersion != "1" || resp.Id != "r1" || len(outs) != 1 || resp.Outputs[0].Name != "y" {
 				t.Fatalf("got %v, want model m version 1 id r1 and output y", resp)
 			}
@@ -205,10 +214,7 @@ func TestGRPCCodecErrors(t *testing.T) {
 				body, _ = proto.Marshal(tt.req)
 			}
 			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
-			_, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
-			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got %v, want an InputError with %q", err, tt.want)
-			}
+			wantPredictInputError(t, p, wire.MediaTypeKServeGRPC, body, tt.want)
 		})
 	}
 }
@@ -272,13 +278,7 @@ func TestGRPCCodecBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ := proto.Marshal(req)
-			p := newPredictor(t, infer.Config{ModelPath: model(tt.model)})
-			out, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, outs, raw := grpcOutputs(t, out)
+			resp, outs, raw := predictGRPC(t, tt.model, req)
 			if raw != tt.wantRaw || len(outs) != 1 {
 				t.Fatalf("got raw %v and %d outputs, want raw %v and 1 output: %v", raw, len(outs), tt.wantRaw, resp)
 			}
@@ -320,10 +320,7 @@ func TestGRPCCodecBytesErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body, _ := proto.Marshal(tt.req)
-			_, err := p.Predict(context.Background(), wire.MediaTypeKServeGRPC, body)
-			if !isInputError(err) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got %v, want an InputError with %q", err, tt.want)
-			}
+			wantPredictInputError(t, p, wire.MediaTypeKServeGRPC, body, tt.want)
 		})
 	}
 }

@@ -111,19 +111,31 @@ func (oipCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, error
 	for _, o := range req.Outputs {
 		outputs = append(outputs, o.Name)
 	}
-	return oipRequestOf(full, rows, req.ID, outputs, s)
+	return oipRequestOf(full, rows, req.ID, outputs, nil, s)
 }
 
 // oipRequestOf is the Request of an OIP request whose inputs decoded to
 // full (model order, batch dim included; rows as decodeOIPInputs says),
 // shared by every OIP codec (JSON, binary, gRPC): its records, whole or
-// one per row (oipRecords), its id and requested outputs.
-func oipRequestOf(full []infer.Tensor, rows int64, id string, outputs []string, s *Spec) (*Request, error) {
+// one per row (oipRecords), its id, requested outputs and the outputs
+// to answer in raw form (raw; none when empty).
+func oipRequestOf(full []infer.Tensor, rows int64, id string, outputs []string, raw map[string]bool, s *Spec) (*Request, error) {
 	records, err := oipRecords(full, rows, s)
 	if err != nil {
 		return nil, err
 	}
-	return &Request{Records: records, ID: id, Whole: oipWhole(rows, s), Outputs: outputs}, nil
+	out := &Request{Records: records, ID: id, Whole: oipWhole(rows, s), Outputs: outputs}
+	if len(raw) > 0 {
+		out.Raw = raw
+	}
+	return out, nil
+}
+
+// markRaw marks every output of info raw in raw.
+func markRaw(raw map[string]bool, info infer.ModelInfo) {
+	for _, o := range info.Outputs {
+		raw[o.Name] = true
+	}
 }
 
 // checkOIPOutputs refuses a requested output the model does not have.

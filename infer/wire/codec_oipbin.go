@@ -138,9 +138,7 @@ func (oipBinCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, er
 		return nil, err
 	}
 	if req.Outputs == nil && req.Parameters.BinaryDataOutput {
-		for _, o := range s.Info.Outputs {
-			raw[o.Name] = true
-		}
+		markRaw(raw, s.Info)
 	}
 	full, rows, err := decodeOIPInputs(names, s.Info, func(i int, mi infer.IO) (infer.Tensor, error) {
 		in := req.Inputs[i]
@@ -155,14 +153,7 @@ func (oipBinCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, er
 	if err != nil {
 		return nil, err
 	}
-	out, err := oipRequestOf(full, rows, req.ID, outputs, s)
-	if err != nil {
-		return nil, err
-	}
-	if len(raw) > 0 {
-		out.Raw = raw
-	}
-	return out, nil
+	return oipRequestOf(full, rows, req.ID, outputs, raw, s)
 }
 
 // Encode writes the OIP answer as MediaTypeOIP does, but for the outputs

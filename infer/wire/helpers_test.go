@@ -1,10 +1,12 @@
 package wire_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"image"
 	"image/color"
+	"strings"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -50,4 +52,15 @@ func b64(b []byte) []byte { return []byte(base64.StdEncoding.EncodeToString(b)) 
 func isInputError(err error) bool {
 	var ie *infer.InputError
 	return errors.As(err, &ie)
+}
+
+// wantPredictInputError predicts body, of media type mediaType, on p and
+// fails tb unless the answer is an *infer.InputError whose text holds
+// want.
+func wantPredictInputError(tb testing.TB, p *wire.Predictor, mediaType string, body []byte, want string) {
+	tb.Helper()
+	_, err := p.Predict(context.Background(), mediaType, body)
+	if !isInputError(err) || !strings.Contains(err.Error(), want) {
+		tb.Errorf("got %v, want an *InputError containing %q", err, want)
+	}
 }

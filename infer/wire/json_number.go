@@ -113,37 +113,27 @@ func scanExponent(b []byte, i int) (e, end int, ok bool) {
 }
 
 // float32 converts exactly when the fast path applies.
-func (d decimal) float32() (float32, bool) {
-	if d.trunc || d.mant > 1<<24 || d.exp < -10 || d.exp > 10 {
-		if d.mant == 0 && !d.trunc {
-			return float32(math.Copysign(0, sign(d.neg))), true
-		}
-		return 0, false
-	}
-	f := float32(d.mant)
-	if d.exp < 0 {
-		f /= pow10f32[-d.exp]
-	} else {
-		f *= pow10f32[d.exp]
-	}
-	if d.neg {
-		f = -f
-	}
-	return f, true
-}
+func (d decimal) float32() (float32, bool) { return fastFloat(d, 1<<24, pow10f32[:]) }
 
-func (d decimal) float64() (float64, bool) {
-	if d.trunc || d.mant > 1<<53 || d.exp < -22 || d.exp > 22 {
+func (d decimal) float64() (float64, bool) { return fastFloat(d, 1<<53, pow10f64[:]) }
+
+// fastFloat converts d exactly, in F's own arithmetic, when its mantissa
+// is at most maxMant (exact in F) and its exponent's power of ten is
+// exact in F (within pow): one rounded multiplication or division then
+// gives the correctly rounded F. ok=false sends the caller to the slow
+// path; a zero mantissa keeps its sign.
+func fastFloat[F float32 | float64](d decimal, maxMant uint64, pow []F) (F, bool) {
+	if d.trunc || d.mant > maxMant || d.exp < -(len(pow)-1) || d.exp > len(pow)-1 {
 		if d.mant == 0 && !d.trunc {
-			return math.Copysign(0, sign(d.neg)), true
+			return F(math.Copysign(0, sign(d.neg))), true
 		}
 		return 0, false
 	}
-	f := float64(d.mant)
+	f := F(d.mant)
 	if d.exp < 0 {
-		f /= pow10f64[-d.exp]
+		f /= pow[-d.exp]
 	} else {
-		f *= pow10f64[d.exp]
+		f *= pow[d.exp]
 	}
 	if d.neg {
 		f = -f

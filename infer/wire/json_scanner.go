@@ -38,15 +38,8 @@ func (s *scanner) ws() {
 // object reads {"k": v, ...}, calling f with each key (decoded; valid only
 // during the call) positioned before the value, which f must consume.
 func (s *scanner) object(f func(key []byte) error) error {
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return s.errorf("want an object")
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil
+	if empty, err := s.open('{', '}', "an object"); empty || err != nil {
+		return err
 	}
 	for {
 		s.ws()
@@ -81,15 +74,8 @@ func (s *scanner) object(f func(key []byte) error) error {
 // array reads [v, ...], calling f with each element's index positioned
 // before it; f must consume the element.
 func (s *scanner) array(f func(i int) error) error {
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		return s.errorf("want an array")
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return nil
+	if empty, err := s.open('[', ']', "an array"); empty || err != nil {
+		return err
 	}
 	for n := 0; ; n++ {
 		if err := f(n); err != nil {
@@ -117,6 +103,22 @@ func (s *scanner) arrayNext() (end bool, err error) {
 		return true, nil
 	}
 	return false, s.errorf("want , or ] in array, got %q", s.b[s.i])
+}
+
+// open reads the opening byte of an object or array (what names it in
+// the error), and the closing byte right after it when it is empty.
+func (s *scanner) open(opening, closing byte, what string) (empty bool, err error) {
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != opening {
+		return false, s.errorf("want %s", what)
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == closing {
+		s.i++
+		return true, nil
+	}
+	return false, nil
 }
 
 // str reads a JSON string and returns its decoded bytes.

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/cluster-serving/cluster-serving/infer"
+import (
+	"reflect"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+)
 
 // decodeSparse densifies {"shape":[..],"data":[..],"indices":[[..],..]}.
 // indices is one array per dim (indices[d][k] is value k's coordinate in
@@ -94,6 +98,8 @@ func (sp *sparseJSON) dense(dt infer.DType) (infer.Tensor, error) {
 		return infer.Tensor{}, infer.NewInputError(-1, "", "sparse indices shape %s does not fit %d values of rank %d", infer.ShapeString(idxShape), nnz, rank)
 	}
 	out := infer.NewTensor(dt, shape)
+	// vals holds dt's elements too; a string tensor's other elements are "".
+	dst, src := reflect.ValueOf(out.Data), reflect.ValueOf(vals.Data)
 	for k := 0; k < nnz; k++ {
 		off := int64(0)
 		for d := 0; d < rank; d++ {
@@ -103,40 +109,7 @@ func (sp *sparseJSON) dense(dt infer.DType) (infer.Tensor, error) {
 			}
 			off = off*shape[d] + c
 		}
-		setElem(out.Data, int(off), vals.Data, k)
+		dst.Index(int(off)).Set(src.Index(k))
 	}
 	return out, nil
-}
-
-func setElem(dst any, i int, src any, k int) {
-	switch d := dst.(type) {
-	case []float32:
-		d[i] = src.([]float32)[k]
-	case []float64:
-		d[i] = src.([]float64)[k]
-	case []int32:
-		d[i] = src.([]int32)[k]
-	case []int64:
-		d[i] = src.([]int64)[k]
-	case []uint8:
-		d[i] = src.([]uint8)[k]
-	case []bool:
-		d[i] = src.([]bool)[k]
-	case []int8:
-		d[i] = src.([]int8)[k]
-	case []int16:
-		d[i] = src.([]int16)[k]
-	case []uint16:
-		d[i] = src.([]uint16)[k]
-	case []uint32:
-		d[i] = src.([]uint32)[k]
-	case []uint64:
-		d[i] = src.([]uint64)[k]
-	case []infer.F16:
-		d[i] = src.([]infer.F16)[k]
-	case []infer.BF16:
-		d[i] = src.([]infer.BF16)[k]
-	case []string:
-		d[i] = src.([]string)[k] // a string tensor's other elements are ""
-	}
 }

@@ -2,7 +2,6 @@ package wire_test
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -121,23 +120,11 @@ func nodeDetails(cases []string, results map[string]nodeResult) string {
 	return b.String()
 }
 
-// runNodeChildren runs cases in child processes (onnxnode.RunChildren)
+// runNodeChildren runs cases in child processes (onnxnode.RunChildrenAs)
 // and returns every case's result; a case a child died in gets Death.
 func runNodeChildren(t *testing.T, cases []string) map[string]nodeResult {
 	t.Helper()
-	done, deaths := onnxnode.RunChildren(t, cases)
-	results := make(map[string]nodeResult, len(cases))
-	for name, raw := range done {
-		var r nodeResult
-		if err := json.Unmarshal(raw, &r); err != nil {
-			t.Fatalf("%s: report %s: %v", name, raw, err)
-		}
-		results[name] = r
-	}
-	for name, how := range deaths {
-		results[name] = nodeResult{Case: name, Death: how}
-	}
-	return results
+	return onnxnode.RunChildrenAs(t, cases, func(name, how string) nodeResult { return nodeResult{Case: name, Death: how} })
 }
 
 // nodeSummary is the table TestONNXNodeSuite logs: counts, then load

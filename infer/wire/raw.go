@@ -2,8 +2,9 @@ package wire
 
 import (
 	"encoding/binary"
-	"math"
+	"reflect"
 	"slices"
+	"unsafe"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 )
@@ -93,63 +94,19 @@ func DecodeRaw(b []byte, d infer.DType, shape []int64, input string) (infer.Tens
 		return infer.Tensor{}, infer.NewInputError(-1, input, "raw data has %d bytes, %s of shape %s needs %d (%d elements of %d bytes)",
 			len(b), OIPDatatype(d), infer.ShapeString(shape), n*int64(size), n, size)
 	}
-	le := binary.LittleEndian
 	t := infer.NewTensor(d, shape)
-	switch v := t.Data.(type) {
-	case []bool:
+	if v, ok := t.Data.([]bool); ok {
 		for i, c := range b {
 			if c > 1 {
 				return infer.Tensor{}, infer.NewInputError(-1, input, "raw BOOL element %d is %d: want 0 or 1", i, c)
 			}
 			v[i] = c == 1
 		}
-	case []uint8:
-		copy(v, b)
-	case []int8:
-		for i, c := range b {
-			v[i] = int8(c)
-		}
-	case []int16:
-		for i := range v {
-			v[i] = int16(le.Uint16(b[2*i:]))
-		}
-	case []uint16:
-		for i := range v {
-			v[i] = le.Uint16(b[2*i:])
-		}
-	case []infer.F16:
-		for i := range v {
-			v[i] = infer.F16(le.Uint16(b[2*i:]))
-		}
-	case []infer.BF16:
-		for i := range v {
-			v[i] = infer.BF16(le.Uint16(b[2*i:]))
-		}
-	case []int32:
-		for i := range v {
-			v[i] = int32(le.Uint32(b[4*i:]))
-		}
-	case []uint32:
-		for i := range v {
-			v[i] = le.Uint32(b[4*i:])
-		}
-	case []float32:
-		for i := range v {
-			v[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		}
-	case []int64:
-		for i := range v {
-			v[i] = int64(le.Uint64(b[8*i:]))
-		}
-	case []uint64:
-		for i := range v {
-			v[i] = le.Uint64(b[8*i:])
-		}
-	case []float64:
-		for i := range v {
-			v[i] = math.Float64frombits(le.Uint64(b[8*i:]))
-		}
+		return t, nil
 	}
+	mem, elem := numBytes(t.Data)
+	copy(mem, b)
+	swapToLE(mem, elem)
 	return t, nil
 }
 
@@ -220,52 +177,45 @@ func AppendRaw(b []byte, t infer.Tensor) []byte {
 				b = append(b, 0)
 			}
 		}
-	case []uint8:
-		b = append(b, v...)
-	case []int8:
-		for _, x := range v {
-			b = append(b, byte(x))
-		}
-	case []int16:
-		for _, x := range v {
-			b = le.AppendUint16(b, uint16(x))
-		}
-	case []uint16:
-		for _, x := range v {
-			b = le.AppendUint16(b, x)
-		}
-	case []infer.F16:
-		for _, x := range v {
-			b = le.AppendUint16(b, uint16(x))
-		}
-	case []infer.BF16:
-		for _, x := range v {
-			b = le.AppendUint16(b, uint16(x))
-		}
-	case []int32:
-		for _, x := range v {
-			b = le.AppendUint32(b, uint32(x))
-		}
-	case []uint32:
-		for _, x := range v {
-			b = le.AppendUint32(b, x)
-		}
-	case []float32:
-		for _, x := range v {
-			b = le.AppendUint32(b, math.Float32bits(x))
-		}
-	case []int64:
-		for _, x := range v {
-			b = le.AppendUint64(b, uint64(x))
-		}
-	case []uint64:
-		for _, x := range v {
-			b = le.AppendUint64(b, x)
-		}
-	case []float64:
-		for _, x := range v {
-			b = le.AppendUint64(b, math.Float64bits(x))
-		}
+	default:
+		mem, elem := numBytes(t.Data)
+		start := len(b)
+		b = append(b, mem...)
+		swapToLE(b[start:], elem)
 	}
 	return b
+}
+
+// numBytes returns the memory of data, a slice of fixed-size numbers
+// (every dtype with a raw form but BOOL and BYTES), as bytes, and the
+// size of one element; nil and 0 for anything else.
+func numBytes(data any) (mem []byte, elem int) {
+	v := reflect.ValueOf(data)
+	if v.Kind() != reflect.Slice {
+		return nil, 0
+	}
+	switch v.Type().Elem().Kind() {
+	case reflect.Int8, reflect.Uint8, reflect.Int16, reflect.Uint16, reflect.Int32, reflect.Uint32,
+		reflect.Int64, reflect.Uint64, reflect.Float32, reflect.Float64:
+	default:
+		return nil, 0
+	}
+	elem = int(v.Type().Elem().Size())
+	return unsafe.Slice((*byte)(v.UnsafePointer()), v.Len()*elem), elem
+}
+
+// hostLE reports whether this machine keeps numbers in memory
+// little-endian, as OIP raw tensor data has them.
+var hostLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// swapToLE turns mem, elements of elem bytes in this machine's order,
+// into little-endian ones, or back: nothing to do on a little-endian
+// machine.
+func swapToLE(mem []byte, elem int) {
+	if hostLE || elem < 2 {
+		return
+	}
+	for i := 0; i+elem <= len(mem); i += elem {
+		slices.Reverse(mem[i : i+elem])
+	}
 }

@@ -104,6 +104,26 @@ func RunChildren(tb testing.TB, cases []string) (done map[string]json.RawMessage
 	return done, deaths
 }
 
+// RunChildrenAs runs cases as RunChildren does and decodes each finished
+// case's JSON result into a T; a case a child died in gets died(name,
+// how) instead.
+func RunChildrenAs[T any](tb testing.TB, cases []string, died func(name, how string) T) map[string]T {
+	tb.Helper()
+	done, deaths := RunChildren(tb, cases)
+	out := make(map[string]T, len(cases))
+	for name, raw := range done {
+		var r T
+		if err := json.Unmarshal(raw, &r); err != nil {
+			tb.Fatalf("%s: report %s: %v", name, raw, err)
+		}
+		out[name] = r
+	}
+	for name, how := range deaths {
+		out[name] = died(name, how)
+	}
+	return out
+}
+
 // deathCause says how a child died: its exit (a signal's name), and the
 // first line of its stderr that names a panic or a signal.
 func deathCause(runErr error, hung bool, stderr string) string {
