@@ -145,19 +145,9 @@ func TestConformance(t *testing.T) {
 // runDirects runs every case on ONNX Runtime directly, in children.
 func runDirects(t *testing.T, cases []string) map[string]direct {
 	t.Helper()
-	done, deaths := onnxnode.RunChildren(t, cases)
-	out := make(map[string]direct, len(cases))
-	for name, raw := range done {
-		var d direct
-		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatalf("%s: %s: %v", name, raw, err)
-		}
-		out[name] = d
-	}
-	for name, how := range deaths {
-		out[name] = direct{Case: name, NA: "ONNX Runtime cannot run it: the process died: " + how}
-	}
-	return out
+	return onnxnode.RunChildrenAs(t, cases, func(name, how string) direct {
+		return direct{Case: name, NA: "ONNX Runtime cannot run it: the process died: " + how}
+	})
 }
 
 // served is an applicable case a node serves.

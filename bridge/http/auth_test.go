@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
+
 	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
@@ -22,13 +24,13 @@ const (
 
 // tokenDoor runs a door for add_f32 behind a token file holding oldToken
 // and returns it, the file and the door's log.
-func tokenDoor(t *testing.T, cfg httpdoor.Config) (*env, string, *logBuffer) {
+func tokenDoor(t *testing.T, cfg httpdoor.Config) (*env, string, *telemetrytest.LogBuffer) {
 	t.Helper()
 	infertest.RequireLibrary(t)
 	path := filepath.Join(t.TempDir(), "tokens")
 	doortest.WriteFile(t, path, "# clients of team a\n\n   "+oldToken+"   \n#"+wrongToken+"\n")
-	logs := &logBuffer{}
-	cfg.TokenFile, cfg.Logger = path, logs.logger()
+	logs := &telemetrytest.LogBuffer{}
+	cfg.TokenFile, cfg.Logger = path, debugLogger(logs)
 	e := startDoor(t, cfg, served{name: "add", file: "add_f32"})
 	t.Cleanup(func() {
 		for _, tok := range []string{oldToken, newToken, wrongToken} {

@@ -11,10 +11,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
@@ -28,27 +29,10 @@ import (
 // addBody is a valid /predict body for add_f32 (y = 2x + 1).
 const addBody = `{"instances":[{"x":[1,2,3,4]}]}`
 
-// logBuffer collects a door's log lines, debug level included, so that a
-// test can look for what must not be there.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// debugLogger logs to logs, debug level included, so that a test can look
+// for what must not be there.
+func debugLogger(logs *telemetrytest.LogBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // tlsClient is an HTTP client with its own connections and tc.
@@ -183,8 +167,8 @@ func TestFileErrorsNameTheField(t *testing.T) {
 // serveOn runs a door for cfg on addr and returns its log when it stops.
 func serveOn(t *testing.T, addr string, cfg httpdoor.Config) string {
 	t.Helper()
-	var logs logBuffer
-	cfg.Models, cfg.Logger = oneModel, logs.logger()
+	var logs telemetrytest.LogBuffer
+	cfg.Models, cfg.Logger = oneModel, debugLogger(&logs)
 	door, err := httpdoor.New(noSubmit{}, cfg)
 	if err != nil {
 		t.Fatal(err)
