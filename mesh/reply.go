@@ -1,7 +1,19 @@
 package mesh
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // ReplyMode is how a worker's answer to one request goes back: the three
@@ -63,4 +75,162 @@ func replyOf(h nats.Header) Reply {
 		return Reply{ReplyCaller, to}
 	}
 	return Reply{ReplyInbox, to}
+}
+
+// answer is what a worker sends back for one record.
+type answer struct {
+	status  int
+	body    []byte
+	message string
+}
+
+// respond sends a record's answer the way its Reply says and settles the
+// record with settle (msg.Ack for a result, msg.Term for an error): the
+// one replier of every reply path. An answer that cannot be sent naks the
+// record (after the backoff of delivery delivered) and returns false.
+// count is the outcome's counter (processed or failed): added before the
+// answer leaves, so that a caller who has its answer never sees a count
+// without it, and taken back when it cannot be sent.
+//
+// Sent first, settled after: a worker that dies between the two leaves
+// the record to run again, and its answer arrives twice where something
+// drops the second: a door's inbox has no waiter left for it (Submit),
+// the results stream and its consumer drop a second copy by Nats-Msg-Id
+// (Enqueue). A NATS caller's reply subject has nothing between to drop
+// it, so that path settles first (answerCaller), on a goroutine of its
+// own: waiting for the server's confirmation holds no Predict slot.
+func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settle func() error, delivered uint64, count *atomic.Uint64) bool {
+	count.Add(1)
+	h := msg.Headers()
+	r := replyOf(h)
+	if r.Mode == ReplyCaller {
+		w.confirming.Add(1)
+		go func() {
+			defer w.confirming.Done()
+			if !w.answerCaller(ctx, msg, r, a, delivered) {
+				count.Add(^uint64(0))
+			}
+		}()
+		return true
+	}
+	if err := w.send(ctx, h, r, a); err != nil {
+		count.Add(^uint64(0))
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", h.Get(HeaderURI))
+		w.retried.Add(1)
+		w.nak(msg, w.cfg.Stream.backoff(delivered))
+		return false
+	}
+	w.settle(msg, settle)
+	return true
+}
+
+// ackConfirmTimeout bounds the wait for the server to confirm the ack of
+// a record whose answer goes to a NATS caller.
+const ackConfirmTimeout = 5 * time.Second
+
+// answerCaller acks the record, and waits for the server to confirm it,
+// before it answers a NATS caller (ReplyCaller): a record run again
+// because its first ack was lost (a NATS server died; the fault suite's
+// cluster kill) must not reach its caller twice. An ack that is not
+// confirmed sends nothing and naks the record: either the ack did not
+// land and the record's next run answers, or it did and the caller, who
+// heard nothing, asks again. Either way one answer per send. Errors are
+// acked too: the caller has its answer, and Term's advisory has no reader.
+func (w *Worker) answerCaller(ctx context.Context, msg jetstream.Msg, r Reply, a answer, delivered uint64) bool {
+	h := msg.Headers()
+	// The record stays held (beaten with InProgress) until the server
+	// confirms the ack: a confirmation slowed by a leader election must
+	// not let AckWait hand the record to another worker meanwhile, whose
+	// run would answer the caller a second time. A beat after the ack is
+	// ignored by the server.
+	actx, cancel := context.WithTimeout(ctx, ackConfirmTimeout)
+	err := msg.DoubleAck(actx)
+	cancel()
+	w.held.remove(msg)
+	if err != nil {
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: ack not confirmed; the NATS caller is not answered by this run", err, "uri", h.Get(HeaderURI))
+		w.retried.Add(1)
+		w.nak(msg, w.cfg.Stream.backoff(delivered))
+		return false
+	}
+	w.purge.settled(len(msg.Data()))
+	if err := w.send(ctx, h, r, a); err != nil {
+		// Settled: the caller, who hears nothing, asks again.
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: answer to a NATS caller lost", err, "uri", h.Get(HeaderURI))
+	}
+	return true
+}
+
+// send writes answer a to r: JetStream with a PubAck for a durable
+// result, core NATS for an inbox or a caller; nothing for ReplyNone.
+func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (err error) {
+	if r.Mode == ReplyNone {
+		return nil
+	}
+	start := time.Now()
+	name := telemetry.SpanReply
+	if r.Mode == ReplyDurable {
+		name = telemetry.SpanResultWrite
+	}
+	ctx, span := telemetry.Start(ctx, stageTracer, name, trace.SpanKindProducer)
+	defer func() {
+		telemetry.EndSpan(span, err)
+		w.cfg.Metrics.RecordStage(ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))
+	}()
+	switch r.Mode {
+	case ReplyDurable:
+		return w.storeResult(ctx, r.To, resultMsg(r.To, h, a.status, a.body, a.message), h.Get(HeaderMsgID))
+	case ReplyCaller:
+		// The NATS door's caller, answered here rather than through the
+		// door: two crossings fewer (see Client.Forward).
+		if err := w.nc.PublishMsg(microReply(r.To, a.status, a.body, a.message)); err != nil {
+			return fmt.Errorf("reply to %s: %w", r.To, err)
+		}
+		w.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, telemetry.OutcomeOf(a.status), sinceReceived(h))
+		return nil
+	}
+	m := resultMsg(r.To, h, a.status, a.body, a.message)
+	telemetry.Inject(ctx, m.Header)
+	if err := w.nc.PublishMsg(m); err != nil {
+		return fmt.Errorf("reply to %s: %w", r.To, err)
+	}
+	return nil
+}
+
+// sinceReceived is the time since the door took the request (Cs-Received),
+// 0 when the header is missing or unreadable.
+func sinceReceived(h nats.Header) time.Duration {
+	ns, err := strconv.ParseInt(h.Get(HeaderReceived), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Since(time.Unix(0, ns))
+}
+
+// storeResult publishes m, the result of a durable record, to a results
+// partition that answers, first the one the record's Msg-Id hashes to:
+// the same id goes to the same partition, where JetStream drops a second
+// copy (from a retried attempt, or a second run of the record). Results
+// consumers drop the rare copy that lands in another partition. A subject
+// outside the job's results (a raw publish) goes to partition 0 as is.
+func (w *Worker) storeResult(ctx context.Context, to string, m *nats.Msg, id string) error {
+	pctx, cancel := context.WithTimeout(ctx, resultPublishTimeout)
+	defer cancel()
+	telemetry.Inject(ctx, m.Header) // the door's result write joins the trace
+	if id == "" {
+		id = nuid.Next() // still, a retried attempt stores once
+	}
+	m.Header.Set(HeaderMsgID, id)
+	job, n := w.cfg.Stream.Job, max(w.parts, 1)
+	if !isResultsSubject(job, to) {
+		n = 1
+	}
+	subjects := make([]string, n)
+	for p := range n {
+		subjects[p] = ResultsPartitionSubject(job, p, to)
+	}
+	if _, err := w.route.publish(pctx, w.nc, w.js, subjects, firstPartition(id, n), m); err != nil {
+		return fmt.Errorf("result to %s: %w", to, err)
+	}
+	return nil
 }

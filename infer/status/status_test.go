@@ -47,6 +47,7 @@ func TestErrorUnwrapsToItsSentinel(t *testing.T) {
 		want   error
 	}{
 		{400, status.ErrBadInput},
+		{403, status.ErrForbidden},
 		{404, status.ErrNotFound},
 		{413, status.ErrTooLarge},
 		{429, status.ErrTooManyRequests},

@@ -222,6 +222,8 @@ def small_models(out):
 
 def edge_models(out):
     """Models that once crashed the server: scalars, no inputs, int division."""
+    # The int32 models' input x and output y, [batch, 4].
+    xi32, yi32 = [vi("x", TensorProto.INT32, ["batch", 4])], [vi("y", TensorProto.INT32, ["batch", 4])]
     # Scalar inputs: y = Clip(x, lo, hi), lo and hi rank 0 as Clip wants.
     emit(
         out,
@@ -246,15 +248,10 @@ def edge_models(out):
         [],
         [vi("y", TensorProto.FLOAT, [2])],
     )
-    # Integer division by the input: y = 100 / x. A zero x raises SIGFPE.
-    emit(
-        out,
-        "div_i32",
-        [helper.make_node("Div", ["c", "x"], ["y"])],
-        [vi("x", TensorProto.INT32, ["batch", 4])],
-        [vi("y", TensorProto.INT32, ["batch", 4])],
-        [const("c", np.array(100, dtype=np.int32))],
-    )
+    # Integer division by a constant's side: div_i32 is y = 100 / x (a zero
+    # x raises SIGFPE); div_zero_const_i32 is y = x / 0, refused at load.
+    for name, operands, c, value in (("div_i32", ["c", "x"], "c", 100), ("div_zero_const_i32", ["x", "zero"], "zero", 0)):
+        emit(out, name, [helper.make_node("Div", operands, ["y"])], xi32, yi32, [const(c, np.array(value, dtype=np.int32))])
     # Both operands from the request: q = a / b, r = a mod b. A zero b, fed
     # straight from the request, is what infer's division guard refuses.
     emit(
@@ -271,18 +268,9 @@ def edge_models(out):
         out,
         "div_computed_i32",
         [helper.make_node("Sub", ["x", "one"], ["d"]), helper.make_node("Div", ["x", "d"], ["y"])],
-        [vi("x", TensorProto.INT32, ["batch", 4])],
-        [vi("y", TensorProto.INT32, ["batch", 4])],
+        xi32,
+        yi32,
         [const("one", np.array(1, dtype=np.int32))],
-    )
-    # A constant zero divisor: y = x / 0. Refused at load.
-    emit(
-        out,
-        "div_zero_const_i32",
-        [helper.make_node("Div", ["x", "zero"], ["y"])],
-        [vi("x", TensorProto.INT32, ["batch", 4])],
-        [vi("y", TensorProto.INT32, ["batch", 4])],
-        [const("zero", np.array(0, dtype=np.int32))],
     )
 
 
