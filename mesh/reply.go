@@ -8,12 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/telemetry"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // ReplyMode is how a worker's answer to one request goes back: the three
