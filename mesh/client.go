@@ -329,9 +329,9 @@ func (c *Client) begin(ctx context.Context, job string, req Request, r Reply) (_
 // crossings of NATS (the worker's reply to the door and the door's reply
 // to the caller) and means a request, once stored, no longer depends on
 // the door's process: a door killed after Forward returned loses nothing.
-// The worker acks a record, confirmed, before it answers its caller, so
-// that a record run twice (its first ack lost with a NATS server) does
-// not reach its caller twice (see Worker.answerCaller).
+// The worker sees the ack of a record it answered confirmed, asking again
+// while a NATS server is replaced, so that a record does not run (and
+// answer its caller) twice because its ack was lost (see answerCaller).
 func (c *Client) Forward(ctx context.Context, job string, req Request, replyTo string, received time.Time) error {
 	if err := checkRequest(job, req); err != nil {
 		return err

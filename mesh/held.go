@@ -42,7 +42,7 @@ func (h *held) bound(msg jetstream.Msg, until time.Time) {
 
 // remove stops beating msg. Call it before the record's ack, nak or term,
 // so that no beat goes out after it; but for an ack the worker waits to
-// see confirmed (answerCaller), after it.
+// see confirmed (confirmAck), after it.
 func (h *held) remove(msg jetstream.Msg) {
 	h.mu.Lock()
 	delete(h.msgs, msg)

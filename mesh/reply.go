@@ -97,8 +97,8 @@ type answer struct {
 // drops the second: a door's inbox has no waiter left for it (Submit),
 // the results stream and its consumer drop a second copy by Nats-Msg-Id
 // (Enqueue). A NATS caller's reply subject has nothing between to drop
-// it, so that path settles first (answerCaller), on a goroutine of its
-// own: waiting for the server's confirmation holds no Predict slot.
+// it, so that path sees its ack confirmed (answerCaller), on a goroutine
+// of its own: waiting for the server's confirmation holds no Predict slot.
 func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settle func() error, delivered uint64, count *atomic.Uint64) bool {
 	count.Add(1)
 	h := msg.Headers()
@@ -124,41 +124,56 @@ func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settl
 	return true
 }
 
-// ackConfirmTimeout bounds the wait for the server to confirm the ack of
-// a record whose answer goes to a NATS caller.
-const ackConfirmTimeout = 5 * time.Second
+// ackConfirmTimeout bounds one wait for the server to confirm the ack of a
+// record whose answer went to a NATS caller; confirmAck asks again.
+const ackConfirmTimeout = 2 * time.Second
 
-// answerCaller acks the record, and waits for the server to confirm it,
-// before it answers a NATS caller (ReplyCaller): a record run again
-// because its first ack was lost (a NATS server died; the fault suite's
-// cluster kill) must not reach its caller twice. An ack that is not
-// confirmed sends nothing and naks the record: either the ack did not
-// land and the record's next run answers, or it did and the caller, who
-// heard nothing, asks again. Either way one answer per send. Errors are
-// acked too: the caller has its answer, and Term's advisory has no reader.
+// answerCaller answers a NATS caller (ReplyCaller), then acks the record
+// and sees the ack confirmed (confirmAck). Answered first, so that a
+// worker killed before its answer left loses nothing: the record runs
+// again. Confirmed after, so that an ack lost with a NATS server (the
+// fault suite's leader and cluster kills) is sent again before AckWait
+// hands the record to another worker, whose run would answer the caller a
+// second time, with nothing between to drop it. A door's inbox and the
+// durable results drop such second answers themselves, so the other paths
+// ack without waiting.
 func (w *Worker) answerCaller(ctx context.Context, msg jetstream.Msg, r Reply, a answer, delivered uint64) bool {
 	h := msg.Headers()
-	// The record stays held (beaten with InProgress) until the server
-	// confirms the ack: a confirmation slowed by a leader election must
-	// not let AckWait hand the record to another worker meanwhile, whose
-	// run would answer the caller a second time. A beat after the ack is
-	// ignored by the server.
-	actx, cancel := context.WithTimeout(ctx, ackConfirmTimeout)
-	err := msg.DoubleAck(actx)
-	cancel()
-	w.held.remove(msg)
-	if err != nil {
-		w.limit.Log(ctx, slog.LevelWarn, "mesh: ack not confirmed; the NATS caller is not answered by this run", err, "uri", h.Get(HeaderURI))
+	if err := w.send(ctx, h, r, a); err != nil {
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", h.Get(HeaderURI))
 		w.retried.Add(1)
 		w.nak(msg, w.cfg.Stream.backoff(delivered))
 		return false
 	}
-	w.purge.settled(len(msg.Data()))
-	if err := w.send(ctx, h, r, a); err != nil {
-		// Settled: the caller, who hears nothing, asks again.
-		w.limit.Log(ctx, slog.LevelWarn, "mesh: answer to a NATS caller lost", err, "uri", h.Get(HeaderURI))
-	}
+	w.confirmAck(ctx, msg)
 	return true
+}
+
+// confirmAck acks msg and asks again until the server confirms it, ctx
+// ends or maxAttempt AckWaits pass. The record stays held (beaten with
+// InProgress) meanwhile, so that AckWait does not run out while a new
+// leader is elected; a beat after the ack is ignored by the server.
+func (w *Worker) confirmAck(ctx context.Context, msg jetstream.Msg) {
+	defer w.held.remove(msg)
+	give := time.Now().Add(maxAttempt * w.cfg.Stream.AckWait)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		actx, cancel := context.WithTimeout(ctx, ackConfirmTimeout)
+		err := msg.DoubleAck(actx)
+		cancel()
+		if err == nil {
+			w.purge.settled(len(msg.Data()))
+			return
+		}
+		if ctx.Err() != nil || time.Now().Add(pause).After(give) {
+			w.limit.Log(ctx, slog.LevelWarn, "mesh: ack not confirmed; the record may run again and answer its NATS caller twice", err,
+				"uri", msg.Headers().Get(HeaderURI))
+			return
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+		}
+	}
 }
 
 // send writes answer a to r: JetStream with a PubAck for a durable

@@ -279,7 +279,16 @@ func (w *Worker) stop(cs *consumers, g *gate, cancelWork context.CancelFunc) {
 		cancelWork() // in-flight Predict calls see ctx end and nak.
 		<-done
 	}
-	w.confirming.Wait() // bounded by ackConfirmTimeout
+	// Answers whose ack waits for its confirmation get one more try's
+	// time, then stop asking (a NATS server may be down for longer).
+	confirmed := make(chan struct{})
+	go func() { w.confirming.Wait(); close(confirmed) }()
+	select {
+	case <-confirmed:
+	case <-time.After(ackConfirmTimeout):
+		cancelWork()
+		<-confirmed
+	}
 }
 
 // handle runs one record and settles it: ack, term or nak.
