@@ -75,7 +75,7 @@ test-short:
 ## bench: every figure of docs/results/*-bench.md (issue 13's ratios), from one run (see docs/testing.md).
 RESNET := $(CACHE)/models/resnet50/resnet50.onnx
 bench: deps build $(RESNET)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./infer/wire ./mesh ./bridge/http ./telemetry
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./infer/wire ./mesh ./bridge/httpdoor ./telemetry
 	$(BIN) bench -resnet $(RESNET) $(BENCH_FLAGS)
 
 # The ResNet-50-shaped model (random weights, ~100 MB) is generated, not committed.
@@ -89,7 +89,7 @@ FUZZERS := FuzzDecodeInstances FuzzPlainFloat32 FuzzDecodeRedisArrow FuzzDecodeO
 fuzz: deps
 	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer/wire -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	@echo "== FuzzURI"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzURI$$' -fuzztime $(FUZZTIME)
-	@echo "== FuzzModelOf"; $(GO) test ./bridge/grpc -run '^$$' -fuzz '^FuzzModelOf$$' -fuzztime $(FUZZTIME)
+	@echo "== FuzzModelOf"; $(GO) test ./bridge/grpcdoor -run '^$$' -fuzz '^FuzzModelOf$$' -fuzztime $(FUZZTIME)
 
 ## chaos: the fault suite on real processes; prints the table and writes it to CHAOS_TABLE.
 CHAOS_TABLE ?= $(CACHE)/chaos-table.txt

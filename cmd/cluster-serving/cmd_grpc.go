@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpc"
-	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpcdoor"
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/httpdoor"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
-	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/httpdoor"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -18,8 +18,8 @@ import (
 // redisConfig maps config.yaml's redis keys to the door's Config; a zero
 // timeout is the door's default. Its errors name the config key and never
 // hold a password.
-func redisConfig(file *serving.File) (redis.Config, error) {
-	rc := redis.Config{
+func redisConfig(file *serving.File) (redisdoor.Config, error) {
+	rc := redisdoor.Config{
 		Addr:    file.RedisURL,
 		Job:     file.JobName,
 		Timeout: time.Duration(file.RedisTimeout) * time.Millisecond,
@@ -51,15 +51,15 @@ func redisTLS(file *serving.File) (*tls.Config, error) {
 	var roots *x509.CertPool
 	if path := file.RedisSecureTrustStorePath; path != "" {
 		var err error
-		roots, err = redis.LoadTrustStore(path, file.RedisSecureTrustStorePassword)
+		roots, err = redisdoor.LoadTrustStore(path, file.RedisSecureTrustStorePassword)
 		switch {
-		case errors.Is(err, redis.ErrTrustStorePassword):
+		case errors.Is(err, redisdoor.ErrTrustStorePassword):
 			return nil, fmt.Errorf("config key \"redisSecureTrustStorePassword\": %w", err)
 		case err != nil:
 			return nil, fmt.Errorf("config key \"redisSecureTrustStorePath\": %w", err)
 		}
 	}
-	tc, err := redis.TLSConfig(roots, file.RedisTLSCert, file.RedisTLSKey)
+	tc, err := redisdoor.TLSConfig(roots, file.RedisTLSCert, file.RedisTLSKey)
 	if err != nil {
 		return nil, fmt.Errorf("config keys \"redisTlsCert\", \"redisTlsKey\": %w", err)
 	}
@@ -76,7 +76,7 @@ func redisRunner(d doorDeps) (func(context.Context) error, error) {
 		return nil, err
 	}
 	rc.Metrics = d.metrics
-	door, err := redis.New(rc, d.node.Client(), d.log)
+	door, err := redisdoor.New(rc, d.node.Client(), d.log)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		doors: []doorBuilder{redisRunner},
 		announce: func(doorDeps) {
 			fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
-				file.JobName, file.JobName, redis.Group, telemetry.RedactURL(file.RedisURL), telemetry.RedactURL(file.NatsURL), redis.ResultKey(file.JobName, ""))
+				file.JobName, file.JobName, redisdoor.Group, telemetry.RedactURL(file.RedisURL), telemetry.RedactURL(file.NatsURL), redisdoor.ResultKey(file.JobName, ""))
 		}}
 	return p.run(ctx)
 }

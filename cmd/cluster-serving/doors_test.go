@@ -28,9 +28,9 @@ import (
 	pkcs12 "software.sslmate.com/src/go-pkcs12"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
-	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
-	"github.com/cluster-serving/cluster-serving/bridge/redis"
-	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/httpdoor"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor/redistest"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -89,7 +89,7 @@ func TestTemplateStatesTheDoorDefaults(t *testing.T) {
 		t.Fatal("redisConfig without redisUrl: got no error")
 	}
 	if hc.Addr != httpdoor.DefaultAddr || hc.RequestTimeout != httpdoor.DefaultRequestTimeout ||
-		hc.MaxBodyBytes != httpdoor.DefaultMaxBodyBytes || rc.Timeout != redis.DefaultTimeout {
+		hc.MaxBodyBytes != httpdoor.DefaultMaxBodyBytes || rc.Timeout != redisdoor.DefaultTimeout {
 		t.Errorf("template: got HTTP %+v, Redis timeout %v", hc, rc.Timeout)
 	}
 	file.TokenBucketEnabled = true
@@ -330,12 +330,12 @@ func TestBridgeKilledMidFlightLosesNothing(t *testing.T) {
 		}
 	}()
 	pollUntil(t, 30*time.Second, "bridge to take records", func() bool {
-		n, _ := rdb.Keys(ctx, redis.ResultKey(job, "*")).Result()
+		n, _ := rdb.Keys(ctx, redisdoor.ResultKey(job, "*")).Result()
 		return len(n) >= 100
 	})
 	_ = bridge.cmd.Process.Kill()
 	<-bridge.done
-	done, _ := rdb.Keys(ctx, redis.ResultKey(job, "*")).Result()
+	done, _ := rdb.Keys(ctx, redisdoor.ResultKey(job, "*")).Result()
 	t.Logf("killed the bridge with %d of %d results written", len(done), total)
 	<-added
 
@@ -363,7 +363,7 @@ func TestBridgeKilledMidFlightLosesNothing(t *testing.T) {
 		return string(v)
 	}
 	for i := range total {
-		key := redis.ResultKey(job, fmt.Sprint("rec-", i))
+		key := redisdoor.ResultKey(job, fmt.Sprint("rec-", i))
 		var got string
 		pollUntil(t, 90*time.Second, key, func() bool {
 			v, err := rdb.HGet(ctx, key, "value").Result()
@@ -401,7 +401,7 @@ func TestPythonQuickStart(t *testing.T) {
 	}
 	_, rdb := redistest.Start(t)
 	port := rdb.Options().Addr[strings.LastIndex(rdb.Options().Addr, ":")+1:]
-	model, err := filepath.Abs("../../bridge/redis/testdata/image_mean.onnx")
+	model, err := filepath.Abs("../../bridge/redisdoor/testdata/image_mean.onnx")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestPythonQuickStart(t *testing.T) {
 	start := spawn(t, env, "start", "-c", cfg)
 	waitReady(t, url, start)
 
-	out, err := exec.Command(py, "../../bridge/redis/examples/quick_start.py", "--host", "127.0.0.1", "--port", port, "--job", job, "--timeout", "60").CombinedOutput()
+	out, err := exec.Command(py, "../../bridge/redisdoor/examples/quick_start.py", "--host", "127.0.0.1", "--port", port, "--job", job, "--timeout", "60").CombinedOutput()
 	t.Logf("quick_start.py:\n%s", out)
 	if err != nil {
 		t.Fatalf("quick_start.py: %v", err)
@@ -537,10 +537,10 @@ func TestBridgeOverMutualTLSRedis(t *testing.T) {
 	}
 	var got string
 	pollUntil(t, 60*time.Second, "the result over mutual TLS", func() bool {
-		got, _ = rdb.HGet(ctx, redis.ResultKey(job, "mtls"), "value").Result()
+		got, _ = rdb.HGet(ctx, redisdoor.ResultKey(job, "mtls"), "value").Result()
 		return got != ""
 	})
-	if got == redis.NaN {
+	if got == redisdoor.NaN {
 		t.Errorf("got %q, want a result", got)
 	}
 

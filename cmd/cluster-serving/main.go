@@ -3,8 +3,8 @@
 //
 // It is wiring only: a table of commands, their flags, signals, env vars
 // and os.Exit. The serving itself is mesh/serving (one Unit per model, one
-// Node per process, config.yaml); the doors are bridge/http and
-// bridge/redis; the load generator of `bench` is the package bench.
+// Node per process, config.yaml); the doors are bridge/httpdoor and
+// bridge/redisdoor; the load generator of `bench` is the package bench.
 package main
 
 import (

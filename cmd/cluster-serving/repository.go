@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
-	httpdoor "github.com/cluster-serving/cluster-serving/bridge/http"
+	httpdoor "github.com/cluster-serving/cluster-serving/bridge/httpdoor"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 

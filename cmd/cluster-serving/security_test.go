@@ -27,8 +27,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	pkcs12 "software.sslmate.com/src/go-pkcs12"
 
-	"github.com/cluster-serving/cluster-serving/bridge/redis"
-	"github.com/cluster-serving/cluster-serving/bridge/redis/redistest"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor/redistest"
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -538,8 +538,8 @@ func (j *secretsJob) runDoors(t *testing.T, withPW string) []*proc {
 		t.Fatal(err)
 	}
 	pollUntil(t, 60*time.Second, "the record's result", func() bool {
-		got, _ := j.rdb.HGet(ctx, redis.ResultKey(j.job, "s"), "value").Result()
-		return got != "" && got != redis.NaN
+		got, _ := j.rdb.HGet(ctx, redisdoor.ResultKey(j.job, "s"), "value").Result()
+		return got != "" && got != redisdoor.NaN
 	})
 	httpCfg := rewriteKey(t, bridgeYAML(t, j.cfg), "httpPort", fmt.Sprint(freePorts(t, 1)[0]))
 	rewriteKey(t, httpCfg, "metricsListen", "off")

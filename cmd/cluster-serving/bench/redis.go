@@ -12,7 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/cluster-serving/cluster-serving/bridge/redis"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
 	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 )
 
@@ -82,13 +82,13 @@ func redisPollOp(addr, job string, data []byte, serde string, poll time.Duration
 		if err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: job, Values: values}).Err(); err != nil {
 			return err
 		}
-		key := redis.ResultKey(job, uri)
+		key := redisdoor.ResultKey(job, uri)
 		pause := poll
 		for {
-			v, err := rdb.HGet(ctx, key, redis.ResultField).Result()
+			v, err := rdb.HGet(ctx, key, redisdoor.ResultField).Result()
 			if err == nil {
 				rdb.Del(ctx, key)
-				if v == redis.NaN {
+				if v == redisdoor.NaN {
 					return errors.New("NaN result")
 				}
 				return nil
@@ -212,7 +212,7 @@ func trivialRedisDoor(addr, stream string) (func(), error) {
 			for _, s := range res {
 				for _, m := range s.Messages {
 					uri, _ := m.Values["uri"].(string)
-					p.HSet(ctx, redis.ResultKey(stream, uri), redis.ResultField, m.Values["data"])
+					p.HSet(ctx, redisdoor.ResultKey(stream, uri), redisdoor.ResultField, m.Values["data"])
 					ids = append(ids, m.ID)
 				}
 			}

@@ -1,7 +1,7 @@
 // Package kservepb is the Open Inference Protocol (KServe v2) gRPC API:
 // grpc_predict_v2.proto (package inference, service GRPCInferenceService)
 // and the Go code protoc generates from it. It is the contract between
-// the gRPC door (bridge/grpc), which serves the service, and the worker's
+// the gRPC door (bridge/grpcdoor), which serves the service, and the worker's
 // codec (wire.MediaTypeKServeGRPC), which decodes ModelInferRequest and
 // encodes ModelInferResponse; the door passes both through as bytes,
 // reading only the model's name and version.

@@ -1,0 +1,239 @@
+package redisdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
+
+// handover counts what became of one block of entries.
+type handover struct {
+	stored   int // the mesh holds them
+	answered int // answered by the door itself (NaN), or acked without a uri
+	left     int // not handed over in time (transient failure): still pending
+}
+
+// stuck reports whether the mesh took none of the block and some of it is
+// left: the mesh is away or full, not the entries at fault.
+func (h handover) stuck() bool { return h.stored == 0 && h.left > 0 }
+
+// serve hands msgs to the mesh concurrently, then XACKs and XDELs those
+// the mesh stored and those answered NaN. An entry whose hand-over failed
+// for a transient reason, or was cut short by ctx, stays pending: it is
+// retried, by this run or by the next one.
+func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool) handover {
+	done, bad, h := d.handOver(ctx, msgs, skipped)
+	// Ack even after ctx ended: what the mesh holds must leave the stream.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	defer cancel()
+	// A bad entry leaves the stream only once its NaN is written; until
+	// then it stays pending and retryOwnPending tries again.
+	if len(bad) > 0 && d.answerNaN(actx, bad) {
+		for _, b := range bad {
+			done = append(done, b.id)
+		}
+	}
+	if len(done) > 0 {
+		d.ackAndDelete(ctx, actx, done)
+	}
+	return h
+}
+
+// badEntry is an entry answered NaN by the door itself.
+type badEntry struct{ id, uri string }
+
+// handOver enqueues msgs concurrently. It returns the ids the mesh stored
+// and the entries that can never be queued: no uri or data, or refused by
+// the mesh as their own fault (400, 404, 413). Each entry's hand-over
+// takes at most Timeout, so a failing entry holds the rest of its block
+// no longer than that.
+func (d *Door) handOver(ctx context.Context, msgs []goredis.XMessage, skipped bool) (done []string, bad []badEntry, h handover) {
+	done = make([]string, 0, len(msgs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range msgs {
+		req, ok := d.request(ctx, m)
+		if !ok {
+			mu.Lock()
+			bad = append(bad, badEntry{m.ID, req.URI})
+			h.answered++
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The entry's optional traceparent field makes this span the
+			// client's child; the mesh continues it.
+			ectx, span := d.receiveSpan(ctx, m.ID, req)
+			defer span.End()
+			o := d.enqueue(ectx, req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch o {
+			case stored:
+				done = append(done, m.ID)
+				h.stored++
+				d.enqueued.Add(1)
+				if skipped {
+					d.skipped.Add(1)
+				}
+			case rejected:
+				d.bad.Add(1)
+				bad = append(bad, badEntry{m.ID, req.URI})
+				h.answered++
+			default:
+				h.left++
+			}
+		}()
+	}
+	wg.Wait()
+	return done, bad, h
+}
+
+// answerNaN writes NaN as the result of each bad entry that has a uri, in
+// one pipeline, and reports whether Redis took them all.
+func (d *Door) answerNaN(ctx context.Context, bad []badEntry) bool {
+	cmds, _ := d.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, b := range bad {
+			if b.uri != "" {
+				p.HSet(ctx, ResultKey(d.cfg.Job, b.uri), ResultField, NaN)
+			}
+		}
+		return nil
+	})
+	for _, c := range cmds {
+		if c.Err() != nil {
+			d.lim.Log(ctx, slog.LevelWarn, "writing NaN for bad entries; they stay pending and are retried", c.Err(), "entries", len(bad))
+			return false
+		}
+	}
+	return true
+}
+
+// ackAndDelete XACKs and XDELs ids with actx, retrying a few times unless
+// ctx (the door's) ended.
+func (d *Door) ackAndDelete(ctx, actx context.Context, ids []string) {
+	for attempt := 0; ; attempt++ {
+		_, err := d.rdb.Pipelined(actx, func(p goredis.Pipeliner) error {
+			p.XAck(actx, d.cfg.Job, Group, ids...)
+			p.XDel(actx, d.cfg.Job, ids...)
+			return nil
+		})
+		if err == nil {
+			return
+		}
+		if attempt >= 3 || ctx.Err() != nil {
+			// They stay pending; the next reclaim hands them over again and
+			// their message ids keep them from running twice.
+			d.lim.Log(ctx, slog.LevelWarn, "XACK/XDEL; entries stay pending", err, "entries", len(ids))
+			return
+		}
+		d.sleep(actx, d.cfg.RetryInterval)
+	}
+}
+
+// maxTraceField bounds a traceparent or tracestate field passed on as a
+// header: W3C allows 55 and 512 bytes.
+const maxTraceField = 512
+
+// request builds the mesh request of one entry; ok is false without uri
+// or data, which it logs (an entry without fields was deleted already: it
+// is only acked).
+func (d *Door) request(ctx context.Context, m goredis.XMessage) (mesh.Request, bool) {
+	uri, _ := m.Values["uri"].(string)
+	data, _ := m.Values["data"].(string)
+	serde, _ := m.Values["serde"].(string)
+	req := mesh.Request{URI: uri, Body: []byte(data), MsgID: d.cfg.Job + ":" + m.ID, ContentType: wire.MediaTypeRedisArrow}
+	if serde == "stream" {
+		req.ContentType = wire.MediaTypeRedisJSON
+	}
+	for _, k := range []string{mesh.HeaderTraceParent, mesh.HeaderTraceState} {
+		// A field a header cannot carry as it is would be changed or
+		// refused on the way: the record goes on without it.
+		if v, ok := m.Values[k].(string); ok && v != "" && len(v) <= maxTraceField && mesh.EncodeURI(v) == v {
+			if req.Header == nil {
+				req.Header = map[string][]string{}
+			}
+			req.Header[k] = []string{v}
+		}
+	}
+	ok := uri != "" && data != ""
+	switch {
+	case ok || len(m.Values) == 0:
+	case uri == "":
+		d.bad.Add(1)
+		d.lim.Log(ctx, slog.LevelWarn, "entry without uri: acked, no result can be written", nil, "id", m.ID)
+	default:
+		d.bad.Add(1)
+		d.lim.Log(ctx, slog.LevelWarn, "entry without data: answering NaN", nil, "id", m.ID, "uri", logURI(uri))
+	}
+	return req, ok
+}
+
+// maxLoggedURI bounds the example uri a log line shows.
+const maxLoggedURI = 128
+
+// logURI writes uri for a log line escaped as %q does (control and
+// non-UTF-8 bytes visible, unambiguous), without the quotes the log
+// handler adds itself, cut to maxLoggedURI bytes.
+func logURI(uri string) string {
+	q := strconv.Quote(uri)
+	if len(uri) > maxLoggedURI {
+		q = strconv.Quote(uri[:maxLoggedURI])
+		return fmt.Sprintf("%s... (%d bytes)", q[1:len(q)-1], len(uri))
+	}
+	return q[1 : len(q)-1]
+}
+
+// outcome is what became of one entry's hand-over.
+type outcome int
+
+const (
+	stored   outcome = iota // the mesh holds it: ack and delete
+	rejected                // it can never be queued: answer NaN, ack and delete
+	left                    // not handed over (transient, stopped, misconfigured): it stays pending
+)
+
+// enqueue hands req to the mesh, retrying transient failures (a full work
+// queue, NATS unreachable) for at most Timeout in all; then, or when ctx
+// ends, the entry is left pending. The attempt in flight when ctx ends is
+// finished, not abandoned. A refusal that is the request's fault (400,
+// 404, 413: a uri over mesh.MaxURIBytes, a body over the NATS max
+// payload) is not retried.
+func (d *Door) enqueue(ctx context.Context, req mesh.Request) outcome {
+	subject := mesh.ResultsSubject(d.cfg.Job, DoorName)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	defer cancel()
+	for {
+		err := d.m.Enqueue(ectx, d.cfg.Job, req, subject)
+		switch st := status.Of(err); {
+		case err == nil:
+			return stored
+		case errors.Is(err, mesh.ErrInvalidJob) || errors.Is(err, mesh.ErrInvalidConfig):
+			d.lim.Log(ctx, slog.LevelError, "enqueue refused; entries stay pending", err)
+			return left
+		case st == status.BadInput || st == status.NotFound || st == status.TooLarge:
+			d.lim.Log(ctx, slog.LevelWarn, "record answered NaN: the mesh refused it", err, "uri", logURI(req.URI), "body_bytes", len(req.Body))
+			return rejected
+		case errors.Is(err, mesh.ErrQueueFull):
+			d.lim.Log(ctx, slog.LevelWarn, "work queue full; entries stay pending and are retried", nil)
+		default:
+			d.lim.Log(ctx, slog.LevelWarn, "enqueue; entries stay pending and are retried", err)
+		}
+		d.sleep(ectx, d.cfg.RetryInterval)
+		if ctx.Err() != nil || ectx.Err() != nil {
+			return left
+		}
+	}
+}
