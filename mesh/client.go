@@ -331,7 +331,7 @@ func (c *Client) begin(ctx context.Context, job string, req Request, r Reply) (_
 // the door's process: a door killed after Forward returned loses nothing.
 // The worker sees the ack of a record it answered confirmed, asking again
 // while a NATS server is replaced, so that a record does not run (and
-// answer its caller) twice because its ack was lost (see answerCaller).
+// answer its caller) twice because its ack was lost (see Worker.confirmAck).
 func (c *Client) Forward(ctx context.Context, job string, req Request, replyTo string, received time.Time) error {
 	if err := checkRequest(job, req); err != nil {
 		return err

@@ -97,7 +97,7 @@ type answer struct {
 // drops the second: a door's inbox has no waiter left for it (Submit),
 // the results stream and its consumer drop a second copy by Nats-Msg-Id
 // (Enqueue). A NATS caller's reply subject has nothing between to drop
-// it, so that path sees its ack confirmed (answerCaller), on a goroutine
+// it, so that path sees its ack confirmed (confirmAck), on a goroutine
 // of its own: waiting for the server's confirmation holds no Predict slot.
 func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settle func() error, delivered uint64, count *atomic.Uint64) bool {
 	count.Add(1)
@@ -107,20 +107,30 @@ func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settl
 		w.confirming.Add(1)
 		go func() {
 			defer w.confirming.Done()
-			if !w.answerCaller(ctx, msg, r, a, delivered) {
+			if !w.deliver(ctx, msg, r, a, delivered, func() { w.confirmAck(ctx, msg) }) {
 				count.Add(^uint64(0))
 			}
 		}()
 		return true
 	}
-	if err := w.send(ctx, h, r, a); err != nil {
+	if !w.deliver(ctx, msg, r, a, delivered, func() { w.settle(msg, settle) }) {
 		count.Add(^uint64(0))
-		w.limit.Log(ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", h.Get(HeaderURI))
+		return false
+	}
+	return true
+}
+
+// deliver sends a to r, then settles msg with settle. An answer that
+// cannot be sent naks msg (after the backoff of delivery delivered) and
+// returns false.
+func (w *Worker) deliver(ctx context.Context, msg jetstream.Msg, r Reply, a answer, delivered uint64, settle func()) bool {
+	if err := w.send(ctx, msg.Headers(), r, a); err != nil {
+		w.limit.Log(ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", msg.Headers().Get(HeaderURI))
 		w.retried.Add(1)
 		w.nak(msg, w.cfg.Stream.backoff(delivered))
 		return false
 	}
-	w.settle(msg, settle)
+	settle()
 	return true
 }
 
@@ -128,31 +138,18 @@ func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settl
 // record whose answer went to a NATS caller; confirmAck asks again.
 const ackConfirmTimeout = 2 * time.Second
 
-// answerCaller answers a NATS caller (ReplyCaller), then acks the record
-// and sees the ack confirmed (confirmAck). Answered first, so that a
-// worker killed before its answer left loses nothing: the record runs
-// again. Confirmed after, so that an ack lost with a NATS server (the
-// fault suite's leader and cluster kills) is sent again before AckWait
-// hands the record to another worker, whose run would answer the caller a
-// second time, with nothing between to drop it. A door's inbox and the
-// durable results drop such second answers themselves, so the other paths
-// ack without waiting.
-func (w *Worker) answerCaller(ctx context.Context, msg jetstream.Msg, r Reply, a answer, delivered uint64) bool {
-	h := msg.Headers()
-	if err := w.send(ctx, h, r, a); err != nil {
-		w.limit.Log(ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", h.Get(HeaderURI))
-		w.retried.Add(1)
-		w.nak(msg, w.cfg.Stream.backoff(delivered))
-		return false
-	}
-	w.confirmAck(ctx, msg)
-	return true
-}
-
-// confirmAck acks msg and asks again until the server confirms it, ctx
-// ends or maxAttempt AckWaits pass. The record stays held (beaten with
-// InProgress) meanwhile, so that AckWait does not run out while a new
-// leader is elected; a beat after the ack is ignored by the server.
+// confirmAck settles the record of an answer sent to a NATS caller
+// (ReplyCaller): it acks msg and asks again until the server confirms it,
+// ctx ends or maxAttempt AckWaits pass. Answered first, so that a worker
+// killed before its answer left loses nothing: the record runs again.
+// Confirmed after, so that an ack lost with a NATS server (the fault
+// suite's leader and cluster kills) is sent again before AckWait hands the
+// record to another worker, whose run would answer the caller a second
+// time, with nothing between to drop it (a door's inbox and the durable
+// results drop such answers themselves, so those paths ack and go on).
+// The record stays held (beaten with InProgress) meanwhile, so that
+// AckWait does not run out while a new leader is elected; a beat after
+// the ack is ignored by the server.
 func (w *Worker) confirmAck(ctx context.Context, msg jetstream.Msg) {
 	defer w.held.remove(msg)
 	give := time.Now().Add(maxAttempt * w.cfg.Stream.AckWait)

@@ -110,7 +110,7 @@ type Worker struct {
 	purge  *purger   // removes answered records; set by Run
 	spawn  *spawner  // the records' goroutines
 	// confirming counts the answers to NATS callers waiting for their
-	// ack's confirmation (answerCaller); stop waits for them.
+	// ack's confirmation (confirmAck); stop waits for them.
 	confirming sync.WaitGroup
 	// limit logs per-record failures (publish, retry, ack) once per cause
 	// with a count, never once per record or retry.
