@@ -105,12 +105,12 @@ func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settl
 	r := replyOf(h)
 	if r.Mode == ReplyCaller {
 		w.confirming.Add(1)
-		go func() {
+		w.spawn.run(func() {
 			defer w.confirming.Done()
 			if !w.deliver(ctx, msg, r, a, delivered, func() { w.confirmAck(ctx, msg) }) {
 				count.Add(^uint64(0))
 			}
-		}()
+		})
 		return true
 	}
 	if !w.deliver(ctx, msg, r, a, delivered, func() { w.settle(msg, settle) }) {
