@@ -12,6 +12,8 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -34,6 +36,31 @@ type Model struct {
 	// Info describes the inputs and outputs, for the metadata a door
 	// answers and the example a /predict 400 shows.
 	Info infer.ModelInfo
+	// Config is the model's Triton configuration, completed (its
+	// config.pbtxt and the graph, see infer/modelconfig), as a door
+	// answers it (GET /v2/models/{m}/config, gRPC ModelConfig). nil: the
+	// door completes one from Info (ConfigOf).
+	Config *kservepb.ModelConfig
+}
+
+// ConfigOf is m's Triton configuration: m.Config, or one completed from
+// m.Info when it has none (a model served without a repository).
+func ConfigOf(m Model) *kservepb.ModelConfig {
+	if m.Config != nil {
+		return m.Config
+	}
+	return modelconfig.Complete(nil, m.Name, m.Info, 0)
+}
+
+// Extensions are the protocol extensions both doors serve, as HTTP GET
+// /v2 and gRPC ServerMetadata list them (Triton's names), given whether
+// the door has a model repository to control.
+func Extensions(repository bool) []string {
+	ext := []string{"model_configuration", "system_shared_memory", "binary_tensor_data", "statistics"}
+	if repository {
+		ext = append([]string{"model_repository"}, ext...)
+	}
+	return ext
 }
 
 // Catalog lists the served models when they change at runtime: a model
