@@ -11,40 +11,19 @@ const (
 	Backend  = "onnxruntime"
 )
 
-// DataType is Triton's data type of d (TYPE_INVALID for none).
-func DataType(d infer.DType) kservepb.DataType {
-	switch d {
-	case infer.Float32:
-		return kservepb.DataType_TYPE_FP32
-	case infer.Float64:
-		return kservepb.DataType_TYPE_FP64
-	case infer.Float16:
-		return kservepb.DataType_TYPE_FP16
-	case infer.BFloat16:
-		return kservepb.DataType_TYPE_BF16
-	case infer.Int8:
-		return kservepb.DataType_TYPE_INT8
-	case infer.Int16:
-		return kservepb.DataType_TYPE_INT16
-	case infer.Int32:
-		return kservepb.DataType_TYPE_INT32
-	case infer.Int64:
-		return kservepb.DataType_TYPE_INT64
-	case infer.Uint8:
-		return kservepb.DataType_TYPE_UINT8
-	case infer.Uint16:
-		return kservepb.DataType_TYPE_UINT16
-	case infer.Uint32:
-		return kservepb.DataType_TYPE_UINT32
-	case infer.Uint64:
-		return kservepb.DataType_TYPE_UINT64
-	case infer.Bool:
-		return kservepb.DataType_TYPE_BOOL
-	case infer.String:
-		return kservepb.DataType_TYPE_STRING
-	}
-	return kservepb.DataType_TYPE_INVALID
+// dataTypes are Triton's data types of infer's element types.
+var dataTypes = map[infer.DType]kservepb.DataType{
+	infer.Float32: kservepb.DataType_TYPE_FP32, infer.Float64: kservepb.DataType_TYPE_FP64,
+	infer.Float16: kservepb.DataType_TYPE_FP16, infer.BFloat16: kservepb.DataType_TYPE_BF16,
+	infer.Int8: kservepb.DataType_TYPE_INT8, infer.Int16: kservepb.DataType_TYPE_INT16,
+	infer.Int32: kservepb.DataType_TYPE_INT32, infer.Int64: kservepb.DataType_TYPE_INT64,
+	infer.Uint8: kservepb.DataType_TYPE_UINT8, infer.Uint16: kservepb.DataType_TYPE_UINT16,
+	infer.Uint32: kservepb.DataType_TYPE_UINT32, infer.Uint64: kservepb.DataType_TYPE_UINT64,
+	infer.Bool: kservepb.DataType_TYPE_BOOL, infer.String: kservepb.DataType_TYPE_STRING,
 }
+
+// DataType is Triton's data type of d (TYPE_INVALID for none).
+func DataType(d infer.DType) kservepb.DataType { return dataTypes[d] }
 
 // Complete returns cfg (a new config when nil) with what it leaves out
 // filled from the model's graph, as Triton's auto-complete does: name,

@@ -3,8 +3,9 @@
 // inference, service GRPCInferenceService, a superset of KServe's
 // grpc_predict_v2.proto with the same messages, fields and numbers) and
 // model_config.proto (ModelConfig, the message of a config.pbtxt), both
-// as triton-inference-server/common ships them (commit 83adf7c) with
-// go_package added, and the Go code protoc generates from them.
+// as triton-inference-server/common ships them (commit 83adf7c, BSD-3,
+// kept unchanged but for go_package under third_party/triton with their
+// licence), and the Go code protoc generates from them.
 //
 // It is the contract between the gRPC door (bridge/grpcdoor), which
 // serves the service, the worker's codec (wire.MediaTypeKServeGRPC),
@@ -17,4 +18,4 @@
 //	go generate ./infer/wire/kservepb
 package kservepb
 
-//go:generate protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative grpc_service.proto model_config.proto
+//go:generate protoc -I third_party/triton --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative grpc_service.proto model_config.proto
