@@ -63,7 +63,7 @@ func TestJSONNumbers(t *testing.T) {
 				Success struct{ Count, Ns uint64 } `json:"success"`
 			} `json:"inference_stats"`
 			BatchStats []struct {
-				BatchSize    uint64 `json:"batch_size"`
+				BatchSize    uint64                     `json:"batch_size"`
 				ComputeInfer struct{ Count, Ns uint64 } `json:"compute_infer"`
 			} `json:"batch_stats"`
 		} `json:"model_stats"`
