@@ -148,7 +148,7 @@ func TestHTTPModelRepository(t *testing.T) {
 		{"POST", "/v2/repository/models/other/load", "", 200, ""},
 		{"POST", "/v2/models/other/infer", infer, 200, `"model_name":"other","model_version":"2"`},
 		{"GET", "/v2/models/other", "", 200, `"versions":["2"]`},
-		{"GET", "/v2/models/add/versions/1/ready", "", 200, ""},
+		{"GET", "/v2/models/add/versions/1/ready", "", 200, `{"name":"add","ready":true}`},
 		{"POST", "/v2/repository/models/other/load", "{}", 200, ""}, // a reload
 		{"POST", "/v2/repository/models/other/unload", `{"parameters":{"unload_dependents":false}}`, 200, ""},
 		{"POST", "/v2/models/other/infer", infer, 404, `model \"other\" is not loaded (unavailable: unloaded`},
