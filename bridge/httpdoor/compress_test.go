@@ -202,6 +202,9 @@ func TestCompressedAnswers(t *testing.T) {
 				!strings.Contains(resp.Header.Get("Vary"), "Accept-Encoding") {
 				t.Fatalf("got %d %v, want %d Content-Encoding %q and Vary", resp.StatusCode, resp.Header, tt.st, tt.coding)
 			}
+			if tt.coding != "" {
+				t.Logf("%d bytes plain, %d bytes %s", len(want), len(got), tt.coding)
+			}
 			got = decompress(t, tt.coding, got)
 			if !bytes.Equal(got, want) || resp.Header.Get(wire.HeaderInferenceContentLength) != plain.Header.Get(wire.HeaderInferenceContentLength) ||
 				resp.Header.Get("Content-Type") != plain.Header.Get("Content-Type") {
