@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"sort"
@@ -38,14 +37,6 @@ func (s *Server) models() []Model {
 		return s.cfg.Models
 	}
 	return door.Models(s.cfg.Repository, nil)
-}
-
-// extensions are the /v2 server metadata extensions.
-func (s *Server) extensions() []string {
-	if s.cfg.Repository == nil {
-		return []string{}
-	}
-	return []string{"model_repository"}
 }
 
 // repositoryRoutes are the model repository extension's routes, when the
@@ -137,13 +128,9 @@ func readControl(r *http.Request, known []string) error {
 // readOptionalJSON decodes r's body into v; an empty body leaves v as it
 // is. Unknown fields are refused by name.
 func readOptionalJSON(r *http.Request, v any) error {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge(mbe.Limit)
-		}
-		return status.Errorf(status.BadInput, "read body: %v", err)
+		return err
 	}
 	if strings.TrimSpace(string(body)) == "" {
 		return nil

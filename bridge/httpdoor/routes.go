@@ -8,8 +8,10 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 )
 
 // Welcome is the plain-text answer of GET /.
@@ -57,14 +59,14 @@ func allowed(mux *http.ServeMux, r *http.Request) string {
 // legacyRoutes are the original frontend's: POST /predict (the first
 // model), GET /models and the per-version routes.
 func (s *Server) legacyRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /predict", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /predict", compressing(func(w http.ResponseWriter, r *http.Request) {
 		models := s.models()
 		if len(models) == 0 {
 			s.writeError(w, status.Errorf(status.NotFound, "no model is loaded"), "")
 			return
 		}
 		s.predict(w, r, models[0])
-	})
+	}))
 	mux.HandleFunc("GET /models", func(w http.ResponseWriter, _ *http.Request) {
 		models := s.models()
 		out := make([]modelMeta, len(models))
@@ -89,23 +91,20 @@ func (s *Server) legacyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /models/{name}/versions/{v}", s.withModel("name", func(w http.ResponseWriter, _ *http.Request, m Model) {
 		writeJSON(w, http.StatusOK, legacyMeta(m))
 	}))
-	mux.HandleFunc("POST /models/{name}/versions/{v}/predict", s.withModel("name", s.predict))
+	mux.HandleFunc("POST /models/{name}/versions/{v}/predict", compressing(s.withModel("name", s.predict)))
 }
-
-// extensions are the OIP extensions the door serves, as GET /v2 lists
-// them: binary_tensor_data is the binary tensor data extension (see
-// inferBinary), under Triton's and KServe's name for it.
-var extensions = []string{"binary_tensor_data"}
 
 // oipRoutes are the Open Inference Protocol (KServe v2) REST routes.
 func (s *Server) oipRoutes(mux *http.ServeMux) {
+	// GET /v2 lists the extensions both doors serve (door.Extensions).
 	mux.HandleFunc("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version, "extensions": append(s.extensions(), extensions...)})
+		writeJSON(w, http.StatusOK, map[string]any{"name": "cluster-serving", "version": s.cfg.Version,
+			"extensions": door.Extensions(s.cfg.Repository != nil)})
 	})
-	// The health routes answer with the status alone, 200 and an empty
-	// body, as OIP's REST health API and Triton do.
+	// The health routes answer OIP's REST health bodies, {"live": true}
+	// and {"ready": true}, as KServe's server does.
 	mux.HandleFunc("GET /v2/health/live", func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
+		writeJSON(w, http.StatusOK, map[string]bool{"live": true})
 	})
 	mux.HandleFunc("GET /v2/health/ready", func(w http.ResponseWriter, _ *http.Request) {
 		s.writeReady(w, "")
@@ -125,7 +124,8 @@ func (s *Server) oipRoutes(mux *http.ServeMux) {
 		mux.HandleFunc("GET "+p+"/ready", s.withModel("m", func(w http.ResponseWriter, _ *http.Request, m Model) {
 			s.writeReady(w, m.Name)
 		}))
-		mux.HandleFunc("POST "+p+"/infer", s.withModel("m", s.infer))
+		mux.HandleFunc("GET "+p+"/config", s.withModel("m", s.writeConfig))
+		mux.HandleFunc("POST "+p+"/infer", compressing(s.withModel("m", s.infer)))
 	}
 }
 
@@ -142,18 +142,37 @@ func (s *Server) withModel(nameKey string, h func(http.ResponseWriter, *http.Req
 	}
 }
 
-// writeReady answers a readiness route: 200 with an empty body when
-// ready, else 503 with the JSON error body.
+// writeReady answers a readiness route, the server's (name "") or a
+// model's: 200 {"ready": true}, a model's with its "name" as KServe's
+// server answers, else 503 with "ready": false and the "error" of every
+// error answer.
 func (s *Server) writeReady(w http.ResponseWriter, name string) {
+	ans := map[string]any{"ready": true}
+	if name != "" {
+		ans["name"] = name
+	}
 	if s.cfg.Ready == nil || s.cfg.Ready() {
-		w.WriteHeader(http.StatusOK)
+		writeJSON(w, http.StatusOK, ans)
 		return
 	}
 	what := "the server"
 	if name != "" {
 		what = "model " + name
 	}
-	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": what + " is not ready: models are loading or no worker serves them yet"})
+	ans["ready"] = false
+	ans["error"] = what + " is not ready: models are loading or no worker serves them yet"
+	writeJSON(w, http.StatusServiceUnavailable, ans)
+}
+
+// writeConfig answers GET /v2/models/{m}[/versions/{v}]/config: m's
+// model configuration (door.ConfigOf) in Triton's JSON shape.
+func (s *Server) writeConfig(w http.ResponseWriter, _ *http.Request, m Model) {
+	b, err := kservepb.JSON(door.ConfigOf(m))
+	if err != nil {
+		s.writeError(w, fmt.Errorf("model %q: configuration: %w", m.Name, err), "")
+		return
+	}
+	writeRaw(w, http.StatusOK, b)
 }
 
 // timed records the request's latency in the route's timer for m.

@@ -140,7 +140,9 @@ func (s *Server) Handler() http.Handler {
 
 // bounded answers 413 at once to a request whose Content-Length is over
 // MaxBodyBytes, whatever its route, and caps the body of every other
-// request, so that no route can read more than MaxBodyBytes.
+// request, so that no route can read more than MaxBodyBytes. A body with
+// a Content-Encoding is decoded as it is read and capped again at
+// MaxBodyBytes decoded (decode); an unknown coding is a 415.
 func (s *Server) bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.MaxBodyBytes {
@@ -148,6 +150,10 @@ func (s *Server) bounded(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		if err := decode(w, r, s.cfg.MaxBodyBytes); err != nil {
+			s.writeError(w, err, "")
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -227,13 +227,16 @@ func TestMetadataRoutes(t *testing.T) {
 		st   int
 		want string
 	}{
-		{"/v2", 200, `{"extensions":["binary_tensor_data"],"name":"cluster-serving","version":"1.2.3"}`},
-		{"/v2/health/live", 200, ""},
-		{"/v2/health/ready", 200, ""},
+		{"/v2", 200, `{"extensions":["model_configuration","system_shared_memory","binary_tensor_data","statistics"],"name":"cluster-serving","version":"1.2.3"}`},
+		{"/v2/health/live", 200, `{"live":true}`},
+		{"/v2/health/ready", 200, `{"ready":true}`},
 		{"/v2/models/add", 200, `{"name":"add","versions":["1","2"],"platform":"onnxruntime_onnx","inputs":[{"name":"x","datatype":"FP64","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP64","shape":[-1,4]}],"parameters":{"batching":true,"batching_reason":"dim 0 of every input and output is dynamic"}}`},
 		{"/v2/models/add/versions/1", 200, `{"name":"add","versions":["1","2"],"platform":"onnxruntime_onnx","inputs":[{"name":"x","datatype":"FP32","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP32","shape":[-1,4]}],"parameters":{"batching":true,"batching_reason":"dim 0 of every input and output is dynamic"}}`},
-		{"/v2/models/add/versions/1/ready", 200, ""},
-		{"/v2/models/add/ready", 200, ""},
+		{"/v2/models/add/versions/1/ready", 200, `{"name":"add","ready":true}`},
+		{"/v2/models/add/ready", 200, `{"name":"add","ready":true}`},
+		{"/v2/models/nope/ready", 404, `{"error":"unknown model \"nope\""}`},
+		{"/v2/models/nope/config", 404, `{"error":"unknown model \"nope\""}`},
+		{"/v2/models/add/versions/9/config", 404, `{"error":"model \"add\" has no version \"9\""}`},
 		{"/models/add/versions/2", 200, `{"name":"add","version":"2","job":"add-v2","inputs":[{"name":"x","datatype":"FP64","shape":[-1,4]}],"outputs":[{"name":"y","datatype":"FP64","shape":[-1,4]}],"batching":true,"batching_reason":"dim 0 of every input and output is dynamic"}`},
 		{"/v2/models/nope", 404, `{"error":"unknown model \"nope\""}`},
 		{"/v2/models/add/versions/9", 404, `{"error":"model \"add\" has no version \"9\""}`},

@@ -134,7 +134,7 @@ func TestHTTPModelRepository(t *testing.T) {
 		status             int
 		want               string // in the answer; "" for an empty body
 	}{
-		{"GET", "/v2", "", 200, `"extensions":["model_repository","binary_tensor_data"]`},
+		{"GET", "/v2", "", 200, `"extensions":["model_repository","model_configuration","system_shared_memory","binary_tensor_data","statistics"]`},
 		{"POST", "/v2/repository/index", "", 200, `[{"name":"add","version":"1","state":"READY"},{"name":"other","version":"2","state":"UNAVAILABLE","reason":"not loaded yet`},
 		{"POST", "/v2/repository/index", `{"ready":true}`, 200, `[{"name":"add","version":"1","state":"READY"}]`},
 		{"POST", "/v2/repository/index", `{"ready":"yes"}`, 400, `request body`},
@@ -148,7 +148,7 @@ func TestHTTPModelRepository(t *testing.T) {
 		{"POST", "/v2/repository/models/other/load", "", 200, ""},
 		{"POST", "/v2/models/other/infer", infer, 200, `"model_name":"other","model_version":"2"`},
 		{"GET", "/v2/models/other", "", 200, `"versions":["2"]`},
-		{"GET", "/v2/models/add/versions/1/ready", "", 200, ""},
+		{"GET", "/v2/models/add/versions/1/ready", "", 200, `{"name":"add","ready":true}`},
 		{"POST", "/v2/repository/models/other/load", "{}", 200, ""}, // a reload
 		{"POST", "/v2/repository/models/other/unload", `{"parameters":{"unload_dependents":false}}`, 200, ""},
 		{"POST", "/v2/models/other/infer", infer, 404, `model \"other\" is not loaded (unavailable: unloaded`},
