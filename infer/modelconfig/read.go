@@ -1,6 +1,7 @@
 package modelconfig
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,8 +54,8 @@ func parse(file string, b []byte) (*kservepb.ModelConfig, []string, error) {
 	cfg := &kservepb.ModelConfig{}
 	if err := (prototext.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, cfg); err != nil {
 		line, col, msg, ok := position(err)
-		if !ok {
-			return nil, nil, fmt.Errorf("%w: %s: %s", ErrSyntax, file, msg)
+		if !ok { // unexpected EOF: prototext names no place
+			line, col = endOf(b)
 		}
 		return nil, nil, fmt.Errorf("%w: %s:%d:%d: %s", ErrSyntax, file, line, col, msg)
 	}
@@ -129,6 +130,12 @@ func offset(text string, line, col int) int {
 		i += size
 	}
 	return i
+}
+
+// endOf is the line and column just past the end of b.
+func endOf(b []byte) (line, col int) {
+	line = bytes.Count(b, []byte("\n")) + 1
+	return line, utf8.RuneCount(b[bytes.LastIndexByte(b, '\n')+1:]) + 1
 }
 
 // blank is s with every rune but newlines turned into a space.
