@@ -145,24 +145,14 @@ func TestTritonAutofillRejected(t *testing.T) {
 // engine that takes the declared dims and answers them.
 func TestTritonExamples(t *testing.T) {
 	t.Run("simple", func(t *testing.T) {
-		dir := filepath.Join(triton, "model_repository", "simple")
-		cfg, info := readCase(t, dir), graphOf(t, modelOf(dir))
-		got := modelconfig.Complete(cfg, "simple", info, 16)
-		if err := modelconfig.Check(got, info); err != nil {
-			t.Fatal(err)
-		}
+		got, _ := example(t, "simple", 16)
 		s := modelconfig.SettingsOf(got)
 		if s.MaxBatch != 8 || s.Dynamic || len(got.Input) != 2 || got.Input[0].Dims[0] != 16 {
 			t.Errorf("got max batch %d, dynamic %v, inputs %v; want 8, false, the config's", s.MaxBatch, s.Dynamic, got.Input)
 		}
 	})
 	t.Run("densenet_onnx", func(t *testing.T) {
-		dir := filepath.Join(triton, "model_repository", "densenet_onnx")
-		cfg, info := readCase(t, dir), graphOf(t, modelOf(dir))
-		got := modelconfig.Complete(cfg, "densenet_onnx", info, 0)
-		if err := modelconfig.Check(got, info); err != nil {
-			t.Fatal(err)
-		}
+		got, dir := example(t, "densenet_onnx", 0)
 		if got.MaxBatchSize != 0 || got.GetDynamicBatching() != nil {
 			t.Errorf("got max_batch_size %d, dynamic_batching %v; want 0, none", got.MaxBatchSize, got.GetDynamicBatching())
 		}
@@ -198,6 +188,19 @@ func TestTritonExamples(t *testing.T) {
 			t.Errorf("got %v, want %v", got, want)
 		}
 	})
+}
+
+// example reads, completes and checks the config of Triton's example
+// model name against its graph; dir is the model's directory.
+func example(t *testing.T, name string, maxBatch int) (cfg *kservepb.ModelConfig, dir string) {
+	t.Helper()
+	dir = filepath.Join(triton, "model_repository", name)
+	info := graphOf(t, modelOf(dir))
+	cfg = modelconfig.Complete(readCase(t, dir), name, info, maxBatch)
+	if err := modelconfig.Check(cfg, info); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, dir
 }
 
 func equalReshapes(a, b map[string]infer.Reshape) bool {
