@@ -43,7 +43,8 @@ func Read(modelDir string) (cfg *kservepb.ModelConfig, warnings []string, err er
 // 3:1)"). Every unknown field is named as long as the value after it is
 // one this package can skip (a scalar, a string, a list or a message:
 // anything protobuf text format writes); past one it cannot, or past 32
-// of them, the rest are ignored with one warning that says so. A syntax
+// of them, the rest are ignored with one warning that says where naming
+// stopped. A syntax
 // error (or an unknown enum value) wraps ErrSyntax and names the line and
 // column. Safe for concurrent use.
 func Parse(b []byte) (*kservepb.ModelConfig, []string, error) {
@@ -71,19 +72,20 @@ const maxUnknown = 32
 // parse.
 func unknownFields(file string, b []byte) []string {
 	var warnings []string
-	text := string(b)
+	text, line, col := string(b), 1, 1
 	for range maxUnknown {
 		err := prototext.Unmarshal([]byte(text), &kservepb.ModelConfig{})
 		if err == nil {
 			return warnings
 		}
-		line, col, msg, ok := position(err)
+		l, c, msg, ok := position(err)
 		name, unknown := strings.CutPrefix(msg, "unknown field: ")
-		start := offset(text, line, col)
+		start := offset(text, l, c)
 		end := skipField(text, start)
 		if !ok || !unknown || start < 0 || end <= start {
-			return append(warnings, fmt.Sprintf("%s: further unknown fields ignored, not named", file))
+			return append(warnings, fmt.Sprintf("%s: unknown fields after line %d:%d, if any, are ignored but not named", file, line, col))
 		}
+		line, col = l, c
 		warnings = append(warnings, fmt.Sprintf("%s: unknown field %s ignored (line %d:%d)", file, name, line, col))
 		text = text[:start] + blank(text[start:end]) + text[end:]
 	}

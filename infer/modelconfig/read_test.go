@@ -26,6 +26,10 @@ dynamic_batching { max_queue_delay_microseconds: 100 }
 	}{
 		{"none", clean, nil},
 		{"scalar at top", "colour: blue\n" + clean, []string{"unknown field colour ignored (line 1:1)"}},
+		{"signs, extension, utf-8", "a: - 1 [x.y]: -inf\nb: 'é' c: 2\n" + clean, []string{
+			"unknown field a ignored (line 1:1)", "unknown field [x.y] ignored (line 1:8)",
+			"unknown field b ignored (line 2:1)", "unknown field c ignored (line 2:8)",
+		}},
 		{
 			"nested, list, message, strings",
 			`name: "m"

@@ -47,6 +47,9 @@ func skipValue(s string, i int) int {
 		}
 		return i
 	}
+	if s[i] == '-' { // a sign may stand apart: "- 1"
+		i = skipSpace(s, i+1)
+	}
 	for i < len(s) && !isSpace(s[i]) && !strings.ContainsRune(",;{}[]<>#\"'", rune(s[i])) {
 		i++
 	}
