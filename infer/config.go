@@ -97,6 +97,12 @@ type Config struct {
 	// concurrent requests are stacked along dim 0 (see DecideBatching).
 	// Config key: batching.
 	Batching string
+	// Reshape maps an input or output name to its reshape (Triton's
+	// config.pbtxt reshape, see Reshape): clients send and receive its
+	// Dims, which Info shows, and the graph takes and gives its Shape. A
+	// name the model lacks, or a Shape that does not fit its graph, fails
+	// New. Nil: none.
+	Reshape map[string]Reshape
 	// Hooks observe the engine (metrics); nil fields are skipped.
 	Hooks Hooks
 }

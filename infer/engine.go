@@ -22,7 +22,8 @@ type Engine struct {
 	post     PostProcess
 	sessions []*Session
 	batcher  *Batcher
-	div      divPlan // integer divisions fed by the request (divguard.go)
+	div      divPlan  // integer divisions fed by the request (divguard.go)
+	reshape  reshapes // Config.Reshape against the graph (reshape.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -70,7 +71,13 @@ func New(cfg Config) (e *Engine, err error) {
 		}
 		e.sessions = append(e.sessions, s)
 	}
-	if e.info, err = DecideBatching(e.sessions[0].Info(), cfg.Batching); err != nil {
+	graph, plan, err := applyReshapes(e.sessions[0].Info(), cfg.Reshape)
+	if err != nil {
+		e.closeSessions()
+		return nil, fmt.Errorf("load model %q: %w", file, err)
+	}
+	e.reshape = plan
+	if e.info, err = DecideBatching(graph, cfg.Batching); err != nil {
 		e.closeSessions()
 		return nil, fmt.Errorf("load model %q: %w", file, err)
 	}
@@ -93,7 +100,7 @@ func New(cfg Config) (e *Engine, err error) {
 			}
 		},
 	}, func(r int, inputs []Tensor) ([]Tensor, error) {
-		return e.sessions[r].Run(inputs)
+		return e.reshape.run(e.sessions[r], inputs)
 	})
 	return e, nil
 }

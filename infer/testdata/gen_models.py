@@ -342,6 +342,32 @@ def resnet50(path):
     save(model, path)
 
 
+def config_models(out):
+    """Models for Triton config.pbtxt tests (infer/modelconfig): the
+    inputs and outputs of Triton's densenet_onnx example (whose config
+    reshapes both) around a graph that averages the image, and the FP16
+    identity of Triton's cpu_instance auto-complete test."""
+    emit(
+        out,
+        "densenet_io",
+        [
+            helper.make_node("GlobalAveragePool", ["data_0"], ["pooled"]),
+            helper.make_node("ReduceMean", ["pooled"], ["mean"], axes=[1], keepdims=1),
+            helper.make_node("Expand", ["mean", "shape"], ["fc6_1"]),
+        ],
+        [vi("data_0", TensorProto.FLOAT, [1, 3, 224, 224])],
+        [vi("fc6_1", TensorProto.FLOAT, [1, 1000, 1, 1])],
+        [const("shape", np.array([1, 1000, 1, 1], dtype=np.int64))],
+    )
+    emit(
+        out,
+        "identity_f16_3d",
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])],
+        [vi("INPUT0", TensorProto.FLOAT16, ["batch", "a", "b"])],
+        [vi("OUTPUT0", TensorProto.FLOAT16, ["batch", "a", "b"])],
+    )
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--resnet50":
         resnet50(argv[2])
@@ -349,6 +375,7 @@ def main(argv):
     if len(argv) == 2:
         os.makedirs(argv[1], exist_ok=True)
         small_models(argv[1])
+        config_models(argv[1])
         return 0
     sys.stderr.write(__doc__)
     return 2

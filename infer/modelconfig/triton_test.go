@@ -1,0 +1,216 @@
+package modelconfig_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
+)
+
+// triton is the directory of Triton's own test cases (see its README).
+const triton = "testdata/triton"
+
+// graphOf loads model with the real ONNX Runtime and returns its graph.
+func graphOf(t testing.TB, model string) infer.ModelInfo {
+	t.Helper()
+	return infertest.NewSession(t, model).Info()
+}
+
+// modelOf is a Triton case's model: its 1/model.onnx, or the stand-in
+// for the cases whose model is not in Triton's tree.
+func modelOf(dir string) string {
+	switch filepath.Base(dir) {
+	case "cpu_instance":
+		return infertest.Model("identity_f16_3d")
+	case "densenet_onnx":
+		return infertest.Model("densenet_io")
+	}
+	return filepath.Join(dir, "1", "model.onnx")
+}
+
+func readCase(t *testing.T, dir string) *kservepb.ModelConfig {
+	t.Helper()
+	cfg, warnings, err := modelconfig.Read(dir)
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("Read(%s): warnings %q, err %v", dir, warnings, err)
+	}
+	return cfg
+}
+
+// TestTritonAutofillSuccess completes the configs of Triton's
+// qa/L0_model_config/autofill_noplatform_success/onnx and compares them
+// with the completed configs Triton gives (its `expected` files).
+func TestTritonAutofillSuccess(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join(triton, "autofill_noplatform_success", "onnx", "*"))
+	if len(dirs) != 4 {
+		t.Fatalf("got %d cases, want 4", len(dirs))
+	}
+	for _, dir := range dirs {
+		name := filepath.Base(dir)
+		t.Run(name, func(t *testing.T) {
+			cfg := readCase(t, dir)
+			info := graphOf(t, modelOf(dir))
+			got := modelconfig.Complete(cfg, name, info, 0)
+			b, err := os.ReadFile(filepath.Join(dir, "expected"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, warnings, err := modelconfig.Parse(b)
+			if err != nil || len(warnings) > 0 {
+				t.Fatalf("parse expected: warnings %q, err %v", warnings, err)
+			}
+			if cfg == nil || len(cfg.InstanceGroup) == 0 {
+				// Triton adds a group for the GPU its test machine had;
+				// Complete adds none (the engine's parallelism applies).
+				want.InstanceGroup = nil
+			}
+			for _, g := range want.InstanceGroup {
+				g.Gpus = nil
+			}
+			sortIO(got)
+			sortIO(want)
+			if !proto.Equal(got, want) {
+				t.Errorf("Complete: got\n%v\nwant\n%v", got, want)
+			}
+			if err := modelconfig.Check(got, info); err != nil {
+				t.Errorf("Check(completed config): %v", err)
+			}
+		})
+	}
+}
+
+// sortIO orders c's inputs and outputs by name: Triton's expected files
+// come in every order the graph's may.
+func sortIO(c *kservepb.ModelConfig) {
+	slices.SortFunc(c.Input, func(a, b *kservepb.ModelInput) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(c.Output, func(a, b *kservepb.ModelOutput) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// TestTritonAutofillRejected runs the configs Triton rejects
+// (qa/L0_model_config/autofill_noplatform/onnx) through Complete and
+// Check: each must fail naming what Triton's error names. Every fragment
+// is asked of Triton's `expected` too, so that the table cannot drift from
+// it.
+func TestTritonAutofillRejected(t *testing.T) {
+	tests := map[string][]string{
+		"bad_input_dims":     {"'bad_input_dims'", "tensor 'INPUT0'", "the model expects 2 dimensions (shape [-1,16])", "making complete shape [-1,16,1]"},
+		"bad_max_batch_size": {"autofill failed for model 'bad_max_batch_size': model does not support batching while non-zero max_batch_size is specified"},
+		"bad_output_dims":    {"'bad_output_dims'", "tensor 'OUTPUT1'", "the model expects 2 dimensions (shape [-1,16])", "making complete shape [-1,1]"},
+		"too_few_inputs":     {"configuration expects 1 inputs, model provides 2"},
+		"too_many_inputs":    {"configuration expects 3 inputs, model provides 2"},
+		"unknown_input":      {"unexpected inference input 'INPUT_UNKNOWN', allowed inputs are: INPUT0, INPUT1"},
+		"unknown_output":     {"unexpected inference output 'OUTPUT_UNKNOWN', allowed outputs are: OUTPUT0, OUTPUT1"},
+	}
+	dirs, _ := filepath.Glob(filepath.Join(triton, "autofill_noplatform", "onnx", "*"))
+	if len(dirs) != len(tests) {
+		t.Fatalf("got %d cases, want %d", len(dirs), len(tests))
+	}
+	for _, dir := range dirs {
+		name := filepath.Base(dir)
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(dir, "expected"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expected := strings.ReplaceAll(string(b), `\`, "") // Triton's are regular expressions
+			info := graphOf(t, modelOf(dir))
+			err = modelconfig.Check(modelconfig.Complete(readCase(t, dir), name, info, 0), info)
+			if !errors.Is(err, modelconfig.ErrMismatch) {
+				t.Fatalf("Check: got %v, want an error wrapping ErrMismatch", err)
+			}
+			for _, frag := range tests[name] {
+				if !strings.Contains(expected, frag) {
+					t.Errorf("Triton's expected %q lacks %q", expected, frag)
+				}
+				if !strings.Contains(err.Error(), frag) {
+					t.Errorf("Check: got %q, want it to name %q", err, frag)
+				}
+			}
+		})
+	}
+}
+
+// TestTritonExamples reads Triton's example repository configs: simple
+// with its own model, densenet_onnx (which reshapes its input and output)
+// with a stand-in graph of the same inputs and outputs, served by an
+// engine that takes the declared dims and answers them.
+func TestTritonExamples(t *testing.T) {
+	t.Run("simple", func(t *testing.T) {
+		got, _ := example(t, "simple", 16)
+		s := modelconfig.SettingsOf(got)
+		if s.MaxBatch != 8 || s.Dynamic || len(got.Input) != 2 || got.Input[0].Dims[0] != 16 {
+			t.Errorf("got max batch %d, dynamic %v, inputs %v; want 8, false, the config's", s.MaxBatch, s.Dynamic, got.Input)
+		}
+	})
+	t.Run("densenet_onnx", func(t *testing.T) {
+		got, dir := example(t, "densenet_onnx", 0)
+		if got.MaxBatchSize != 0 || got.GetDynamicBatching() != nil {
+			t.Errorf("got max_batch_size %d, dynamic_batching %v; want 0, none", got.MaxBatchSize, got.GetDynamicBatching())
+		}
+		s := modelconfig.SettingsOf(got)
+		e := infertest.NewEngine(t, infer.Config{ModelPath: modelOf(dir), Reshape: s.EngineReshape()})
+		served := e.Info()
+		if !slices.Equal(served.Inputs[0].Shape, []int64{3, 224, 224}) || !slices.Equal(served.Outputs[0].Shape, []int64{1000}) {
+			t.Errorf("engine shows %v -> %v, want [3 224 224] -> [1000]", served.Inputs[0].Shape, served.Outputs[0].Shape)
+		}
+		if err := modelconfig.Check(got, served); err != nil {
+			t.Errorf("Check against the engine's info: %v", err)
+		}
+		in := infer.NewTensor(infer.Float32, []int64{3, 224, 224})
+		for i := range in.Data.([]float32) {
+			in.Data.([]float32)[i] = 0.5
+		}
+		outs, err := e.Infer(t.Context(), [][]infer.Tensor{{in}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := outs[0][0]
+		if !slices.Equal(out.Shape, []int64{1000}) || out.Data.([]float32)[999] != 0.5 {
+			t.Errorf("got shape %v, [999] = %v; want [1000], 0.5", out.Shape, out.Data.([]float32)[999])
+		}
+	})
+	t.Run("inception_onnx", func(t *testing.T) {
+		s := modelconfig.SettingsOf(readCase(t, filepath.Join(triton, "model_repository", "inception_onnx")))
+		want := map[string]infer.Reshape{
+			"input:0":                           {Dims: []int64{299, 299, 3}, Shape: []int64{1, 299, 299, 3}},
+			"InceptionV3/Predictions/Softmax:0": {Dims: []int64{1001}, Shape: []int64{1, 1001}},
+		}
+		if got := s.EngineReshape(); !equalReshapes(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
+}
+
+// example reads, completes and checks the config of Triton's example
+// model name against its graph; dir is the model's directory.
+func example(t *testing.T, name string, maxBatch int) (cfg *kservepb.ModelConfig, dir string) {
+	t.Helper()
+	dir = filepath.Join(triton, "model_repository", name)
+	info := graphOf(t, modelOf(dir))
+	cfg = modelconfig.Complete(readCase(t, dir), name, info, maxBatch)
+	if err := modelconfig.Check(cfg, info); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, dir
+}
+
+func equalReshapes(a, b map[string]infer.Reshape) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, r := range a {
+		if !slices.Equal(r.Dims, b[k].Dims) || !slices.Equal(r.Shape, b[k].Shape) {
+			return false
+		}
+	}
+	return true
+}
