@@ -15,8 +15,7 @@ var (
 	// the message names the field and both sides.
 	ErrMismatch = errors.New("modelconfig: config does not match the model")
 	// ErrInvalid means a config field holds a value Triton refuses too
-	// (a negative max_batch_size, an unknown execution accelerator).
+	// (a negative max_batch_size, an unknown execution accelerator), or
+	// version_policy names a version that is not on disk.
 	ErrInvalid = errors.New("modelconfig: invalid field")
-	// ErrVersion means version_policy names a version that is not on disk.
-	ErrVersion = errors.New("modelconfig: version not found")
 )

@@ -10,7 +10,7 @@ import (
 // Versions picks, in ascending order, which of the versions on disk serve
 // under cfg's version_policy: latest{num_versions: N} the N highest
 // (default and N = 0: 1), all{} every one, specific{versions: [...]} those
-// listed, where one not on disk is an error wrapping ErrVersion. A nil
+// listed, where one not on disk is an error wrapping ErrInvalid. A nil
 // cfg or policy is latest 1.
 func Versions(cfg *kservepb.ModelConfig, onDisk []int64) ([]int64, error) {
 	disk := slices.Clone(onDisk)
@@ -25,7 +25,7 @@ func Versions(cfg *kservepb.ModelConfig, onDisk []int64) ([]int64, error) {
 		want = slices.Compact(want)
 		for _, v := range want {
 			if _, found := slices.BinarySearch(disk, v); !found {
-				return nil, fmt.Errorf("%w: version_policy specific: version %d of model %q is not on disk (versions on disk: %v)", ErrVersion, v, cfg.GetName(), disk)
+				return nil, fmt.Errorf("%w: version_policy specific: version %d of model %q is not on disk (versions on disk: %v)", ErrInvalid, v, cfg.GetName(), disk)
 			}
 		}
 		return want, nil
