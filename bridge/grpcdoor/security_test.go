@@ -2,9 +2,11 @@ package grpcdoor_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -78,29 +80,35 @@ func TestTLSAndToken(t *testing.T) {
 	}
 	req := &kservepb.ModelInferRequest{ModelName: "add", Inputs: []*inferInput{{Name: "x", Datatype: "FP32", Shape: []int64{1, 4},
 		Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}}
+	// want is the answer of the RPCs an infer token may call, admin that
+	// of the repository RPCs (Unimplemented once let in: this door has no
+	// repository), unserved that of the RPCs the door does not serve.
 	for _, tc := range []struct {
-		name, auth string
-		want       codes.Code
+		name, auth            string
+		want, admin, unserved codes.Code
 	}{
-		{"no token", "", codes.Unauthenticated},
-		{"wrong token", "Bearer nope", codes.Unauthenticated},
-		{"basic scheme", "Basic s3cret-token", codes.Unauthenticated},
-		{"token", "Bearer s3cret-token", codes.OK},
-		{"lower-case scheme", "bearer s3cret-token", codes.OK},
-		{"admin token", "Bearer adm1n-token", codes.OK},
+		{"no token", "", codes.Unauthenticated, codes.Unauthenticated, codes.Unauthenticated},
+		{"wrong token", "Bearer nope", codes.Unauthenticated, codes.Unauthenticated, codes.Unauthenticated},
+		{"basic scheme", "Basic s3cret-token", codes.Unauthenticated, codes.Unauthenticated, codes.Unauthenticated},
+		{"token", "Bearer s3cret-token", codes.OK, codes.PermissionDenied, codes.Unimplemented},
+		{"lower-case scheme", "bearer s3cret-token", codes.OK, codes.PermissionDenied, codes.Unimplemented},
+		{"admin token", "Bearer adm1n-token", codes.OK, codes.Unimplemented, codes.Unimplemented},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctx
 			if tc.auth != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, "authorization", tc.auth)
 			}
-			_, err := c.ModelInfer(ctx, req)
-			_, merr := c.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: "add"})
-			_, rerr := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add"})
-			_, serr := c.ServerMetadata(ctx, &kservepb.ServerMetadataRequest{})
-			for what, err := range map[string]error{"ModelInfer": err, "ModelMetadata": merr, "ModelReady": rerr, "ServerMetadata": serr} {
-				if status.Code(err) != tc.want {
-					t.Errorf("%s: got %v, want %v", what, err, tc.want)
+			for what, call := range securedCalls(c, req) {
+				want := tc.want
+				switch {
+				case strings.HasPrefix(what, "Repository"):
+					want = tc.admin
+				case strings.HasPrefix(what, "Cuda") || strings.HasSuffix(what, "Settings") || what == "TraceSetting":
+					want = tc.unserved
+				}
+				if err := call(ctx); status.Code(err) != want {
+					t.Errorf("%s: got %v, want %v", what, err, want)
 				}
 			}
 		})
@@ -109,5 +117,68 @@ func TestTLSAndToken(t *testing.T) {
 	bare := kservepb.NewGRPCInferenceServiceClient(dial(t, addr, credentials.NewTLS(pki.ClientTLS(t, false))))
 	if _, err := bare.ServerLive(ctx, &kservepb.ServerLiveRequest{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("without a client certificate: got %v, want Unavailable (handshake refused)", err)
+	}
+}
+
+// securedCalls are the calls of every RPC of the service that needs a
+// token, by name; each returns the call's error.
+func securedCalls(c kservepb.GRPCInferenceServiceClient, req *kservepb.ModelInferRequest) map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"ModelInfer": func(ctx context.Context) error { _, err := c.ModelInfer(ctx, req); return err },
+		"ModelMetadata": func(ctx context.Context) error {
+			_, err := c.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: "add"})
+			return err
+		},
+		"ModelReady": func(ctx context.Context) error {
+			_, err := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add"})
+			return err
+		},
+		"ModelConfig": func(ctx context.Context) error {
+			_, err := c.ModelConfig(ctx, &kservepb.ModelConfigRequest{Name: "add"})
+			return err
+		},
+		"ServerMetadata": func(ctx context.Context) error {
+			_, err := c.ServerMetadata(ctx, &kservepb.ServerMetadataRequest{})
+			return err
+		},
+		"ModelStreamInfer": func(ctx context.Context) error {
+			r, err := streamOnce(ctx, c, req)
+			if err == nil && r.ErrorMessage != "" {
+				return errors.New(r.ErrorMessage)
+			}
+			return err
+		},
+		"RepositoryIndex": func(ctx context.Context) error {
+			_, err := c.RepositoryIndex(ctx, &kservepb.RepositoryIndexRequest{})
+			return err
+		},
+		"RepositoryModelLoad": func(ctx context.Context) error {
+			_, err := c.RepositoryModelLoad(ctx, &kservepb.RepositoryModelLoadRequest{ModelName: "add"})
+			return err
+		},
+		"RepositoryModelUnload": func(ctx context.Context) error {
+			_, err := c.RepositoryModelUnload(ctx, &kservepb.RepositoryModelUnloadRequest{ModelName: "add"})
+			return err
+		},
+		"CudaSharedMemoryStatus": func(ctx context.Context) error {
+			_, err := c.CudaSharedMemoryStatus(ctx, &kservepb.CudaSharedMemoryStatusRequest{})
+			return err
+		},
+		"CudaSharedMemoryRegister": func(ctx context.Context) error {
+			_, err := c.CudaSharedMemoryRegister(ctx, &kservepb.CudaSharedMemoryRegisterRequest{Name: "r"})
+			return err
+		},
+		"CudaSharedMemoryUnregister": func(ctx context.Context) error {
+			_, err := c.CudaSharedMemoryUnregister(ctx, &kservepb.CudaSharedMemoryUnregisterRequest{Name: "r"})
+			return err
+		},
+		"TraceSetting": func(ctx context.Context) error {
+			_, err := c.TraceSetting(ctx, &kservepb.TraceSettingRequest{})
+			return err
+		},
+		"LogSettings": func(ctx context.Context) error {
+			_, err := c.LogSettings(ctx, &kservepb.LogSettingsRequest{})
+			return err
+		},
 	}
 }
