@@ -39,7 +39,8 @@ func streamInferHandler(srv any, ss grpc.ServerStream) error {
 // client half-closes, it answers the requests in flight, then ends the
 // stream with OK. The token was checked when the stream opened
 // (authTap). A message it cannot receive (over MaxRecvBytes) ends the
-// stream with that error and cancels the requests in flight.
+// stream with that error, once the requests in flight are answered; a
+// client that cancels the stream cancels them.
 func (d *Door) streamInfer(ss grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
