@@ -59,11 +59,14 @@ func TestCatalog(t *testing.T) {
 		t.Helper()
 		_, e1 := c.ModelInfer(ctx, req)
 		_, e2 := c.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: "add"})
-		_, e3 := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add"})
+		_, e3 := c.ModelConfig(ctx, &kservepb.ModelConfigRequest{Name: "add"})
 		for _, err := range []error{e1, e2, e3} {
 			if status.Code(err) != codes.NotFound || !strings.Contains(status.Convert(err).Message(), want) {
 				t.Errorf("got %v, want NotFound with %q", err, want)
 			}
+		}
+		if r, err := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add"}); err != nil || r.Ready {
+			t.Errorf("ModelReady: got %v %v, want not ready", r, err)
 		}
 	}
 	notFound(`model "add" is not loaded (unavailable: not loaded yet)`)

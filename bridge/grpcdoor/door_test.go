@@ -42,8 +42,13 @@ func TestHealthAndMetadata(t *testing.T) {
 		t.Errorf("grpc.health.v1 Check of an unknown service: got %v, want NotFound", err)
 	}
 	r, err := c.ServerMetadata(ctx, &kservepb.ServerMetadataRequest{})
-	if err != nil || r.Name != "cluster-serving" || r.Version != "1.2.3" {
-		t.Errorf("ServerMetadata: got %v %v", r, err)
+	if err != nil || r.Name != "cluster-serving" || r.Version != "1.2.3" || !slices.Equal(r.Extensions, door.Extensions(false)) {
+		t.Errorf("ServerMetadata: got %v %v, want extensions %v", r, err, door.Extensions(false))
+	}
+	cfg, err := c.ModelConfig(ctx, &kservepb.ModelConfigRequest{Name: "add", Version: "2"})
+	if err != nil || cfg.Config.GetName() != "add" || cfg.Config.Platform != "onnxruntime_onnx" || len(cfg.Config.Input) != 1 ||
+		cfg.Config.Input[0].Name != "x" || cfg.Config.Input[0].DataType != kservepb.DataType_TYPE_FP64 {
+		t.Errorf("ModelConfig add 2: got %v %v, want add's onnxruntime_onnx config with input x TYPE_FP64", cfg, err)
 	}
 	tests := []struct {
 		name, version string
@@ -64,13 +69,21 @@ func TestHealthAndMetadata(t *testing.T) {
 	}
 	for _, call := range []func() error{
 		func() error { _, err := c.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: "nope"}); return err },
+		func() error { _, err := c.ModelConfig(ctx, &kservepb.ModelConfigRequest{Name: "nope"}); return err },
 		func() error {
-			_, err := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add", Version: "9"})
+			_, err := c.ModelConfig(ctx, &kservepb.ModelConfigRequest{Name: "add", Version: "9"})
 			return err
 		},
 	} {
 		if err := call(); status.Code(err) != codes.NotFound {
 			t.Errorf("unknown model: got %v, want NotFound", err)
+		}
+	}
+	// ModelReady answers an unknown model or version not ready, as
+	// Triton does, rather than NotFound.
+	for _, req := range []*kservepb.ModelReadyRequest{{Name: "nope"}, {Name: "add", Version: "9"}} {
+		if r, err := c.ModelReady(ctx, req); err != nil || r.Ready {
+			t.Errorf("ModelReady %s %q: got %v %v, want not ready", req.Name, req.Version, r, err)
 		}
 	}
 }

@@ -12,8 +12,10 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpcdoor"
+	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
+	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // These tests run the door against the real mesh: an embedded NATS
@@ -22,8 +24,13 @@ import (
 // infer/testdata, and a real gRPC client over TCP.
 
 // served is one model behind the door: name, version ("" = 1) and the
-// file of infer/testdata.
-type served struct{ name, version, file string }
+// file of infer/testdata, or a predictor standing in for its engine
+// (info describes it).
+type served struct {
+	name, version, file string
+	predictor           mesh.Predictor
+	info                infer.ModelInfo
+}
 
 // startDoor runs the mesh for models and the door (cfg.Addr and
 // cfg.Models are filled in) on 127.0.0.1:0, and returns its address.
@@ -49,7 +56,7 @@ func startDoorOn(tb testing.TB, ln net.Listener, cfg grpcdoor.Config, models ...
 	infertest.RequireLibrary(tb)
 	ms := make([]doortest.Served, len(models))
 	for i, m := range models {
-		ms[i] = doortest.Served{Name: m.name, Version: m.version, File: m.file}
+		ms[i] = doortest.Served{Name: m.name, Version: m.version, File: m.file, Predictor: m.predictor, Info: m.info}
 	}
 	m := doortest.StartMesh(tb, &cfg.Config, ms...)
 	cfg.Addr = ln.Addr().String()

@@ -45,15 +45,21 @@ func (c passCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.proto.Unmarshal(data, v)
 }
 
-// serviceDesc is kservepb's service description with ModelInfer's
-// handler taking and returning frames (see inferFrame); the other RPCs
-// are as generated.
+// serviceDesc is kservepb's service description with ModelInfer's and
+// ModelStreamInfer's handlers taking and returning frames (see
+// inferFrame, streamInfer); the other RPCs are as generated.
 func serviceDesc() *grpc.ServiceDesc {
 	desc := kservepb.GRPCInferenceService_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
 	for i := range desc.Methods {
 		if desc.Methods[i].MethodName == "ModelInfer" {
 			desc.Methods[i].Handler = modelInferHandler
+		}
+	}
+	desc.Streams = slices.Clone(desc.Streams)
+	for i := range desc.Streams {
+		if desc.Streams[i].StreamName == "ModelStreamInfer" {
+			desc.Streams[i].Handler = streamInferHandler
 		}
 	}
 	return &desc

@@ -2,17 +2,22 @@ package grpcdoor_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	grpcdoor "github.com/cluster-serving/cluster-serving/bridge/grpcdoor"
@@ -78,29 +83,35 @@ func TestTLSAndToken(t *testing.T) {
 	}
 	req := &kservepb.ModelInferRequest{ModelName: "add", Inputs: []*inferInput{{Name: "x", Datatype: "FP32", Shape: []int64{1, 4},
 		Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}}
+	// want is the answer of the RPCs an infer token may call, admin that
+	// of the repository RPCs (Unimplemented once let in: this door has no
+	// repository), unserved that of the RPCs the door does not serve.
 	for _, tc := range []struct {
-		name, auth string
-		want       codes.Code
+		name, auth            string
+		want, admin, unserved codes.Code
 	}{
-		{"no token", "", codes.Unauthenticated},
-		{"wrong token", "Bearer nope", codes.Unauthenticated},
-		{"basic scheme", "Basic s3cret-token", codes.Unauthenticated},
-		{"token", "Bearer s3cret-token", codes.OK},
-		{"lower-case scheme", "bearer s3cret-token", codes.OK},
-		{"admin token", "Bearer adm1n-token", codes.OK},
+		{"no token", "", codes.Unauthenticated, codes.Unauthenticated, codes.Unauthenticated},
+		{"wrong token", "Bearer nope", codes.Unauthenticated, codes.Unauthenticated, codes.Unauthenticated},
+		{"basic scheme", "Basic s3cret-token", codes.Unauthenticated, codes.Unauthenticated, codes.Unauthenticated},
+		{"token", "Bearer s3cret-token", codes.OK, codes.PermissionDenied, codes.Unimplemented},
+		{"lower-case scheme", "bearer s3cret-token", codes.OK, codes.PermissionDenied, codes.Unimplemented},
+		{"admin token", "Bearer adm1n-token", codes.OK, codes.Unimplemented, codes.Unimplemented},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctx
 			if tc.auth != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, "authorization", tc.auth)
 			}
-			_, err := c.ModelInfer(ctx, req)
-			_, merr := c.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: "add"})
-			_, rerr := c.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: "add"})
-			_, serr := c.ServerMetadata(ctx, &kservepb.ServerMetadataRequest{})
-			for what, err := range map[string]error{"ModelInfer": err, "ModelMetadata": merr, "ModelReady": rerr, "ServerMetadata": serr} {
-				if status.Code(err) != tc.want {
-					t.Errorf("%s: got %v, want %v", what, err, tc.want)
+			for what, call := range securedCalls(cc, req) {
+				want := tc.want
+				switch {
+				case strings.HasPrefix(what, "Repository"):
+					want = tc.admin
+				case strings.HasPrefix(what, "Cuda") || strings.HasSuffix(what, "Settings") || what == "TraceSetting":
+					want = tc.unserved
+				}
+				if err := call(ctx); status.Code(err) != want {
+					t.Errorf("%s: got %v, want %v", what, err, want)
 				}
 			}
 		})
@@ -110,4 +121,33 @@ func TestTLSAndToken(t *testing.T) {
 	if _, err := bare.ServerLive(ctx, &kservepb.ServerLiveRequest{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("without a client certificate: got %v, want Unavailable (handshake refused)", err)
 	}
+}
+
+// securedCalls are the calls of every RPC of the service that needs a
+// token, by name; each returns the call's error. The unary ones are
+// invoked by name, their answers read as Empty (only the code counts).
+func securedCalls(cc *grpc.ClientConn, req *kservepb.ModelInferRequest) map[string]func(context.Context) error {
+	calls := map[string]func(context.Context) error{
+		"ModelStreamInfer": func(ctx context.Context) error {
+			r, err := streamOnce(ctx, kservepb.NewGRPCInferenceServiceClient(cc), req)
+			if err == nil && r.ErrorMessage != "" {
+				return errors.New(r.ErrorMessage)
+			}
+			return err
+		},
+	}
+	for name, in := range map[string]proto.Message{
+		"ModelInfer": req, "ModelMetadata": &kservepb.ModelMetadataRequest{Name: "add"}, "ModelReady": &kservepb.ModelReadyRequest{Name: "add"},
+		"ModelConfig": &kservepb.ModelConfigRequest{Name: "add"}, "ServerMetadata": &kservepb.ServerMetadataRequest{},
+		"RepositoryIndex": &kservepb.RepositoryIndexRequest{}, "RepositoryModelLoad": &kservepb.RepositoryModelLoadRequest{ModelName: "add"},
+		"RepositoryModelUnload":  &kservepb.RepositoryModelUnloadRequest{ModelName: "add"},
+		"CudaSharedMemoryStatus": &kservepb.CudaSharedMemoryStatusRequest{}, "CudaSharedMemoryRegister": &kservepb.CudaSharedMemoryRegisterRequest{Name: "r"},
+		"CudaSharedMemoryUnregister": &kservepb.CudaSharedMemoryUnregisterRequest{Name: "r"},
+		"TraceSetting":               &kservepb.TraceSettingRequest{}, "LogSettings": &kservepb.LogSettingsRequest{},
+	} {
+		calls[name] = func(ctx context.Context) error {
+			return cc.Invoke(ctx, "/inference.GRPCInferenceService/"+name, in, &emptypb.Empty{})
+		}
+	}
+	return calls
 }

@@ -31,19 +31,32 @@ func (d *Door) ServerReady(context.Context, *kservepb.ServerReadyRequest) (*kser
 
 func (d *Door) ready() bool { return d.cfg.Ready == nil || d.cfg.Ready() }
 
-// ModelReady answers whether the model is ready; NotFound for a model or
-// version the door does not serve.
+// ModelReady answers whether the model is ready: false, not NotFound,
+// for a model or version the door does not serve (not loaded, unloaded,
+// unknown), as Triton answers and as tritonclient's is_model_ready
+// expects.
 func (d *Door) ModelReady(_ context.Context, req *kservepb.ModelReadyRequest) (*kservepb.ModelReadyResponse, error) {
-	if _, err := d.model(req.Name, req.Version); err != nil {
-		return nil, grpcError(err)
-	}
-	return &kservepb.ModelReadyResponse{Ready: d.ready()}, nil
+	_, err := d.model(req.Name, req.Version)
+	return &kservepb.ModelReadyResponse{Ready: err == nil && d.ready()}, nil
 }
 
-// ServerMetadata names the server, its version and extensions (none over
-// gRPC: raw contents are part of the protocol).
+// ServerMetadata names the server, its version and the protocol
+// extensions it serves, those of HTTP GET /v2 (door.Extensions):
+// model_repository when its Catalog can load and unload.
 func (d *Door) ServerMetadata(context.Context, *kservepb.ServerMetadataRequest) (*kservepb.ServerMetadataResponse, error) {
-	return &kservepb.ServerMetadataResponse{Name: "cluster-serving", Version: d.cfg.Version, Extensions: []string{}}, nil
+	return &kservepb.ServerMetadataResponse{Name: "cluster-serving", Version: d.cfg.Version,
+		Extensions: door.Extensions(door.ControlOf(d.cfg.Catalog) != nil)}, nil
+}
+
+// ModelConfig answers the model's Triton configuration (door.ConfigOf),
+// as HTTP GET /v2/models/{m}/config does; NotFound for a model or
+// version the door does not serve.
+func (d *Door) ModelConfig(_ context.Context, req *kservepb.ModelConfigRequest) (*kservepb.ModelConfigResponse, error) {
+	m, err := d.model(req.Name, req.Version)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &kservepb.ModelConfigResponse{Config: door.ConfigOf(m)}, nil
 }
 
 // ModelMetadata describes the model as the HTTP door's

@@ -1,12 +1,10 @@
 package httpdoor
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
@@ -21,14 +19,10 @@ import (
 // safe for concurrent use.
 type Repository interface {
 	// Models and Index: see door.Catalog (the gRPC door takes the same
-	// adapter as its Catalog).
+	// adapter as its Catalog, and serves load and unload through its
+	// door.Control).
 	door.Catalog
-	// Load loads or reloads a model's newest version and returns once it
-	// serves; Unload stops serving it. They return a *status.Error (404 for
-	// an unknown model, 400 for one that fails to load, with the reason)
-	// or ctx's error.
-	Load(ctx context.Context, name string) error
-	Unload(ctx context.Context, name string) error
+	door.Control
 }
 
 // models lists the served models: the repository's when there is one.
@@ -61,8 +55,8 @@ func (s *Server) repositoryRoutes(mux *http.ServeMux) {
 			s.writeError(w, err, "")
 			return
 		}
-		if req.RepositoryName != "" {
-			s.writeError(w, status.Errorf(status.BadInput, "unknown repository_name %q: this server has one model repository; leave it out", req.RepositoryName), "")
+		if err := door.OneRepository(req.RepositoryName); err != nil {
+			s.writeError(w, err, "")
 			return
 		}
 		out := s.cfg.Repository.Index(req.Ready)
@@ -90,11 +84,7 @@ func (s *Server) repositoryRoutes(mux *http.ServeMux) {
 
 // control answers a load or unload: 200 with an empty body, or the error.
 func (s *Server) control(w http.ResponseWriter, name, what string, err error) {
-	if err != nil {
-		var we *status.Error
-		if !errors.As(err, &we) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			err = status.Errorf(status.Busy, "%s model %q: %v", what, name, err)
-		}
+	if err := door.ControlError(what, name, err); err != nil {
 		s.writeError(w, err, "")
 		return
 	}
@@ -111,18 +101,7 @@ func readControl(r *http.Request, known []string) error {
 	if err := readOptionalJSON(r, &req); err != nil {
 		return err
 	}
-	var unknown []string
-	for k := range req.Parameters {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return status.Errorf(status.BadInput, "unsupported parameters %s: models load from the repository directory as they are",
-			strings.Join(unknown, ", "))
-	}
-	return nil
+	return door.UnsupportedParameters(slices.Collect(maps.Keys(req.Parameters)), known...)
 }
 
 // readOptionalJSON decodes r's body into v; an empty body leaves v as it

@@ -165,9 +165,11 @@ func TestHTTPModelRepository(t *testing.T) {
 }
 
 // TestGRPCModelRepository runs a serving node on a model repository
-// (polling off) with its HTTP and gRPC doors, as `start` wires them: a
-// model added and loaded after start serves over gRPC at once, and one
-// not loaded or unloaded is NotFound saying why.
+// (polling off) with its HTTP and gRPC doors, as `start` wires them, and
+// drives it over gRPC: the repository adapter is the gRPC door's
+// door.Control too, so a model added after start loads with
+// RepositoryModelLoad and serves at once, and one not loaded or unloaded
+// is NotFound saying why, and not ready.
 func TestGRPCModelRepository(t *testing.T) {
 	repo := t.TempDir()
 	ports := startRepoNode(t, repo, "modelRepositoryPoll: -1\n", true)
@@ -179,40 +181,37 @@ func TestGRPCModelRepository(t *testing.T) {
 	}
 	defer cc.Close()
 	c := kservepb.NewGRPCInferenceServiceClient(cc)
-	control := func(path string) {
-		t.Helper()
-		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d%s", ports[1], path), "application/json", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("POST %s: got %d %s", path, resp.StatusCode, b)
-		}
-	}
 	inferReq := func(model string) *kservepb.ModelInferRequest {
 		return &kservepb.ModelInferRequest{ModelName: model, Inputs: []*kservepb.ModelInferRequest_InferInputTensor{
 			{Name: "x", Datatype: "FP32", Shape: []int64{1, 4}, Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}}
 	}
-	// notFound checks that every model RPC on model answers NotFound with want.
+	// notFound checks that every model RPC on model answers NotFound with
+	// want, and ModelReady not ready.
 	notFound := func(model, want string) {
 		t.Helper()
 		_, e1 := c.ModelInfer(wctx, inferReq(model))
 		_, e2 := c.ModelMetadata(wctx, &kservepb.ModelMetadataRequest{Name: model})
-		_, e3 := c.ModelReady(wctx, &kservepb.ModelReadyRequest{Name: model})
+		_, e3 := c.ModelConfig(wctx, &kservepb.ModelConfigRequest{Name: model})
 		for _, err := range []error{e1, e2, e3} {
 			if status.Code(err) != codes.NotFound || !strings.Contains(status.Convert(err).Message(), want) {
 				t.Errorf("%s: got %v, want NotFound with %q", model, err, want)
 			}
+		}
+		if r, err := c.ModelReady(wctx, &kservepb.ModelReadyRequest{Name: model}); err != nil || r.Ready {
+			t.Errorf("ModelReady %s: got %v %v, want not ready", model, r, err)
 		}
 	}
 
 	putRepoModel(t, repo, "other", "2") // after start, polling off
 	notFound("other", `model "other" is not loaded (unavailable: not loaded yet`)
 	notFound("nope", `unknown model "nope"`)
+	if md, err := c.ServerMetadata(wctx, &kservepb.ServerMetadataRequest{}); err != nil || len(md.Extensions) == 0 || md.Extensions[0] != "model_repository" {
+		t.Errorf("ServerMetadata: got %v %v, want model_repository first among the extensions", md, err)
+	}
 
-	control("/v2/repository/models/other/load")
+	if _, err := c.RepositoryModelLoad(wctx, &kservepb.RepositoryModelLoadRequest{ModelName: "other"}); err != nil {
+		t.Fatalf("RepositoryModelLoad other: %v", err)
+	}
 	resp, err := c.ModelInfer(wctx, inferReq("other"))
 	if err != nil || resp.ModelName != "other" || resp.ModelVersion != "2" || !reflect.DeepEqual(resp.Outputs[0].Contents.GetFp32Contents(), []float32{3, 5, 7, 9}) {
 		t.Errorf("ModelInfer other after load: got %v %v, want version 2 and y [3 5 7 9]", resp, err)
@@ -224,9 +223,17 @@ func TestGRPCModelRepository(t *testing.T) {
 	if r, err := c.ModelReady(wctx, &kservepb.ModelReadyRequest{Name: "other", Version: "2"}); err != nil || !r.Ready {
 		t.Errorf("ModelReady other 2: got %v %v, want ready", r, err)
 	}
+	if r, err := c.RepositoryIndex(wctx, &kservepb.RepositoryIndexRequest{Ready: true}); err != nil || len(r.Models) != 2 {
+		t.Errorf("RepositoryIndex ready: got %v %v, want add and other", r, err)
+	}
 
-	control("/v2/repository/models/other/unload")
+	if _, err := c.RepositoryModelUnload(wctx, &kservepb.RepositoryModelUnloadRequest{ModelName: "other"}); err != nil {
+		t.Fatalf("RepositoryModelUnload other: %v", err)
+	}
 	notFound("other", `model "other" is not loaded (unavailable: unloaded`)
+	if _, err := c.RepositoryModelLoad(wctx, &kservepb.RepositoryModelLoadRequest{ModelName: "nope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("RepositoryModelLoad nope: got %v, want NotFound", err)
+	}
 	if resp, err := c.ModelInfer(wctx, inferReq("add")); err != nil || resp.ModelVersion != "1" {
 		t.Errorf("ModelInfer add: got %v %v, want version 1", resp, err)
 	}
