@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
@@ -43,6 +45,12 @@ type UnitConfig struct {
 	// Metrics records the model load, engine stages and worker figures;
 	// nil records none.
 	Metrics *telemetry.Metrics
+	// ModelConfig is the model's Triton config.pbtxt as written (a model
+	// repository's); nil: none. Its settings override Engine's and
+	// Model's (see withSettings), and once the model loads it is
+	// completed from the graph and checked against it (see
+	// completeConfig).
+	ModelConfig *kservepb.ModelConfig
 }
 
 // Validate reports the first invalid field: ErrInvalidConfig for Model, or
@@ -67,6 +75,9 @@ func (c UnitConfig) engine() infer.Config {
 	e.Batching = cmp.Or(c.Model.Batching, e.Batching)
 	if c.Metrics != nil {
 		e.Hooks = engineHooks(c.Metrics, c.Model.Job, c.Model.Name)
+	}
+	if c.ModelConfig != nil {
+		e = withSettings(e, modelconfig.SettingsOf(c.ModelConfig))
 	}
 	return e
 }
@@ -116,6 +127,7 @@ type Unit struct {
 	worker atomic.Pointer[mesh.Worker]
 	// running is true while Run serves; stopped once the engine closed.
 	running, stopped atomic.Bool
+	sessions         int // the engine's ONNX Runtime sessions
 }
 
 // NewUnit validates cfg, loads the model and warms it up (infer.New),
@@ -138,12 +150,19 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Unit{cfg: cfg, engine: engine}
+	u := &Unit{cfg: cfg, engine: engine, sessions: cmp.Or(ecfg.Parallelism, infer.DefaultParallelism)}
 	u.cfg.Model.Info = engine.Info()
+	if u.cfg.Model.Config, err = completeConfig(cfg.ModelConfig, cfg.Model.Name, u.cfg.Model.Info, ecfg); err != nil {
+		_ = engine.Close()
+		return nil, err
+	}
+	if cfg.ModelConfig != nil {
+		u.cfg.Model.Info.BatchReason = batchReason(modelconfig.SettingsOf(cfg.ModelConfig))
+	}
 	info := u.cfg.Model.Info
 	cfg.Logger.Info("model loaded", "name", cfg.Model.Name, "version", cfg.Model.Version, "job", cfg.Model.Job, "model", info.Path,
 		"inputs", FormatIO(info.Inputs), "outputs", FormatIO(info.Outputs),
-		"sessions", cmp.Or(ecfg.Parallelism, infer.DefaultParallelism), "threads", cmp.Or(ecfg.Threads, infer.DefaultThreads),
+		"sessions", u.sessions, "threads", cmp.Or(ecfg.Threads, infer.DefaultThreads),
 		"provider", cmp.Or(ecfg.ExecutionProvider, infer.ProviderCPU), "batching", info.DynamicBatch, "batching_reason", info.BatchReason,
 		"took", time.Since(began).Round(time.Millisecond))
 	return u, nil
@@ -151,6 +170,10 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 
 // Model returns the unit's model, with its description.
 func (u *Unit) Model() Model { return u.cfg.Model }
+
+// Sessions is the number of ONNX Runtime sessions the engine loaded
+// (modelParallelism, or a config.pbtxt's instance_group count).
+func (u *Unit) Sessions() int { return u.sessions }
 
 // Info describes the model's inputs and outputs.
 func (u *Unit) Info() infer.ModelInfo { return u.cfg.Model.Info }
