@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 )
 
 // Model states of the repository index, Triton's names.
@@ -101,10 +102,12 @@ func (c RepositoryConfig) validate() error {
 	return nil
 }
 
-// IndexEntry is one model of the repository index.
+// IndexEntry is one model version of the repository index.
 type IndexEntry struct {
-	// Name is the model's name; Version the version that serves (READY),
-	// else the highest found on disk ("" when none).
+	// Name is the model's name; Version a version that serves (READY), or
+	// one its version_policy picks that does not (UNAVAILABLE); for a
+	// model no version of which serves, the highest found on disk (""
+	// when none).
 	Name, Version string
 	// State is StateReady, StateUnavailable, StateLoading or StateUnloading.
 	State string
@@ -114,17 +117,36 @@ type IndexEntry struct {
 }
 
 // repoModel is the repository's record of one model. Guarded by
-// Repository.mu; unit and its worker's life are the Run loop's.
+// Repository.mu; its versions' units and workers' lives are the Run
+// loop's.
 type repoModel struct {
 	name, state, reason string
-	version             int64 // serving version; 0: none
-	found               int64 // highest version on disk at the last scan
-	model               Model // the serving version's Model (READY)
-	unit                *Unit // nil on a node that only describes models
-	stop                context.CancelFunc
-	done                chan struct{}
-	unloaded            bool   // explicitly unloaded: polling leaves it alone
-	failedAt            string // "<path> <size> <mtime>" of the version that last failed
+	found               int64                  // highest version picked at the last scan
+	served              map[int64]*repoVersion // the versions that serve (READY)
+	failed              map[int64]string       // picked versions that do not serve: why
+	unloaded            bool                   // explicitly unloaded: polling leaves it alone
+	// failedAt holds, per version, "<path> <size> <mtime>" of the model
+	// file (and config.pbtxt) that last failed; 0 a model-level error.
+	failedAt map[int64]string
+}
+
+// repoVersion is one serving version of a model.
+type repoVersion struct {
+	version int64
+	model   Model // with its Info and completed Config
+	unit    *Unit // nil on a node that only describes models
+	stop    context.CancelFunc
+	done    chan struct{}
+	stamp   string // config.pbtxt's fileStamp when it loaded
+}
+
+// highest is the highest serving version of m; 0: none.
+func (m *repoModel) highest() int64 {
+	var v int64
+	for k := range m.served {
+		v = max(v, k)
+	}
+	return v
 }
 
 // repoOp is a load or unload the Run loop carries out.
@@ -184,23 +206,35 @@ func newRepository(n *Node, cfg RepositoryConfig) (*Repository, error) {
 	return r, nil
 }
 
-// job is the job of model name.
-func (r *Repository) job(name string) string {
-	if name == r.cfg.Job {
+// job is the job of version v of model name: the highest serving
+// version (latest) is on the model's job (jobName for the model named
+// like it, <jobName>-<name> for the others), so that a new version's
+// worker joins its consumer beside the old one's; any other version on
+// <jobName>-<name>-v<version>, as a models entry's (File.ServedModels).
+func (r *Repository) job(name string, v int64, latest bool) string {
+	switch {
+	case !latest:
+		return r.cfg.Job + "-" + name + "-v" + strconv.FormatInt(v, 10)
+	case name == r.cfg.Job:
 		return name
 	}
 	return r.cfg.Job + "-" + name
 }
 
-// Models lists the models that serve now, with their serving version:
-// the model named like the job first (the default model), then by name.
+// Models lists the model versions that serve now: the one on the job
+// itself (the default model's latest) first, then by name and version,
+// ascending, so that a door's request without a version (the last
+// listed) reaches a model's latest.
 func (r *Repository) Models() []Model {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Model
 	for _, m := range r.models {
-		if m.state == StateReady {
-			out = append(out, m.model)
+		if m.state != StateReady {
+			continue
+		}
+		for _, v := range m.served {
+			out = append(out, v.model)
 		}
 	}
 	slices.SortFunc(out, func(a, b Model) int {
@@ -210,9 +244,14 @@ func (r *Repository) Models() []Model {
 			}
 			return 1
 		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(strings.Compare(a.Name, b.Name), compareVersions(a.Version, b.Version))
 	})
 	return out
+}
+
+// compareVersions orders decimal versions by value.
+func compareVersions(a, b string) int {
+	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
 }
 
 // units lists the serving units.
@@ -221,8 +260,10 @@ func (r *Repository) units() []*Unit {
 	defer r.mu.Unlock()
 	var out []*Unit
 	for _, m := range r.models {
-		if m.unit != nil {
-			out = append(out, m.unit)
+		for _, v := range m.served {
+			if v.unit != nil {
+				out = append(out, v.unit)
+			}
 		}
 	}
 	return out
@@ -239,11 +280,7 @@ func (r *Repository) Index(ready bool) []IndexEntry {
 	var out []IndexEntry
 	for name, m := range r.models {
 		seen[name] = true
-		e := IndexEntry{Name: name, State: m.state, Reason: m.reason}
-		if v := cmp.Or(m.version, m.found); v > 0 {
-			e.Version = strconv.FormatInt(v, 10)
-		}
-		out = append(out, e)
+		out = append(out, m.index()...)
 	}
 	for _, e := range entries {
 		if seen[e.Name] {
@@ -261,7 +298,37 @@ func (r *Repository) Index(ready bool) []IndexEntry {
 	if ready {
 		out = slices.DeleteFunc(out, func(e IndexEntry) bool { return e.State != StateReady })
 	}
-	slices.SortFunc(out, func(a, b IndexEntry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b IndexEntry) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), compareVersions(a.Version, b.Version))
+	})
+	return out
+}
+
+// index lists m's entries: one per serving version (the highest carries
+// the model's reason) and one per picked version that does not serve;
+// a model no version of which serves is one entry, its highest version.
+func (m *repoModel) index() []IndexEntry {
+	if m.state != StateReady {
+		e := IndexEntry{Name: m.name, State: m.state, Reason: m.reason}
+		if m.found > 0 {
+			e.Version = strconv.FormatInt(m.found, 10)
+		}
+		return []IndexEntry{e}
+	}
+	var out []IndexEntry
+	top := m.highest()
+	for v := range m.served {
+		e := IndexEntry{Name: m.name, Version: strconv.FormatInt(v, 10), State: StateReady}
+		if v == top {
+			e.Reason = m.reason
+		}
+		out = append(out, e)
+	}
+	for v, why := range m.failed {
+		if m.served[v] == nil {
+			out = append(out, IndexEntry{Name: m.name, Version: strconv.FormatInt(v, 10), State: StateUnavailable, Reason: why})
+		}
+	}
 	return out
 }
 
@@ -355,17 +422,19 @@ func (r *Repository) do(ctx context.Context, op repoOp) error {
 func (r *Repository) Run(ctx context.Context, nc *nats.Conn) error {
 	r.mu.Lock()
 	r.nc = nc
-	var start []*repoModel
+	var start []*repoVersion
 	for _, m := range r.models {
-		if m.unit != nil && m.stop == nil {
-			start = append(start, m)
+		for _, v := range m.served {
+			if v.unit != nil && v.stop == nil {
+				start = append(start, v)
+			}
 		}
 	}
 	r.mu.Unlock()
 	defer close(r.ended)
-	for _, m := range start {
-		stop, done := r.runUnit(ctx, m.unit)
-		r.set(func() { m.stop, m.done = stop, done })
+	for _, v := range start {
+		stop, done := r.runUnit(ctx, v.unit)
+		r.set(func() { v.stop, v.done = stop, done })
 	}
 	defer r.stopAll()
 	var tick <-chan time.Time
@@ -406,8 +475,10 @@ func (r *Repository) stopAll() {
 	r.mu.Lock()
 	var dones []chan struct{}
 	for _, m := range r.models {
-		if m.done != nil {
-			dones = append(dones, m.done)
+		for _, v := range m.served {
+			if v.done != nil {
+				dones = append(dones, v.done)
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -472,7 +543,7 @@ func (r *Repository) record(name string) *repoModel {
 	defer r.mu.Unlock()
 	m := r.models[name]
 	if m == nil {
-		m = &repoModel{name: name, state: StateUnavailable}
+		m = &repoModel{name: name, state: StateUnavailable, served: map[int64]*repoVersion{}, failed: map[int64]string{}, failedAt: map[int64]string{}}
 		r.models[name] = m
 	}
 	return m
@@ -484,85 +555,168 @@ func (r *Repository) set(f func()) {
 	f()
 }
 
-// apply brings model e to its highest version. explicit (the load API)
-// reloads even the version that serves and loads a model that was
-// unloaded; a poll loads only what changed and does not retry a version
-// that failed until its file changes. ctx is Run's (Background before
-// Run: the unit's worker starts with Run).
+// apply brings model e to the versions its version_policy picks (see
+// bring), then retires the versions that no longer serve, once at least
+// one picked version serves: when none loads, the old ones keep serving.
+// explicit (the load API) reloads even the versions that serve and
+// loads a model that was unloaded; a poll loads only what changed and
+// does not retry a version that failed until its file changes. ctx is
+// Run's (Background before Run: the units' workers start with Run).
 func (r *Repository) apply(ctx context.Context, e RepoEntry, explicit bool) error {
 	m := r.record(e.Name)
 	r.mu.Lock()
 	m.found = e.Version
-	serving, unloaded, failedAt := m.version, m.unloaded, m.failedAt
+	unloaded, failedAt := m.unloaded, m.failedAt[0]
 	r.mu.Unlock()
-	if !explicit && (unloaded || (serving == e.Version && serving > 0)) {
+	if !explicit && unloaded {
 		return nil
 	}
 	if e.Err != nil {
 		r.failed(m, e.Version, e.Err, explicit || failedAt != e.Err.Error())
-		r.set(func() { m.failedAt = e.Err.Error() })
+		r.set(func() { m.failedAt[0] = e.Err.Error() })
 		return e.Err
 	}
-	stamp := fileStamp(e.Path)
-	if !explicit && stamp == failedAt {
-		return errors.New(m.reason)
+	r.set(func() { delete(m.failedAt, 0) })
+	next := map[int64]*repoVersion{}
+	var errs []error
+	tried := false
+	for i := len(e.Versions) - 1; i >= 0; i-- {
+		v, loaded, err := r.bring(ctx, m, e, e.Versions[i], len(next) == 0, explicit)
+		tried = tried || loaded
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		next[v.version] = v
 	}
-	version := strconv.FormatInt(e.Version, 10)
-	if serving == 0 {
+	if tried {
+		for _, w := range e.Warnings {
+			r.log.Warn("model repository: config.pbtxt", "name", e.Name, "warning", w)
+		}
+	}
+	if len(next) == 0 {
+		return errors.Join(errs...)
+	}
+	r.swap(m, e, next)
+	return errors.Join(errs...)
+}
+
+// bring returns version rv of model e serving on its job (latest: the
+// model's own, else a versioned one, see job): the unit that serves it
+// there already, unless explicit or config.pbtxt changed, or a unit
+// loaded now. loaded reports whether it tried to load one.
+func (r *Repository) bring(ctx context.Context, m *repoModel, e RepoEntry, rv RepoVersion, latest, explicit bool) (v *repoVersion, loaded bool, err error) {
+	job := r.job(m.name, rv.Version, latest)
+	cfgStamp := fileStamp(filepath.Join(r.cfg.Dir, e.Name, "config.pbtxt"))
+	r.mu.Lock()
+	cur, failedAt, anyServes := m.served[rv.Version], m.failedAt[rv.Version], len(m.served) > 0
+	r.mu.Unlock()
+	if !explicit && cur != nil && cur.model.Job == job && cur.stamp == cfgStamp {
+		return cur, false, nil
+	}
+	if rv.Err != nil {
+		r.failed(m, rv.Version, rv.Err, explicit || failedAt != rv.Err.Error())
+		r.set(func() { m.failedAt[rv.Version] = rv.Err.Error() })
+		return nil, false, rv.Err
+	}
+	stamp := fileStamp(rv.Path) + " " + cfgStamp
+	if !explicit && stamp == failedAt {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return nil, false, errors.New(m.failed[rv.Version])
+	}
+	if !anyServes {
 		r.set(func() { m.state, m.reason = StateLoading, "" })
 	}
-	model := Model{Name: e.Name, Version: version, Path: e.Path, Job: r.job(e.Name)}
-	unit, info, err := r.load(model)
-	if err != nil {
-		r.set(func() { m.failedAt = stamp })
-		r.failed(m, e.Version, err, true)
-		return err
+	model := Model{Name: m.name, Version: strconv.FormatInt(rv.Version, 10), Path: rv.Path, Job: job}
+	if v, err = r.start(ctx, model, e.Config); err != nil {
+		r.set(func() { m.failedAt[rv.Version] = stamp })
+		r.failed(m, rv.Version, err, true)
+		return nil, true, err
 	}
-	model.Info = info
-	var stop context.CancelFunc
-	var done chan struct{}
+	v.version, v.stamp = rv.Version, cfgStamp
+	r.set(func() { delete(m.failed, rv.Version); delete(m.failedAt, rv.Version) })
+	return v, true, nil
+}
+
+// start loads model (configured by raw, its config.pbtxt; nil: none) and,
+// once Run runs, ensures its job's streams and starts its worker, waiting
+// until it pulls records.
+func (r *Repository) start(ctx context.Context, model Model, raw *kservepb.ModelConfig) (*repoVersion, error) {
+	v := &repoVersion{}
+	var err error
+	if v.unit, v.model, err = r.load(model, raw); err != nil {
+		return nil, err
+	}
 	if r.nc != nil {
-		if err := r.node.ensureStreams(ctx, model.Job); err != nil {
-			if unit != nil {
-				_ = unit.Close()
-			}
-			r.failed(m, e.Version, err, true)
-			return err
+		err = r.node.ensureStreams(ctx, model.Job)
+	}
+	if err == nil && v.unit != nil && r.nc != nil {
+		v.stop, v.done = r.runUnit(ctx, v.unit)
+		if err = waitUnit(ctx, v.unit, v.done); err != nil {
+			v.stop()
+			<-v.done
 		}
 	}
-	if unit != nil && r.nc != nil {
-		stop, done = r.runUnit(ctx, unit)
-		if err := waitUnit(ctx, unit, done); err != nil {
-			stop()
-			<-done
-			_ = unit.Close()
-			r.failed(m, e.Version, err, true)
-			return err
+	if err != nil {
+		if v.unit != nil {
+			_ = v.unit.Close()
 		}
+		return nil, err
 	}
-	var old *repoModel
+	return v, nil
+}
+
+// swap makes next m's serving versions and retires the units that no
+// longer serve.
+func (r *Repository) swap(m *repoModel, e RepoEntry, next map[int64]*repoVersion) {
+	var old, fresh []*repoVersion
+	picked := map[int64]bool{}
+	for _, v := range e.Versions {
+		picked[v.Version] = true
+	}
 	r.set(func() {
-		prev := *m
-		old = &prev
-		m.state, m.reason, m.version, m.model, m.unit, m.stop, m.done = StateReady, "", e.Version, model, unit, stop, done
-		m.unloaded, m.failedAt = false, ""
+		for _, v := range m.served {
+			if next[v.version] != v {
+				old = append(old, v)
+			}
+		}
+		for _, v := range next {
+			if m.served[v.version] != v {
+				fresh = append(fresh, v)
+			}
+		}
+		m.state, m.served, m.unloaded, m.reason = StateReady, next, false, ""
+		for k := range m.failed {
+			if !picked[k] {
+				delete(m.failed, k)
+			}
+		}
+		for k, why := range m.failed {
+			m.reason = fmt.Sprintf("version %d failed to load, version %d serves: %s", k, m.highest(), why)
+		}
 	})
-	r.log.Info("model repository: version serves", "name", e.Name, "version", version, "was", old.version, "job", model.Job, "path", e.Path)
-	r.retire(old)
-	return nil
+	for _, v := range fresh {
+		r.log.Info("model repository: version serves", "name", e.Name, "version", v.version, "job", v.model.Job, "path", v.model.Path)
+	}
+	for _, v := range old {
+		r.retire(m.name, v)
+	}
 }
 
 // load loads model: a Unit on a serving node, else its description.
-func (r *Repository) load(model Model) (*Unit, infer.ModelInfo, error) {
+func (r *Repository) load(model Model, raw *kservepb.ModelConfig) (*Unit, Model, error) {
 	if !r.node.cfg.Serve {
-		info, err := ReadInfo(model.Path, r.node.cfg.Unit.Engine.ModelKey)
-		return nil, info, err
+		model, err := describeModel(model, raw, r.node.cfg.Unit.Engine)
+		return nil, model, err
 	}
-	u, err := NewUnit(r.node.cfg.unit(model))
+	ucfg := r.node.cfg.unit(model)
+	ucfg.ModelConfig = raw
+	u, err := NewUnit(ucfg)
 	if err != nil {
-		return nil, infer.ModelInfo{}, err
+		return nil, Model{}, err
 	}
-	return u, u.Info(), nil
+	return u, u.Model(), nil
 }
 
 // waitUnit waits until u's worker pulls records and shows in discovery,
@@ -580,16 +734,16 @@ func waitUnit(ctx context.Context, u *Unit, done chan struct{}) error {
 	return nil
 }
 
-// retire drains the worker of a version that no longer serves and closes
-// its engine.
-func (r *Repository) retire(old *repoModel) {
+// retire drains the worker of a version of model name that no longer
+// serves and closes its engine.
+func (r *Repository) retire(name string, old *repoVersion) {
 	if old.stop != nil {
 		old.stop()
 		<-old.done
 	}
 	if old.unit != nil {
 		if err := old.unit.Close(); err != nil {
-			r.log.Warn("model repository: close the old version", "name", old.name, "version", old.version, "err", err)
+			r.log.Warn("model repository: close the old version", "name", name, "version", old.version, "err", err)
 		}
 	}
 }
@@ -599,8 +753,15 @@ func (r *Repository) retire(old *repoModel) {
 func (r *Repository) failed(m *repoModel, version int64, err error, log bool) {
 	var serving int64
 	r.set(func() {
-		serving = m.version
-		if serving > 0 {
+		serving = m.highest()
+		if version > 0 {
+			m.failed[version] = err.Error()
+		}
+		switch {
+		case serving > 0 && version == 0:
+			m.reason = fmt.Sprintf("the model failed to load, version %d serves: %v", serving, err)
+			return
+		case serving > 0:
 			m.reason = fmt.Sprintf("version %d failed to load, version %d serves: %v", version, serving, err)
 			return
 		}
@@ -625,13 +786,15 @@ func (r *Repository) unload(name, reason string, explicit bool) error {
 		r.mu.Unlock()
 		return status.Errorf(status.NotFound, "model %q is not loaded", name)
 	}
-	prev := *m
+	prev, version := m.served, m.highest()
 	m.state, m.reason, m.unloaded = StateUnloading, "", explicit
-	m.unit, m.stop, m.done, m.version = nil, nil, nil, 0
+	m.served, m.failed = map[int64]*repoVersion{}, map[int64]string{}
 	r.mu.Unlock()
-	r.retire(&prev)
+	for _, v := range prev {
+		r.retire(name, v)
+	}
 	r.set(func() { m.state, m.reason = StateUnavailable, reason })
-	r.log.Info("model repository: model unloaded", "name", name, "version", prev.version, "reason", reason)
+	r.log.Info("model repository: model unloaded", "name", name, "version", version, "reason", reason)
 	return nil
 }
 
