@@ -13,8 +13,8 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
-	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
