@@ -79,6 +79,9 @@ func TestRepositoryModelConfig(t *testing.T) {
 		}
 	}
 	putModel(t, repo, "versions", "2", "model.onnx", addModel)
+	// x: FP32 [1,4], a fixed dim 0: no batch dimension to stack along.
+	putModel(t, repo, "fixed", "1", "model.onnx", "../../infer/testdata/fixed_f32.onnx")
+	putConfig(t, repo, "fixed", `max_batch_size: 4 dynamic_batching {}`)
 	n := runReady(t, repoConfig(t, repo, "mc", 0))
 	ms := n.Models()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -160,6 +163,8 @@ func TestRepositoryModelConfig(t *testing.T) {
 			{"tf", "export the model to ONNX"},
 			{"baddims", `input "x"`},
 			{"broken", "config.pbtxt"},
+			{"fixed", `dynamic_batching with max_batch_size 4 batches along dim 0: load model`},
+			{"fixed", `input "x" has fixed dim 0 = 1`},
 		} {
 			e := index(n, tc.name)
 			if e.State != serving.StateUnavailable || !strings.Contains(e.Reason, tc.reason) {

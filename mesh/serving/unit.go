@@ -3,6 +3,7 @@ package serving
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -147,6 +148,10 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 		outcome = telemetry.OutcomeError
 	}
 	cfg.Metrics.RecordModelLoad(context.Background(), cfg.Model.Name, outcome, time.Since(began))
+	if err != nil && cfg.ModelConfig != nil && errors.Is(err, infer.ErrBatching) {
+		return nil, fmt.Errorf("%w: model %q: config.pbtxt: dynamic_batching with max_batch_size %d batches along dim 0: %w",
+			ErrModelConfig, cfg.Model.Name, cfg.ModelConfig.MaxBatchSize, err)
+	}
 	if err != nil {
 		return nil, err
 	}
