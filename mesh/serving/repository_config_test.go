@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,14 +189,45 @@ func TestRepositoryModelConfig(t *testing.T) {
 	})
 }
 
+// logLines is a log's lines, safe for concurrent use.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	return len(p), nil
+}
+
+// count is the number of lines holding s.
+func (l *logLines) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
 // TestRepositoryVersionPolicyPoll follows a model whose config.pbtxt
 // serves its latest 2 versions as versions appear: the latest always on
-// the model's job, the older one on its own, the oldest retired.
+// the model's job, the older one on its own, the oldest retired; a
+// changed config.pbtxt reloads it. The field config.pbtxt holds that
+// this server does not know is a warning once per load, not per poll.
 func TestRepositoryVersionPolicyPoll(t *testing.T) {
 	repo := t.TempDir()
 	putModel(t, repo, "add", "1", "model.onnx", addModel)
-	putConfig(t, repo, "add", `version_policy: { latest: { num_versions: 2 } }`)
-	n := runReady(t, repoConfig(t, repo, "vp", 50*time.Millisecond))
+	putConfig(t, repo, "add", `version_policy: { latest: { num_versions: 2 } } not_triton_field: 1`)
+	cfg := repoConfig(t, repo, "vp", 50*time.Millisecond)
+	var log logLines
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	n := runReady(t, cfg)
 	jobs := func() string {
 		var out []string
 		for _, m := range n.Models() {
@@ -218,5 +251,12 @@ func TestRepositoryVersionPolicyPoll(t *testing.T) {
 	}
 	if u := n.Units(); len(u) != 2 {
 		t.Errorf("units: got %d, want 2 (version 1 retired)", len(u))
+	}
+	putConfig(t, repo, "add", `version_policy: { latest: { num_versions: 1 } } not_triton_field: 1`)
+	waitFor(t, "version 3 alone", func() bool { return jobs() == "3@vp-add" })
+	// Four loads (start, versions 2 and 3, the new config), a warning each,
+	// however many polls ran between them.
+	if got := log.count("not_triton_field"); got != 4 {
+		t.Errorf("warnings naming not_triton_field: got %d, want 4", got)
 	}
 }
