@@ -2,10 +2,10 @@ package serving_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
