@@ -5,11 +5,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
@@ -114,6 +117,20 @@ func TestRepositoryModelConfig(t *testing.T) {
 			if v, err := oipAdd(ctx, n.Client(), m.Job); err != nil || v != "1" {
 				t.Errorf("%s: infer: got version %q, %v; want 2x+1 from version 1", tc.name, v, err)
 			}
+		}
+		// cluster-serving status prints it in its batching table.
+		js, err := jetstream.New(n.Conn())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := mesh.TakeStatus(ctx, n.Conn(), js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		st.Print(&out, nil, "")
+		if row := regexp.MustCompile(`(?m)^mc-dynamic\s+dynamic\s+yes\s+config.pbtxt: dynamic_batching, max_batch_size 8, max_queue_delay 2ms`); !row.MatchString(out.String()) {
+			t.Errorf("status: no batching row of dynamic with its max batch and delay in\n%s", out.String())
 		}
 		m, _ := served(ms, "dynamic", "1")
 		if db := m.Config.GetDynamicBatching(); db.GetMaxQueueDelayMicroseconds() != 2000 || len(m.Config.Input) != 1 || !slices.Equal(m.Config.Input[0].Dims, []int64{4}) {
