@@ -47,7 +47,9 @@ const (
 
 // RepositoryConfig configures the model repository of a Node: a directory
 // with one sub-directory per model and numeric version directories inside
-// (see ScanRepository). The highest version of each model serves.
+// (see ScanRepository), and an optional Triton config.pbtxt per model
+// that configures it (see withSettings). The highest version of each
+// model serves, or the versions its config.pbtxt's version_policy picks.
 type RepositoryConfig struct {
 	// Dir is the repository directory. Empty: no repository (the node
 	// serves Config.Models).
@@ -220,8 +222,9 @@ func (r *Repository) job(name string, v int64, latest bool) string {
 
 // Models lists the model versions that serve now: the one on the job
 // itself (the default model's latest) first, then by name and version,
-// ascending, so that a door's request without a version (the last
-// listed) reaches a model's latest.
+// ascending, so that a door's request without a version (door.Lookup
+// takes the last listed) reaches a model's latest; but for the default
+// model's older versions, listed after its latest.
 func (r *Repository) Models() []Model {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -365,10 +368,11 @@ func (r *Repository) controlRefused(what string) error {
 	return nil
 }
 
-// Load loads (or reloads) the highest version of model name from the
-// repository, waits until it serves and returns nil; the serving version,
-// if any, keeps serving until then, and keeps serving when the load
-// fails. A model not in the repository is a *status.Error 404, one that
+// Load loads (or reloads) the versions of model name its version_policy
+// picks (the highest by default) from the repository, re-reading its
+// config.pbtxt, waits until they serve and returns nil; the serving
+// versions, if any, keep serving until then, and keep serving when no
+// picked version loads. A model not in the repository is a *status.Error 404, one that
 // fails to load a *status.Error 400 with the reason; ErrRepositoryStopped
 // when the node does not run. Outside ControlExplicit it is a
 // *status.Error 403 (see controlRefused).
