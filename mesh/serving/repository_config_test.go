@@ -179,7 +179,7 @@ func TestRepositoryModelConfig(t *testing.T) {
 
 	t.Run("unavailable", func(t *testing.T) {
 		for _, tc := range []struct{ name, reason string }{
-			{"tf", "export the model to ONNX"},
+			{"tf", "ONNX"},
 			{"baddims", `input "x"`},
 			{"broken", "config.pbtxt"},
 			{"fixed", `dynamic_batching with max_batch_size 4 batches along dim 0: load model`},
