@@ -47,48 +47,46 @@ func Read(modelDir string) (*kservepb.ModelConfig, []string, error) {
 	return cfg, warnings, nil
 }
 
-// Check reports what of cfg this server cannot serve as the graph info is.
+// Check reports what of cfg this server cannot serve as the graph info is
+// (in the words of cfg's real Check, shortened).
 func Check(cfg *kservepb.ModelConfig, info infer.ModelInfo) error {
 	if (cfg.Platform != "" && cfg.Platform != Platform) || (cfg.Backend != "" && cfg.Backend != Backend) {
 		return fmt.Errorf("platform %q backend %q: only ONNX models serve here (platform %q, backend %q): export the model to ONNX (tf2onnx, torch.onnx.export)",
 			cfg.Platform, cfg.Backend, Platform, Backend)
 	}
-	graph := map[string]infer.IO{}
-	for _, io := range append(slices.Clone(info.Inputs), info.Outputs...) {
-		graph[io.Name] = io
+	if b, err := infer.DecideBatching(info, infer.BatchingAuto); cfg.MaxBatchSize > 0 && err == nil && !b.DynamicBatch {
+		return fmt.Errorf("max_batch_size %d: model does not support batching while non-zero max_batch_size is specified (%s); set max_batch_size: 0",
+			cfg.MaxBatchSize, b.BatchReason)
 	}
-	check := func(kind, name string, dt kservepb.DataType, dims []int64) error {
-		io, ok := graph[name]
-		if !ok {
-			return fmt.Errorf("%s %q: the ONNX graph has no such tensor", kind, name)
+	check := func(field, name string, dt kservepb.DataType, dims []int64, ios []infer.IO) error {
+		i := slices.IndexFunc(ios, func(io infer.IO) bool { return io.Name == name })
+		if i < 0 {
+			return fmt.Errorf("%s: unexpected tensor '%s'", field, name)
 		}
-		shape := io.Shape
+		if want := DataType(ios[i].DType); dt != want {
+			return fmt.Errorf("%s.data_type: configuration expects %s for '%s', model provides %s", field, dt, name, want)
+		}
+		full := dims
 		if cfg.MaxBatchSize > 0 {
-			if len(shape) == 0 || shape[0] >= 0 {
-				return fmt.Errorf("%s %q: max_batch_size %d needs a dynamic dim 0 in the graph, which has %v", kind, name, cfg.MaxBatchSize, shape)
-			}
-			shape = shape[1:]
+			full = append([]int64{-1}, dims...)
 		}
-		if dt != DataType(io.DType) {
-			return fmt.Errorf("%s %q: data_type %s, the graph has %s", kind, name, dt, DataType(io.DType))
+		graph := ios[i].Shape
+		ok := len(graph) == len(full) || (len(graph) == 0 && slices.Equal(dims, []int64{1}))
+		for j := 0; ok && j < min(len(full), len(graph)); j++ {
+			ok = graph[j] < 0 || full[j] < 0 || graph[j] == full[j]
 		}
-		if len(dims) != len(shape) && !(len(shape) == 0 && slices.Equal(dims, []int64{1})) {
-			return fmt.Errorf("%s %q: dims %v, the graph has %v", kind, name, dims, shape)
-		}
-		for i := range min(len(dims), len(shape)) {
-			if dims[i] >= 0 && shape[i] >= 0 && dims[i] != shape[i] {
-				return fmt.Errorf("%s %q: dims %v, the graph has %v", kind, name, dims, shape)
-			}
+		if !ok {
+			return fmt.Errorf("%s.dims: model '%s', tensor '%s': the model expects shape %v, the configuration %v", field, cfg.Name, name, graph, full)
 		}
 		return nil
 	}
-	for _, in := range cfg.Input {
-		if err := check("input", in.Name, in.DataType, in.Dims); err != nil {
+	for i, in := range cfg.Input {
+		if err := check(fmt.Sprintf("input[%d]", i), in.Name, in.DataType, in.Dims, info.Inputs); err != nil {
 			return err
 		}
 	}
-	for _, out := range cfg.Output {
-		if err := check("output", out.Name, out.DataType, out.Dims); err != nil {
+	for i, out := range cfg.Output {
+		if err := check(fmt.Sprintf("output[%d]", i), out.Name, out.DataType, out.Dims, info.Outputs); err != nil {
 			return err
 		}
 	}

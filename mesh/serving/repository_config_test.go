@@ -66,9 +66,15 @@ func workerOf(tb testing.TB, n *running, job string) mesh.WorkerInfo {
 // the models that cannot serve.
 func TestRepositoryModelConfig(t *testing.T) {
 	repo := t.TempDir()
+	// As in Triton, a max_batch_size of 0 (or one without
+	// dynamic_batching) holds only where the config lists the inputs and
+	// outputs: else auto-complete reads 0 as unset and fills it in.
+	io := func(dims string) string {
+		return `input [{name: "x", data_type: TYPE_FP32, dims: ` + dims + `}] output [{name: "y", data_type: TYPE_FP32, dims: ` + dims + `}]`
+	}
 	configs := map[string]string{
-		"unbatched": `max_batch_size: 0`,
-		"alone":     `max_batch_size: 4`,
+		"unbatched": `max_batch_size: 0 ` + io("[-1, 4]"),
+		"alone":     `max_batch_size: 4 ` + io("[4]"),
 		"dynamic":   `max_batch_size: 8 dynamic_batching { preferred_batch_size: [4] max_queue_delay_microseconds: 2000 }`,
 		"instances": `name: "instances" instance_group [{count: 2, kind: KIND_CPU}]`,
 		"versions":  `version_policy: { all: {} } max_batch_size: 8`,
@@ -180,9 +186,9 @@ func TestRepositoryModelConfig(t *testing.T) {
 	t.Run("unavailable", func(t *testing.T) {
 		for _, tc := range []struct{ name, reason string }{
 			{"tf", "ONNX"},
-			{"baddims", `input "x"`},
+			{"baddims", `input[0].dims: model 'baddims', tensor 'x'`},
 			{"broken", "config.pbtxt"},
-			{"fixed", `dynamic_batching with max_batch_size 4 batches along dim 0: load model`},
+			{"fixed", `max_batch_size 4`},
 			{"fixed", `input "x" has fixed dim 0 = 1`},
 		} {
 			e := index(n, tc.name)

@@ -3,7 +3,6 @@ package serving
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -47,10 +46,10 @@ type UnitConfig struct {
 	// nil records none.
 	Metrics *telemetry.Metrics
 	// ModelConfig is the model's Triton config.pbtxt as written (a model
-	// repository's); nil: none. Its settings override Engine's and
-	// Model's (see withSettings), and once the model loads it is
-	// completed from the graph and checked against it (see
-	// completeConfig).
+	// repository's); nil: none. Before the engine loads, it is completed
+	// from the graph and checked against it (see configured), and the
+	// completed config's settings override Engine's and Model's (see
+	// withSettings).
 	ModelConfig *kservepb.ModelConfig
 }
 
@@ -76,9 +75,6 @@ func (c UnitConfig) engine() infer.Config {
 	e.Batching = cmp.Or(c.Model.Batching, e.Batching)
 	if c.Metrics != nil {
 		e.Hooks = engineHooks(c.Metrics, c.Model.Job, c.Model.Name)
-	}
-	if c.ModelConfig != nil {
-		e = withSettings(e, modelconfig.SettingsOf(c.ModelConfig))
 	}
 	return e
 }
@@ -141,29 +137,27 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	began := time.Now()
-	ecfg := cfg.engine()
-	engine, err := infer.New(ecfg)
+	completed, ecfg, err := configured(cfg.ModelConfig, cfg.Model, cfg.engine())
+	var engine *infer.Engine
+	if err == nil {
+		engine, err = infer.New(ecfg)
+	}
 	outcome := telemetry.OutcomeOK
 	if err != nil {
 		outcome = telemetry.OutcomeError
 	}
 	cfg.Metrics.RecordModelLoad(context.Background(), cfg.Model.Name, outcome, time.Since(began))
-	if err != nil && cfg.ModelConfig != nil && errors.Is(err, infer.ErrBatching) {
-		return nil, fmt.Errorf("%w: model %q: config.pbtxt: dynamic_batching with max_batch_size %d batches along dim 0: %w",
-			ErrModelConfig, cfg.Model.Name, cfg.ModelConfig.MaxBatchSize, err)
-	}
 	if err != nil {
 		return nil, err
 	}
 	u := &Unit{cfg: cfg, engine: engine, sessions: cmp.Or(ecfg.Parallelism, infer.DefaultParallelism)}
 	u.cfg.Model.Info = engine.Info()
-	if u.cfg.Model.Config, err = completeConfig(cfg.ModelConfig, cfg.Model.Name, u.cfg.Model.Info, ecfg); err != nil {
-		_ = engine.Close()
-		return nil, err
+	if completed == nil {
+		completed, _, _ = completeConfig(nil, cfg.Model.Name, u.cfg.Model.Info, ecfg)
+	} else {
+		u.cfg.Model.Info.BatchReason = batchReason(modelconfig.SettingsOf(completed))
 	}
-	if cfg.ModelConfig != nil {
-		u.cfg.Model.Info.BatchReason = batchReason(modelconfig.SettingsOf(cfg.ModelConfig))
-	}
+	u.cfg.Model.Config = completed
 	info := u.cfg.Model.Info
 	cfg.Logger.Info("model loaded", "name", cfg.Model.Name, "version", cfg.Model.Version, "job", cfg.Model.Job, "model", info.Path,
 		"inputs", FormatIO(info.Inputs), "outputs", FormatIO(info.Outputs),

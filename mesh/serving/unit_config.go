@@ -57,41 +57,63 @@ func batchReason(s modelconfig.Settings) string {
 }
 
 // completeConfig is the model's completed Triton configuration: raw (its
-// config.pbtxt; nil: none) with what it leaves out filled from the graph,
-// the engine's batch size as max_batch_size of a model without one that
-// batches. A config.pbtxt that does not match the graph is an error
-// wrapping ErrModelConfig that names the input or output at fault.
-func completeConfig(raw *kservepb.ModelConfig, name string, info infer.ModelInfo, e infer.Config) (*kservepb.ModelConfig, error) {
+// config.pbtxt; nil: none) with what it leaves out filled from the graph
+// info, the engine's batch size as max_batch_size of a model without one
+// that batches, and the engine config e with the completed config's
+// settings in force. A config.pbtxt that does not fit the graph is an
+// error wrapping ErrModelConfig that names the field at fault.
+func completeConfig(raw *kservepb.ModelConfig, name string, info infer.ModelInfo, e infer.Config) (*kservepb.ModelConfig, infer.Config, error) {
 	completed := modelconfig.Complete(raw, name, info, cmp.Or(e.MaxBatch, infer.DefaultMaxBatch))
 	if raw == nil {
-		return completed, nil
+		return completed, e, nil
 	}
 	if err := modelconfig.Check(completed, info); err != nil {
-		return nil, fmt.Errorf("%w: model %q: config.pbtxt: %w", ErrModelConfig, name, err)
+		return nil, e, fmt.Errorf("%w: model %q: config.pbtxt: %w", ErrModelConfig, name, err)
 	}
-	return completed, nil
+	return completed, withSettings(e, modelconfig.SettingsOf(completed)), nil
+}
+
+// configured completes and checks raw (a config.pbtxt; nil: none, then
+// it returns nil and e as they are) against model's graph, read without
+// serving it (one session opened and closed: what the config says about
+// batching and instances decides how the engine loads), and returns the
+// completed config with the engine config it sets.
+func configured(raw *kservepb.ModelConfig, model Model, e infer.Config) (*kservepb.ModelConfig, infer.Config, error) {
+	if raw == nil {
+		return nil, e, nil
+	}
+	info, err := ReadInfo(e.ModelPath, e.ModelKey)
+	if err != nil {
+		return nil, e, err
+	}
+	return completeConfig(raw, model.Name, info, e)
 }
 
 // describeModel is model as a node that does not serve it describes it:
-// its graph read from path, the batching its workers decide with engine
-// settings e (and raw's, a config.pbtxt; nil: none), and its completed
-// configuration.
+// its graph read from its path, the batching its workers decide with
+// engine settings e (and raw's, a config.pbtxt; nil: none), and its
+// completed configuration.
 func describeModel(model Model, raw *kservepb.ModelConfig, e infer.Config) (Model, error) {
 	e.Batching = cmp.Or(model.Batching, e.Batching)
-	if raw != nil {
-		e = withSettings(e, modelconfig.SettingsOf(raw))
-	}
 	info, err := ReadInfo(model.Path, e.ModelKey)
+	if err != nil {
+		return model, err
+	}
+	if raw != nil {
+		// The graph as ONNX Runtime reads it, for the check.
+		model.Config, e, err = completeConfig(raw, model.Name, info, e)
+	}
 	if err == nil {
 		info, err = infer.DecideBatching(info, e.Batching)
 	}
 	if err != nil {
 		return model, err
 	}
-	if raw != nil {
-		info.BatchReason = batchReason(modelconfig.SettingsOf(raw))
+	if raw == nil {
+		model.Config, _, _ = completeConfig(nil, model.Name, info, e)
+	} else {
+		info.BatchReason = batchReason(modelconfig.SettingsOf(model.Config))
 	}
 	model.Info = info
-	model.Config, err = completeConfig(raw, model.Name, info, e)
-	return model, err
+	return model, nil
 }
