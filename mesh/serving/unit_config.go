@@ -3,6 +3,7 @@ package serving
 import (
 	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
@@ -50,7 +51,9 @@ func batchReason(s modelconfig.Settings) string {
 		return fmt.Sprintf("config.pbtxt: max_batch_size %d without dynamic_batching: each request runs alone, as its own batch", s.MaxBatch)
 	}
 	why := fmt.Sprintf("config.pbtxt: dynamic_batching, max_batch_size %d, max_queue_delay %v", s.MaxBatch, s.MaxQueueDelay)
-	if len(s.Preferred) > 0 {
+	// Auto-complete makes [max_batch_size] the preferred size, which is
+	// what the batcher aims at anyway.
+	if len(s.Preferred) > 0 && !slices.Equal(s.Preferred, []int{s.MaxBatch}) {
 		why += fmt.Sprintf(", preferred_batch_size %v ignored", s.Preferred)
 	}
 	return why
