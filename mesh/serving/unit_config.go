@@ -36,7 +36,7 @@ func withSettings(e infer.Config, s modelconfig.Settings) infer.Config {
 		e.Parallelism = s.Instances
 	}
 	e.ExecutionProvider = cmp.Or(s.ExecutionProvider, e.ExecutionProvider)
-	// TODO(lead): e.Reshape = s.Reshape once infer.Config has helper cfg's Reshape field.
+	// TODO(lead, at merge): e.Reshape = s.EngineReshape() (helper cfg's infer.Config.Reshape).
 	return e
 }
 
