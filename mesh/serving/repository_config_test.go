@@ -2,11 +2,13 @@ package serving_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +92,10 @@ func TestRepositoryModelConfig(t *testing.T) {
 		}
 	}
 	putModel(t, repo, "versions", "2", "model.onnx", addModel)
+	// Version 2 does not load: version 1 takes the model's job.
+	putModel(t, repo, "halfbroken", "1", "model.onnx", addModel)
+	putBytes(t, repo, "halfbroken", "2", "model.onnx", []byte("not onnx"))
+	putConfig(t, repo, "halfbroken", `version_policy: { all: {} }`)
 	// x: FP32 [1,4], a fixed dim 0: no batch dimension to stack along.
 	putModel(t, repo, "fixed", "1", "model.onnx", "../../infer/testdata/fixed_f32.onnx")
 	putConfig(t, repo, "fixed", `max_batch_size: 4 dynamic_batching {}`)
@@ -167,14 +173,26 @@ func TestRepositoryModelConfig(t *testing.T) {
 				t.Errorf("version %s: infer on %s: got version %q, %v", tc.version, tc.job, v, err)
 			}
 		}
-		var states []string
-		for _, e := range n.Repository().Index(false) {
-			if e.Name == "versions" {
-				states = append(states, e.Version+":"+e.State)
+		states := func(name string) []string {
+			var out []string
+			for _, e := range n.Repository().Index(false) {
+				if e.Name == name {
+					out = append(out, e.Version+":"+e.State)
+				}
 			}
+			return out
 		}
-		if want := []string{"1:READY", "2:READY"}; !slices.Equal(states, want) {
-			t.Errorf("index: got %v, want %v", states, want)
+		if got, want := states("versions"), []string{"1:READY", "2:READY"}; !slices.Equal(got, want) {
+			t.Errorf("index of versions: got %v, want %v", got, want)
+		}
+		if got, want := states("halfbroken"), []string{"1:READY", "2:UNAVAILABLE"}; !slices.Equal(got, want) {
+			t.Errorf("index of halfbroken: got %v, want %v", got, want)
+		}
+		if m, ok := served(ms, "halfbroken", "1"); !ok || m.Job != "mc-halfbroken" {
+			t.Errorf("halfbroken version 1: got %+v (served %v), want it on job mc-halfbroken", m, ok)
+		}
+		if e := index(n, "halfbroken"); !strings.Contains(e.Reason, "version 2 failed to load, version 1 serves") {
+			t.Errorf("halfbroken: got reason %q, want version 2's failure", e.Reason)
 		}
 		// A request without a version reaches the last listed: the latest.
 		last := slices.IndexFunc(ms, func(m serving.Model) bool { return m.Name == "versions" && m.Version == "2" })
@@ -281,5 +299,71 @@ func TestRepositoryVersionPolicyPoll(t *testing.T) {
 	// however many polls ran between them.
 	if got := log.count("not_triton_field"); got != 4 {
 		t.Errorf("warnings naming not_triton_field: got %d, want 4", got)
+	}
+}
+
+// TestScanRepositoryConfig: the scan reads each model's config.pbtxt and
+// lists the versions its version_policy picks, each with its file or the
+// reason it has none; a config that keeps the model from serving at all
+// is the entry's error, wrapping ErrModelConfig.
+func TestScanRepositoryConfig(t *testing.T) {
+	repo := t.TempDir()
+	for _, v := range []string{"1", "2", "3"} {
+		for _, name := range []string{"latest2", "all", "specific", "missing", "renamed", "unknown"} {
+			putModel(t, repo, name, v, "model.onnx", addModel)
+		}
+	}
+	if err := os.Remove(filepath.Join(repo, "all", "2", "model.onnx")); err != nil {
+		t.Fatal(err)
+	}
+	putConfig(t, repo, "latest2", `version_policy: { latest: { num_versions: 2 } }`)
+	putConfig(t, repo, "all", `version_policy: { all: {} }`)
+	putConfig(t, repo, "specific", `version_policy: { specific: { versions: [1, 3] } }`)
+	putConfig(t, repo, "missing", `version_policy: { specific: { versions: [4] } }`)
+	putConfig(t, repo, "renamed", `name: "other"`)
+	putConfig(t, repo, "unknown", "max_batch_size: 4\nnot_triton: 1\n")
+	entries, err := serving.ScanRepository(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, versions, err string
+		version             int64
+		warned              bool
+	}{
+		{name: "latest2", versions: "2 3", version: 3},
+		{name: "all", versions: "1 2! 3", version: 3}, // ! a version without its file
+		{name: "specific", versions: "1 3", version: 3},
+		{name: "missing", err: "version 4"},
+		{name: "renamed", err: `name "other" differs from the model directory's name`},
+		{name: "unknown", versions: "3", version: 3, warned: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i := slices.IndexFunc(entries, func(e serving.RepoEntry) bool { return e.Name == tc.name })
+			if i < 0 {
+				t.Fatalf("not listed: %+v", entries)
+			}
+			e := entries[i]
+			var vs []string
+			for _, v := range e.Versions {
+				s := strconv.FormatInt(v.Version, 10)
+				if v.Err != nil {
+					s += "!"
+				}
+				vs = append(vs, s)
+			}
+			if got := strings.Join(vs, " "); got != tc.versions || (tc.err == "" && e.Version != tc.version) {
+				t.Errorf("versions: got %q (serving %d), want %q (%d)", got, e.Version, tc.versions, tc.version)
+			}
+			switch {
+			case tc.err == "" && e.Err != nil:
+				t.Errorf("got error %v, want none", e.Err)
+			case tc.err != "" && (e.Err == nil || !strings.Contains(e.Err.Error(), tc.err) || !errors.Is(e.Err, serving.ErrModelConfig)):
+				t.Errorf("got error %v, want one holding %q wrapping ErrModelConfig", e.Err, tc.err)
+			}
+			if warned := slices.ContainsFunc(e.Warnings, func(w string) bool { return strings.Contains(w, "not_triton") }); warned != tc.warned {
+				t.Errorf("warnings: got %q, want one naming not_triton: %v", e.Warnings, tc.warned)
+			}
+		})
 	}
 }
