@@ -73,7 +73,7 @@ func nodeHTTPConfig(d doorDeps) httpdoor.Config {
 func doorModels(models []serving.Model) []door.Model {
 	out := make([]door.Model, len(models))
 	for i, m := range models {
-		out[i] = door.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info}
+		out[i] = door.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info, Config: m.Config}
 	}
 	return out
 }

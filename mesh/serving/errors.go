@@ -18,4 +18,11 @@ var (
 	// ShutdownGrace. It is what SIGTERM and `cluster-serving shutdown` ask
 	// for. Any other end of ctx drains too, without the log line.
 	ErrShutdown = errors.New("serving: shut down")
+
+	// ErrModelConfig is wrapped by the errors of a model's config.pbtxt
+	// that keep it from serving: a file that does not parse, a platform
+	// other than ONNX, a version_policy naming versions not on disk, or
+	// inputs and outputs that do not match the ONNX graph. The message
+	// names the field at fault.
+	ErrModelConfig = errors.New("serving: model config")
 )

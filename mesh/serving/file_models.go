@@ -8,6 +8,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -104,6 +105,12 @@ type Model struct {
 	// Info describes the inputs and outputs: filled by a Unit once the
 	// model is loaded, or by a Node that describes models; zero otherwise.
 	Info infer.ModelInfo
+	// Config is the model's Triton configuration, completed from the
+	// graph (its config.pbtxt in a model repository; without one, as
+	// Triton's auto-complete, with the engine's batch size as
+	// max_batch_size): what the doors answer at /v2/models/{m}/config.
+	// Filled with Info; nil otherwise.
+	Config *kservepb.ModelConfig
 }
 
 // ServedModels lists the configured models. The first is the default

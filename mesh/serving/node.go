@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
-	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -236,15 +235,12 @@ func (n *Node) loadModels() error {
 	}
 	for i, m := range n.models {
 		if !n.cfg.Serve {
-			info, err := ReadInfo(m.Path, n.cfg.Unit.Engine.ModelKey)
-			if err == nil {
-				// What the workers decide, given the same keys.
-				info, err = infer.DecideBatching(info, cmp.Or(m.Batching, n.cfg.Unit.Engine.Batching))
-			}
+			// What the workers decide, given the same keys.
+			described, err := describeModel(m, nil, n.cfg.Unit.Engine)
 			if err != nil {
 				return fmt.Errorf("model %s version %s: %w", m.Name, m.Version, err)
 			}
-			n.models[i].Info = info
+			n.models[i] = described
 			continue
 		}
 		u, err := NewUnit(n.cfg.unit(m))

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
@@ -217,7 +218,9 @@ func externalNATS(tb testing.TB) string {
 // batching decision and reason reach the node's models (what the HTTP
 // door's metadata shows) and worker discovery (what status shows): a
 // model summing over dim 0 (its output's dim 0 is fixed) does not batch,
-// a models entry's batching: off wins over the shapes.
+// a models entry's batching: off wins over the shapes. Each model's
+// Triton config, completed from the graph, says the same: the engine's
+// batch size as max_batch_size where it batches, else 0.
 func TestBatchingReported(t *testing.T) {
 	cfg := addConfig(t, "badd", "")
 	cfg.Serve = true
@@ -231,11 +234,17 @@ func TestBatchingReported(t *testing.T) {
 		"bsum": {"false", `output "y" has fixed dim 0 = 1`},
 		"boff": {"false", "config batching: off"},
 	}
+	// (A model whose batching is off by config gets what auto-complete
+	// makes of its graph.)
+	maxBatch := map[string]int32{"badd": infer.DefaultMaxBatch, "bsum": 0}
 	r := runReady(t, cfg)
 	for _, m := range r.Models() {
 		w := want[m.Job]
 		if got := m.Info.DynamicBatch; (got && w.batching != "true") || (!got && w.batching != "false") || m.Info.BatchReason != w.reason {
 			t.Errorf("model %s: got batching %v (%s), want %s (%s)", m.Name, got, m.Info.BatchReason, w.batching, w.reason)
+		}
+		if want, ok := maxBatch[m.Job]; m.Config == nil || m.Config.Name != m.Name || (ok && m.Config.MaxBatchSize != want) {
+			t.Errorf("model %s: config: got %v, want its name and max_batch_size %d", m.Name, m.Config, want)
 		}
 	}
 	var ws []mesh.WorkerInfo
@@ -258,6 +267,9 @@ func TestBatchingReported(t *testing.T) {
 	for _, m := range d.Models() {
 		if w := want[m.Job]; m.Info.BatchReason != w.reason {
 			t.Errorf("described model %s: got reason %q, want %q", m.Name, m.Info.BatchReason, w.reason)
+		}
+		if want, ok := maxBatch[m.Job]; m.Config == nil || (ok && m.Config.MaxBatchSize != want) {
+			t.Errorf("described model %s: config: got %v, want max_batch_size %d", m.Name, m.Config, want)
 		}
 	}
 }

@@ -16,8 +16,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // Model states of the repository index, Triton's names.
@@ -49,7 +47,9 @@ const (
 
 // RepositoryConfig configures the model repository of a Node: a directory
 // with one sub-directory per model and numeric version directories inside
-// (see ScanRepository). The highest version of each model serves.
+// (see ScanRepository), and an optional Triton config.pbtxt per model
+// that configures it (see withSettings). The highest version of each
+// model serves, or the versions its config.pbtxt's version_policy picks.
 type RepositoryConfig struct {
 	// Dir is the repository directory. Empty: no repository (the node
 	// serves Config.Models).
@@ -101,10 +101,12 @@ func (c RepositoryConfig) validate() error {
 	return nil
 }
 
-// IndexEntry is one model of the repository index.
+// IndexEntry is one model version of the repository index.
 type IndexEntry struct {
-	// Name is the model's name; Version the version that serves (READY),
-	// else the highest found on disk ("" when none).
+	// Name is the model's name; Version a version that serves (READY), or
+	// one its version_policy picks that does not (UNAVAILABLE); for a
+	// model no version of which serves, the highest found on disk (""
+	// when none).
 	Name, Version string
 	// State is StateReady, StateUnavailable, StateLoading or StateUnloading.
 	State string
@@ -114,17 +116,36 @@ type IndexEntry struct {
 }
 
 // repoModel is the repository's record of one model. Guarded by
-// Repository.mu; unit and its worker's life are the Run loop's.
+// Repository.mu; its versions' units and workers' lives are the Run
+// loop's.
 type repoModel struct {
 	name, state, reason string
-	version             int64 // serving version; 0: none
-	found               int64 // highest version on disk at the last scan
-	model               Model // the serving version's Model (READY)
-	unit                *Unit // nil on a node that only describes models
-	stop                context.CancelFunc
-	done                chan struct{}
-	unloaded            bool   // explicitly unloaded: polling leaves it alone
-	failedAt            string // "<path> <size> <mtime>" of the version that last failed
+	found               int64                  // highest version picked at the last scan
+	served              map[int64]*repoVersion // the versions that serve (READY)
+	failed              map[int64]string       // picked versions that do not serve: why
+	unloaded            bool                   // explicitly unloaded: polling leaves it alone
+	// failedAt holds, per version, "<path> <size> <mtime>" of the model
+	// file (and config.pbtxt) that last failed; 0 a model-level error.
+	failedAt map[int64]string
+}
+
+// repoVersion is one serving version of a model.
+type repoVersion struct {
+	version int64
+	model   Model // with its Info and completed Config
+	unit    *Unit // nil on a node that only describes models
+	stop    context.CancelFunc
+	done    chan struct{}
+	stamp   string // config.pbtxt's fileStamp when it loaded
+}
+
+// highest is the highest serving version of m; 0: none.
+func (m *repoModel) highest() int64 {
+	var v int64
+	for k := range m.served {
+		v = max(v, k)
+	}
+	return v
 }
 
 // repoOp is a load or unload the Run loop carries out.
@@ -184,23 +205,36 @@ func newRepository(n *Node, cfg RepositoryConfig) (*Repository, error) {
 	return r, nil
 }
 
-// job is the job of model name.
-func (r *Repository) job(name string) string {
-	if name == r.cfg.Job {
+// job is the job of version v of model name: the highest serving
+// version (latest) is on the model's job (jobName for the model named
+// like it, <jobName>-<name> for the others), so that a new version's
+// worker joins its consumer beside the old one's; any other version on
+// <jobName>-<name>-v<version>, as a models entry's (File.ServedModels).
+func (r *Repository) job(name string, v int64, latest bool) string {
+	switch {
+	case !latest:
+		return r.cfg.Job + "-" + name + "-v" + strconv.FormatInt(v, 10)
+	case name == r.cfg.Job:
 		return name
 	}
 	return r.cfg.Job + "-" + name
 }
 
-// Models lists the models that serve now, with their serving version:
-// the model named like the job first (the default model), then by name.
+// Models lists the model versions that serve now: the one on the job
+// itself (the default model's latest) first, then by name and version,
+// ascending, so that a door's request without a version (door.Lookup
+// takes the last listed) reaches a model's latest; but for the default
+// model's older versions, listed after its latest.
 func (r *Repository) Models() []Model {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Model
 	for _, m := range r.models {
-		if m.state == StateReady {
-			out = append(out, m.model)
+		if m.state != StateReady {
+			continue
+		}
+		for _, v := range m.served {
+			out = append(out, v.model)
 		}
 	}
 	slices.SortFunc(out, func(a, b Model) int {
@@ -210,9 +244,14 @@ func (r *Repository) Models() []Model {
 			}
 			return 1
 		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(strings.Compare(a.Name, b.Name), compareVersions(a.Version, b.Version))
 	})
 	return out
+}
+
+// compareVersions orders decimal versions by value.
+func compareVersions(a, b string) int {
+	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
 }
 
 // units lists the serving units.
@@ -221,8 +260,10 @@ func (r *Repository) units() []*Unit {
 	defer r.mu.Unlock()
 	var out []*Unit
 	for _, m := range r.models {
-		if m.unit != nil {
-			out = append(out, m.unit)
+		for _, v := range m.served {
+			if v.unit != nil {
+				out = append(out, v.unit)
+			}
 		}
 	}
 	return out
@@ -239,11 +280,7 @@ func (r *Repository) Index(ready bool) []IndexEntry {
 	var out []IndexEntry
 	for name, m := range r.models {
 		seen[name] = true
-		e := IndexEntry{Name: name, State: m.state, Reason: m.reason}
-		if v := cmp.Or(m.version, m.found); v > 0 {
-			e.Version = strconv.FormatInt(v, 10)
-		}
-		out = append(out, e)
+		out = append(out, m.index()...)
 	}
 	for _, e := range entries {
 		if seen[e.Name] {
@@ -261,7 +298,37 @@ func (r *Repository) Index(ready bool) []IndexEntry {
 	if ready {
 		out = slices.DeleteFunc(out, func(e IndexEntry) bool { return e.State != StateReady })
 	}
-	slices.SortFunc(out, func(a, b IndexEntry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b IndexEntry) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), compareVersions(a.Version, b.Version))
+	})
+	return out
+}
+
+// index lists m's entries: one per serving version (the highest carries
+// the model's reason) and one per picked version that does not serve;
+// a model no version of which serves is one entry, its highest version.
+func (m *repoModel) index() []IndexEntry {
+	if m.state != StateReady {
+		e := IndexEntry{Name: m.name, State: m.state, Reason: m.reason}
+		if m.found > 0 {
+			e.Version = strconv.FormatInt(m.found, 10)
+		}
+		return []IndexEntry{e}
+	}
+	var out []IndexEntry
+	top := m.highest()
+	for v := range m.served {
+		e := IndexEntry{Name: m.name, Version: strconv.FormatInt(v, 10), State: StateReady}
+		if v == top {
+			e.Reason = m.reason
+		}
+		out = append(out, e)
+	}
+	for v, why := range m.failed {
+		if m.served[v] == nil {
+			out = append(out, IndexEntry{Name: m.name, Version: strconv.FormatInt(v, 10), State: StateUnavailable, Reason: why})
+		}
+	}
 	return out
 }
 
@@ -301,10 +368,11 @@ func (r *Repository) controlRefused(what string) error {
 	return nil
 }
 
-// Load loads (or reloads) the highest version of model name from the
-// repository, waits until it serves and returns nil; the serving version,
-// if any, keeps serving until then, and keeps serving when the load
-// fails. A model not in the repository is a *status.Error 404, one that
+// Load loads (or reloads) the versions of model name its version_policy
+// picks (the highest by default) from the repository, re-reading its
+// config.pbtxt, waits until they serve and returns nil; the serving
+// versions, if any, keep serving until then, and keep serving when no
+// picked version loads. A model not in the repository is a *status.Error 404, one that
 // fails to load a *status.Error 400 with the reason; ErrRepositoryStopped
 // when the node does not run. Outside ControlExplicit it is a
 // *status.Error 403 (see controlRefused).
@@ -355,17 +423,19 @@ func (r *Repository) do(ctx context.Context, op repoOp) error {
 func (r *Repository) Run(ctx context.Context, nc *nats.Conn) error {
 	r.mu.Lock()
 	r.nc = nc
-	var start []*repoModel
+	var start []*repoVersion
 	for _, m := range r.models {
-		if m.unit != nil && m.stop == nil {
-			start = append(start, m)
+		for _, v := range m.served {
+			if v.unit != nil && v.stop == nil {
+				start = append(start, v)
+			}
 		}
 	}
 	r.mu.Unlock()
 	defer close(r.ended)
-	for _, m := range start {
-		stop, done := r.runUnit(ctx, m.unit)
-		r.set(func() { m.stop, m.done = stop, done })
+	for _, v := range start {
+		stop, done := r.runUnit(ctx, v.unit)
+		r.set(func() { v.stop, v.done = stop, done })
 	}
 	defer r.stopAll()
 	var tick <-chan time.Time
@@ -406,8 +476,10 @@ func (r *Repository) stopAll() {
 	r.mu.Lock()
 	var dones []chan struct{}
 	for _, m := range r.models {
-		if m.done != nil {
-			dones = append(dones, m.done)
+		for _, v := range m.served {
+			if v.done != nil {
+				dones = append(dones, v.done)
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -472,7 +544,7 @@ func (r *Repository) record(name string) *repoModel {
 	defer r.mu.Unlock()
 	m := r.models[name]
 	if m == nil {
-		m = &repoModel{name: name, state: StateUnavailable}
+		m = &repoModel{name: name, state: StateUnavailable, served: map[int64]*repoVersion{}, failed: map[int64]string{}, failedAt: map[int64]string{}}
 		r.models[name] = m
 	}
 	return m
@@ -484,139 +556,6 @@ func (r *Repository) set(f func()) {
 	f()
 }
 
-// apply brings model e to its highest version. explicit (the load API)
-// reloads even the version that serves and loads a model that was
-// unloaded; a poll loads only what changed and does not retry a version
-// that failed until its file changes. ctx is Run's (Background before
-// Run: the unit's worker starts with Run).
-func (r *Repository) apply(ctx context.Context, e RepoEntry, explicit bool) error {
-	m := r.record(e.Name)
-	r.mu.Lock()
-	m.found = e.Version
-	serving, unloaded, failedAt := m.version, m.unloaded, m.failedAt
-	r.mu.Unlock()
-	if !explicit && (unloaded || (serving == e.Version && serving > 0)) {
-		return nil
-	}
-	if e.Err != nil {
-		r.failed(m, e.Version, e.Err, explicit || failedAt != e.Err.Error())
-		r.set(func() { m.failedAt = e.Err.Error() })
-		return e.Err
-	}
-	stamp := fileStamp(e.Path)
-	if !explicit && stamp == failedAt {
-		return errors.New(m.reason)
-	}
-	version := strconv.FormatInt(e.Version, 10)
-	if serving == 0 {
-		r.set(func() { m.state, m.reason = StateLoading, "" })
-	}
-	model := Model{Name: e.Name, Version: version, Path: e.Path, Job: r.job(e.Name)}
-	unit, info, err := r.load(model)
-	if err != nil {
-		r.set(func() { m.failedAt = stamp })
-		r.failed(m, e.Version, err, true)
-		return err
-	}
-	model.Info = info
-	var stop context.CancelFunc
-	var done chan struct{}
-	if r.nc != nil {
-		if err := r.node.ensureStreams(ctx, model.Job); err != nil {
-			if unit != nil {
-				_ = unit.Close()
-			}
-			r.failed(m, e.Version, err, true)
-			return err
-		}
-	}
-	if unit != nil && r.nc != nil {
-		stop, done = r.runUnit(ctx, unit)
-		if err := waitUnit(ctx, unit, done); err != nil {
-			stop()
-			<-done
-			_ = unit.Close()
-			r.failed(m, e.Version, err, true)
-			return err
-		}
-	}
-	var old *repoModel
-	r.set(func() {
-		prev := *m
-		old = &prev
-		m.state, m.reason, m.version, m.model, m.unit, m.stop, m.done = StateReady, "", e.Version, model, unit, stop, done
-		m.unloaded, m.failedAt = false, ""
-	})
-	r.log.Info("model repository: version serves", "name", e.Name, "version", version, "was", old.version, "job", model.Job, "path", e.Path)
-	r.retire(old)
-	return nil
-}
-
-// load loads model: a Unit on a serving node, else its description.
-func (r *Repository) load(model Model) (*Unit, infer.ModelInfo, error) {
-	if !r.node.cfg.Serve {
-		info, err := ReadInfo(model.Path, r.node.cfg.Unit.Engine.ModelKey)
-		return nil, info, err
-	}
-	u, err := NewUnit(r.node.cfg.unit(model))
-	if err != nil {
-		return nil, infer.ModelInfo{}, err
-	}
-	return u, u.Info(), nil
-}
-
-// waitUnit waits until u's worker pulls records and shows in discovery,
-// or its Run returned.
-func waitUnit(ctx context.Context, u *Unit, done chan struct{}) error {
-	for !u.consuming() {
-		select {
-		case <-done:
-			return fmt.Errorf("model %s version %s: its worker did not start", u.Model().Name, u.Model().Version)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-// retire drains the worker of a version that no longer serves and closes
-// its engine.
-func (r *Repository) retire(old *repoModel) {
-	if old.stop != nil {
-		old.stop()
-		<-old.done
-	}
-	if old.unit != nil {
-		if err := old.unit.Close(); err != nil {
-			r.log.Warn("model repository: close the old version", "name", old.name, "version", old.version, "err", err)
-		}
-	}
-}
-
-// failed records that version of m did not load; log says whether to log
-// it (a poll logs a failure once, not at every poll).
-func (r *Repository) failed(m *repoModel, version int64, err error, log bool) {
-	var serving int64
-	r.set(func() {
-		serving = m.version
-		if serving > 0 {
-			m.reason = fmt.Sprintf("version %d failed to load, version %d serves: %v", version, serving, err)
-			return
-		}
-		m.state, m.reason = StateUnavailable, err.Error()
-	})
-	if !log {
-		return
-	}
-	if serving > 0 {
-		r.log.Warn("model repository: new version failed to load; the old one keeps serving", "name", m.name, "version", version,
-			"serving", serving, "err", err)
-		return
-	}
-	r.log.Warn("model repository: model failed to load", "name", m.name, "version", version, "err", err)
-}
-
 // unload stops serving name; explicit marks it unloaded for polls.
 func (r *Repository) unload(name, reason string, explicit bool) error {
 	r.mu.Lock()
@@ -625,13 +564,15 @@ func (r *Repository) unload(name, reason string, explicit bool) error {
 		r.mu.Unlock()
 		return status.Errorf(status.NotFound, "model %q is not loaded", name)
 	}
-	prev := *m
+	prev, version := m.served, m.highest()
 	m.state, m.reason, m.unloaded = StateUnloading, "", explicit
-	m.unit, m.stop, m.done, m.version = nil, nil, nil, 0
+	m.served, m.failed = map[int64]*repoVersion{}, map[int64]string{}
 	r.mu.Unlock()
-	r.retire(&prev)
+	for _, v := range prev {
+		r.retire(name, v)
+	}
 	r.set(func() { m.state, m.reason = StateUnavailable, reason })
-	r.log.Info("model repository: model unloaded", "name", name, "version", prev.version, "reason", reason)
+	r.log.Info("model repository: model unloaded", "name", name, "version", version, "reason", reason)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -20,19 +23,37 @@ var ErrRepositoryLayout = errors.New("serving: model repository layout")
 
 // RepoEntry is one model directory of a model repository as ScanRepository
 // found it, Triton's layout: <repository>/<name>/<version>/model.onnx,
-// version a positive integer.
+// version a positive integer, and an optional <name>/config.pbtxt.
 type RepoEntry struct {
 	// Name is the directory's name, the model's name.
 	Name string
-	// Version is the highest numeric version directory, the one that
-	// serves; 0 when there is none.
+	// Version is the highest version that serves (of Versions); 0 when
+	// there is none.
 	Version int64
 	// Path is the model file of Version: model.onnx, or the one .onnx
 	// file of the version directory.
 	Path string
-	// Err says why the model cannot serve (wrapping ErrRepositoryLayout
-	// or a model file error of infer); nil when Path is set.
+	// Versions are the versions the config's version_policy serves
+	// (default: the highest), ascending, each with its file or error.
+	Versions []RepoVersion
+	// Config is the model's config.pbtxt as written (see
+	// modelconfig.Read); nil without one. Warnings are what the read
+	// tolerated (unknown fields).
+	Config   *kservepb.ModelConfig
+	Warnings []string
+	// Err says why the model cannot serve (wrapping ErrRepositoryLayout,
+	// ErrModelConfig or a model file error of infer): no version of it
+	// can, or its config.pbtxt is at fault. nil when Path is set.
 	Err error
+}
+
+// RepoVersion is one version directory of a model that its
+// version_policy serves.
+type RepoVersion struct {
+	Version int64
+	// Path is its model file; Err why it has none (ErrRepositoryLayout).
+	Path string
+	Err  error
 }
 
 // ScanRepository lists the model directories of dir, by name. Files and
@@ -73,35 +94,108 @@ func scanModel(path, name string) RepoEntry {
 			ErrRepositoryLayout, name)
 		return m
 	}
-	entries, err := os.ReadDir(path)
+	if m.Config, m.Warnings, m.Err = readConfig(path, name); m.Err != nil {
+		return m
+	}
+	onDisk, err := versionDirs(path)
 	if err != nil {
 		m.Err = fmt.Errorf("%w: %w", ErrRepositoryLayout, err)
 		return m
 	}
+	if len(onDisk) == 0 {
+		m.Err = fmt.Errorf("%w: model %q has no version directory: want %s/1/model.onnx (versions are positive integers; the highest serves)",
+			ErrRepositoryLayout, name, path)
+		return m
+	}
+	versions, err := modelconfig.Versions(cmp.Or(m.Config, &kservepb.ModelConfig{}), onDisk)
+	if err != nil {
+		m.Err = fmt.Errorf("%w: model %q: config.pbtxt: %w", ErrModelConfig, name, err)
+		return m
+	}
+	usable := false
+	for _, v := range versions {
+		rv := scanVersion(path, name, v)
+		m.Versions = append(m.Versions, rv)
+		usable = usable || rv.Err == nil
+	}
+	if len(m.Versions) == 0 {
+		m.Err = fmt.Errorf("%w: model %q: config.pbtxt: version_policy serves none of the versions %v", ErrModelConfig, name, onDisk)
+		return m
+	}
+	top := m.Versions[len(m.Versions)-1]
+	m.Version, m.Path = top.Version, top.Path
+	if !usable {
+		m.Err = top.Err
+	}
+	return m
+}
+
+// readConfig reads the model's config.pbtxt (nil, nil, nil without one)
+// and refuses one this server cannot serve at all: a platform or backend
+// other than ONNX (modelconfig.Check's message says how to export), or
+// a name other than the directory's (as Triton).
+func readConfig(path, name string) (*kservepb.ModelConfig, []string, error) {
+	cfg, warnings, err := modelconfig.Read(path)
+	switch {
+	case err != nil:
+		return nil, nil, fmt.Errorf("%w: model %q: %w", ErrModelConfig, name, err)
+	case cfg == nil:
+		return nil, nil, nil
+	case cfg.Name != "" && cfg.Name != name:
+		return nil, nil, fmt.Errorf("%w: model %q: config.pbtxt: name %q differs from the model directory's name", ErrModelConfig, name, cfg.Name)
+	}
+	// Only the platform is checked before a version loads (there is no
+	// graph yet: its inputs and outputs are checked once it has), in
+	// modelconfig.Check's words.
+	if !isONNX(cfg) {
+		err := modelconfig.Check(&kservepb.ModelConfig{Platform: cfg.Platform, Backend: cfg.Backend}, infer.ModelInfo{})
+		if err == nil {
+			err = fmt.Errorf("platform %q, backend %q: only ONNX models serve here: export the model to ONNX", cfg.Platform, cfg.Backend)
+		}
+		return nil, nil, fmt.Errorf("%w: model %q: config.pbtxt: %w", ErrModelConfig, name, err)
+	}
+	return cfg, warnings, nil
+}
+
+// isONNX reports whether cfg's platform and backend, where set, are
+// Triton's names of an ONNX model.
+func isONNX(cfg *kservepb.ModelConfig) bool {
+	return (cfg.Platform == "" || cfg.Platform == modelconfig.Platform) && (cfg.Backend == "" || cfg.Backend == modelconfig.Backend)
+}
+
+// versionDirs lists the numeric version directories of a model directory.
+func versionDirs(path string) ([]int64, error) {
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
 	for _, e := range entries {
 		v, err := strconv.ParseInt(e.Name(), 10, 64)
 		if err != nil || v <= 0 || strconv.FormatInt(v, 10) != e.Name() || !isDir(path, e) {
 			continue
 		}
-		m.Version = max(m.Version, v)
+		out = append(out, v)
 	}
-	if m.Version == 0 {
-		m.Err = fmt.Errorf("%w: model %q has no version directory: want %s/1/model.onnx (versions are positive integers; the highest serves)",
-			ErrRepositoryLayout, name, path)
-		return m
-	}
-	vdir := filepath.Join(path, strconv.FormatInt(m.Version, 10))
+	slices.Sort(out)
+	return out, nil
+}
+
+// scanVersion finds the model file of version v.
+func scanVersion(path, name string, v int64) RepoVersion {
+	rv := RepoVersion{Version: v}
+	vdir := filepath.Join(path, strconv.FormatInt(v, 10))
 	if file := filepath.Join(vdir, "model.onnx"); fileExists(file) {
-		m.Path = file
-		return m
+		rv.Path = file
+		return rv
 	}
 	file, err := infer.ModelFile(vdir)
 	if err != nil {
-		m.Err = fmt.Errorf("%w: model %q version %d: %w", ErrRepositoryLayout, name, m.Version, err)
-		return m
+		rv.Err = fmt.Errorf("%w: model %q version %d: %w", ErrRepositoryLayout, name, v, err)
+		return rv
 	}
-	m.Path = file
-	return m
+	rv.Path = file
+	return rv
 }
 
 func fileExists(path string) bool {

@@ -27,8 +27,10 @@ models: []
 # A model repository instead of modelPath and models (set one of the
 # three): a directory with one sub-directory per model and numeric version
 # directories inside, as Triton lays them out: <dir>/<name>/<version>/model.onnx
-# (or the one .onnx file of the version directory). The highest version
-# serves; a new one swaps in without dropping a request. The model named
+# (or the one .onnx file of the version directory), and an optional Triton
+# <dir>/<name>/config.pbtxt (docs/operate.md "config.pbtxt"). The highest
+# version serves (or those its version_policy picks); a new one swaps in
+# without dropping a request. The model named
 # jobName takes the job jobName (/predict, the Redis door and
 # serving.<jobName>.predict reach it); every other model the job
 # <jobName>-<name>. POST /v2/repository/index, /v2/repository/models/<name>/load

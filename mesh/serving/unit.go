@@ -12,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -43,6 +45,12 @@ type UnitConfig struct {
 	// Metrics records the model load, engine stages and worker figures;
 	// nil records none.
 	Metrics *telemetry.Metrics
+	// ModelConfig is the model's Triton config.pbtxt as written (a model
+	// repository's); nil: none. Before the engine loads, it is completed
+	// from the graph and checked against it (see configured), and the
+	// completed config's settings override Engine's and Model's (see
+	// withSettings).
+	ModelConfig *kservepb.ModelConfig
 }
 
 // Validate reports the first invalid field: ErrInvalidConfig for Model, or
@@ -116,6 +124,7 @@ type Unit struct {
 	worker atomic.Pointer[mesh.Worker]
 	// running is true while Run serves; stopped once the engine closed.
 	running, stopped atomic.Bool
+	sessions         int // the engine's ONNX Runtime sessions
 }
 
 // NewUnit validates cfg, loads the model and warms it up (infer.New),
@@ -128,8 +137,11 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	began := time.Now()
-	ecfg := cfg.engine()
-	engine, err := infer.New(ecfg)
+	completed, ecfg, err := configured(cfg.ModelConfig, cfg.Model, cfg.engine())
+	var engine *infer.Engine
+	if err == nil {
+		engine, err = infer.New(ecfg)
+	}
 	outcome := telemetry.OutcomeOK
 	if err != nil {
 		outcome = telemetry.OutcomeError
@@ -138,12 +150,18 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Unit{cfg: cfg, engine: engine}
+	u := &Unit{cfg: cfg, engine: engine, sessions: cmp.Or(ecfg.Parallelism, infer.DefaultParallelism)}
 	u.cfg.Model.Info = engine.Info()
+	if completed == nil {
+		completed, _, _ = completeConfig(nil, cfg.Model.Name, u.cfg.Model.Info, ecfg)
+	} else {
+		u.cfg.Model.Info.BatchReason = batchReason(modelconfig.SettingsOf(completed))
+	}
+	u.cfg.Model.Config = completed
 	info := u.cfg.Model.Info
 	cfg.Logger.Info("model loaded", "name", cfg.Model.Name, "version", cfg.Model.Version, "job", cfg.Model.Job, "model", info.Path,
 		"inputs", FormatIO(info.Inputs), "outputs", FormatIO(info.Outputs),
-		"sessions", cmp.Or(ecfg.Parallelism, infer.DefaultParallelism), "threads", cmp.Or(ecfg.Threads, infer.DefaultThreads),
+		"sessions", u.sessions, "threads", cmp.Or(ecfg.Threads, infer.DefaultThreads),
 		"provider", cmp.Or(ecfg.ExecutionProvider, infer.ProviderCPU), "batching", info.DynamicBatch, "batching_reason", info.BatchReason,
 		"took", time.Since(began).Round(time.Millisecond))
 	return u, nil
@@ -151,6 +169,10 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 
 // Model returns the unit's model, with its description.
 func (u *Unit) Model() Model { return u.cfg.Model }
+
+// Sessions is the number of ONNX Runtime sessions the engine loaded
+// (modelParallelism, or a config.pbtxt's instance_group count).
+func (u *Unit) Sessions() int { return u.sessions }
 
 // Info describes the model's inputs and outputs.
 func (u *Unit) Info() infer.ModelInfo { return u.cfg.Model.Info }
