@@ -38,6 +38,10 @@ type Config struct {
 	// InputAlreadyBatched means each record already carries its batch dim.
 	// Config key: inputAlreadyBatched.
 	InputAlreadyBatched bool
+	// MaxRequestBatch is the most rows a record may carry along dim 0
+	// (Triton's max_batch_size, from a model's config.pbtxt): a record
+	// with more is an *InputError naming it. 0: no limit.
+	MaxRequestBatch int
 	// ImageResize is the (height, width) images are resized to (bilinear)
 	// before they feed the model; zero keeps their size. Config key:
 	// imageResize ("h,w").

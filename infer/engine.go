@@ -312,6 +312,9 @@ func (e *Engine) prepare(i int, rec []Tensor) (out []Tensor, added bool, err err
 			t.Shape = append([]int64{1}, t.Shape...)
 			added = true
 		}
+		if m := e.cfg.MaxRequestBatch; m > 0 && len(t.Shape) > 0 && t.Shape[0] > int64(m) {
+			return nil, false, NewInputError(i, in.Name, "batch size %d exceeds the model's max_batch_size %d (config.pbtxt)", t.Shape[0], m)
+		}
 		if !FitsShape(t.Shape, in.Shape) {
 			got := t.Shape
 			if add {

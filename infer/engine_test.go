@@ -110,6 +110,7 @@ func TestEngineShapes(t *testing.T) {
 func TestEngineInferErrors(t *testing.T) {
 	fixed := newEngine(t, infer.Config{ModelPath: model("fixed_f32"), InputAlreadyBatched: true})
 	add := newEngine(t, infer.Config{ModelPath: model("add_f32")})
+	capped := newEngine(t, infer.Config{ModelPath: model("add_f32"), MaxRequestBatch: 2, InputAlreadyBatched: true})
 	tests := []struct {
 		name string
 		e    *infer.Engine
@@ -121,6 +122,7 @@ func TestEngineInferErrors(t *testing.T) {
 		{"wrong width", add, [][]infer.Tensor{{f32([]int64{3}, 1, 2, 3)}}, `input "x": shape [3] does not match model [-1 4]`},
 		{"data does not fit shape", add, [][]infer.Tensor{{f32([]int64{4}, 1, 2)}}, "needs 4 elements"},
 		{"input count", add, [][]infer.Tensor{{}}, "got 0 inputs, model has 1"},
+		{"over max_batch_size", capped, [][]infer.Tensor{{f32([]int64{3, 4}, make([]float32, 12)...)}}, `input "x": batch size 3 exceeds the model's max_batch_size 2`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

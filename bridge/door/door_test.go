@@ -47,3 +47,21 @@ func TestUnknownModelSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupHighestVersion: a request without a version goes to the
+// highest version that serves, whatever order the catalog lists them in
+// (the repository lists the model named jobName's latest version first).
+func TestLookupHighestVersion(t *testing.T) {
+	models := []door.Model{{Name: "m", Version: "10"}, {Name: "m", Version: "2"}, {Name: "m", Version: "9"}, {Name: "n", Version: "1"}}
+	for _, version := range []string{"", "10"} {
+		if m, err := door.Lookup(models, nil, "m", version); err != nil || m.Version != "10" {
+			t.Errorf("Lookup(m, %q) = %v, %v; want version 10", version, m.Version, err)
+		}
+	}
+	if m, err := door.Lookup(models, nil, "m", "2"); err != nil || m.Version != "2" {
+		t.Errorf("Lookup(m, 2) = %v, %v", m.Version, err)
+	}
+	if _, err := door.Lookup(models, nil, "m", "3"); status.Of(err) != status.NotFound {
+		t.Errorf("Lookup(m, 3) = %v, want 404", err)
+	}
+}

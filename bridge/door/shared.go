@@ -15,15 +15,15 @@ import (
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
-// Lookup finds name at version ("" = the last listed version of name)
-// among models, the door's served models now. A name that serves at
-// other versions only is a 404 "has no version"; one that does not serve
-// is UnknownModel of c (nil for none).
+// Lookup finds name at version ("" = the highest version of name that
+// serves, as Triton picks) among models, the door's served models now. A
+// name that serves at other versions only is a 404 "has no version"; one
+// that does not serve is UnknownModel of c (nil for none).
 func Lookup(models []Model, c Catalog, name, version string) (Model, error) {
 	var found *Model
 	for i := range models {
 		m := &models[i]
-		if m.Name == name && (version == "" || m.Version == version) {
+		if m.Name == name && (version == "" || m.Version == version) && (found == nil || !newer(found.Version, m.Version)) {
 			found = m
 		}
 	}
@@ -36,6 +36,17 @@ func Lookup(models []Model, c Catalog, name, version string) (Model, error) {
 		}
 	}
 	return Model{}, UnknownModel(c, name)
+}
+
+// newer reports whether version a is above b: numerically when both are
+// numbers (Triton's versions are), else as strings.
+func newer(a, b string) bool {
+	x, errA := strconv.ParseInt(a, 10, 64)
+	y, errB := strconv.ParseInt(b, 10, 64)
+	if errA == nil && errB == nil {
+		return x > y
+	}
+	return a > b
 }
 
 // Message is the message both doors answer err with, beside its status

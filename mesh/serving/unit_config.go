@@ -27,7 +27,7 @@ import (
 func withSettings(e infer.Config, s modelconfig.Settings) infer.Config {
 	e.Batching = infer.BatchingOff
 	if s.MaxBatch > 0 {
-		e.MaxBatch = s.MaxBatch
+		e.MaxBatch, e.MaxRequestBatch = s.MaxBatch, s.MaxBatch
 	}
 	if s.MaxBatch > 0 && s.Dynamic {
 		e.Batching, e.MaxWait = infer.BatchingOn, s.MaxQueueDelay
@@ -36,7 +36,7 @@ func withSettings(e infer.Config, s modelconfig.Settings) infer.Config {
 		e.Parallelism = s.Instances
 	}
 	e.ExecutionProvider = cmp.Or(s.ExecutionProvider, e.ExecutionProvider)
-	// TODO(lead, at merge): e.Reshape = s.EngineReshape() (helper cfg's infer.Config.Reshape).
+	e.Reshape = s.EngineReshape()
 	return e
 }
 
