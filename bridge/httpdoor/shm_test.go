@@ -175,9 +175,15 @@ func TestSHMUnregisterInFlightHTTP(t *testing.T) {
 	}
 	body := strings.ReplaceAll(`{"inputs":[`+shmInput+`],"outputs":[{"name":"y","parameters":{"shared_memory_region":"out","shared_memory_byte_size":32}}]}`, `"in"`, `"flip"`)
 	var wg sync.WaitGroup
+	stop := make(chan struct{})
 	for range 4 {
 		wg.Go(func() {
-			for range 10 {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
 				st, b := call(t, "POST", e.url+"/v2/models/add/infer", body)
 				if st != 200 && (st != 400 || !strings.Contains(string(b), "is not registered")) {
 					t.Errorf("infer during unregister: got %d %s", st, b)
@@ -185,10 +191,11 @@ func TestSHMUnregisterInFlightHTTP(t *testing.T) {
 			}
 		})
 	}
-	for range 20 {
+	for range 50 {
 		register(t, e, "flip", inKey, 0, 32, 200)
 		call(t, "POST", e.url+"/v2/systemsharedmemory/region/flip/unregister", "")
 	}
+	close(stop)
 	wg.Wait()
 	if st, _ := call(t, "GET", e.url+"/v2/health/live", ""); st != 200 {
 		t.Errorf("live after: got %d", st)
