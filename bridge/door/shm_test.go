@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
@@ -131,18 +132,11 @@ func TestSharedMemoryUnregisterInFlight(t *testing.T) {
 	key, _ := doortest.SHMFile(t, 1<<16)
 	s := door.NewSharedMemory()
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	errs := make(chan error, 8)
 	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+		wg.Go(func() {
+			for !stop.Load() {
 				var err error
 				if i%2 == 0 {
 					_, err = s.AppendRead(nil, "r", 0, 1<<16)
@@ -154,7 +148,7 @@ func TestSharedMemoryUnregisterInFlight(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	for range 300 {
 		if err := s.Register("r", key, 0, 1<<16); err != nil {
@@ -162,7 +156,7 @@ func TestSharedMemoryUnregisterInFlight(t *testing.T) {
 		}
 		s.Unregister("")
 	}
-	close(stop)
+	stop.Store(true)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
@@ -175,15 +176,10 @@ func TestSHMUnregisterInFlightHTTP(t *testing.T) {
 	}
 	body := strings.ReplaceAll(`{"inputs":[`+shmInput+`],"outputs":[{"name":"y","parameters":{"shared_memory_region":"out","shared_memory_byte_size":32}}]}`, `"in"`, `"flip"`)
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	for range 4 {
 		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stop.Load() {
 				st, b := call(t, "POST", e.url+"/v2/models/add/infer", body)
 				if st != 200 && (st != 400 || !strings.Contains(string(b), "is not registered")) {
 					t.Errorf("infer during unregister: got %d %s", st, b)
@@ -195,7 +191,7 @@ func TestSHMUnregisterInFlightHTTP(t *testing.T) {
 		register(t, e, "flip", inKey, 0, 32, 200)
 		call(t, "POST", e.url+"/v2/systemsharedmemory/region/flip/unregister", "")
 	}
-	close(stop)
+	stop.Store(true)
 	wg.Wait()
 	if st, _ := call(t, "GET", e.url+"/v2/health/live", ""); st != 200 {
 		t.Errorf("live after: got %d", st)
