@@ -80,8 +80,20 @@ func TestSHMInferHTTP(t *testing.T) {
 		t.Errorf("input in a region, output as JSON: got %d %s", st, body)
 	}
 
+	// Input as binary data after the header, output in a region.
+	header := `{"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"parameters":{"binary_data_size":32}}],"outputs":[{"name":"y","parameters":{"shared_memory_region":"out","shared_memory_byte_size":32}}]}`
+	req, _ := http.NewRequest("POST", infer, strings.NewReader(header+string(doortest.F32Bytes(8, 7, 6, 5, 4, 3, 2, 1))))
+	req.Header.Set("Inference-Header-Content-Length", strconv.Itoa(len(header)))
+	if r, body := do(t, req); r.StatusCode != 200 || strings.Contains(string(body), `"data"`) {
+		t.Errorf("binary input, output in a region: got %d %s", r.StatusCode, body)
+	}
+	file, _ = os.ReadFile(outPath)
+	if got, want := doortest.F32s(file[:32]), []float32{17, 15, 13, 11, 9, 7, 5, 3}; !slices.Equal(got, want) {
+		t.Errorf("region out after a binary input: got %v, want %v", got, want)
+	}
+
 	// Input in a region, output as binary data.
-	req, _ := http.NewRequest("POST", infer, strings.NewReader(`{"inputs":[`+shmInput+`],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`))
+	req, _ = http.NewRequest("POST", infer, strings.NewReader(`{"inputs":[`+shmInput+`],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`))
 	r, body := do(t, req)
 	n, _ := strconv.Atoi(r.Header.Get("Inference-Header-Content-Length"))
 	if r.StatusCode != 200 || n <= 0 || n > len(body) || !slices.Equal(doortest.F32s(body[n:]), want2x1) {
