@@ -150,6 +150,7 @@ func TestSHMErrorsHTTP(t *testing.T) {
 			"shared memory region 'small': offset 0 needs 32 bytes, the region has 8"},
 		{"region and data", "POST", "/v2/models/add/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4],"parameters":{"shared_memory_region":"in","shared_memory_byte_size":16}}]}`, 400,
 			"send its data one way"},
+		{"byte size short of the shape", "POST", "/v2/models/add/infer", infer(x(`"shared_memory_region":"in","shared_memory_byte_size":16`), ""), 400, `input "x": raw data has 16 bytes, FP32 of shape [2 4] needs 32`},
 		{"region without byte size", "POST", "/v2/models/add/infer", infer(x(`"shared_memory_region":"in"`), ""), 400, "needs shared_memory_byte_size"},
 		{"byte size without region", "POST", "/v2/models/add/infer", infer(x(`"shared_memory_byte_size":32`), ""), 400, "need shared_memory_region"},
 		{"region not a string", "POST", "/v2/models/add/infer", infer(x(`"shared_memory_region":7,"shared_memory_byte_size":32`), ""), 400, "parameters.shared_memory_region"},
