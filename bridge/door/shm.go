@@ -257,6 +257,18 @@ func faultSafe(r *region, f func()) (err error) {
 	return nil
 }
 
+// OverLimit is the 413 of a request that, with the bytes of its inputs
+// in shared memory, would be n bytes, over limit (the door's bound on
+// request bodies, httpMaxBodyBytes): the door copies those bytes into
+// the request it queues, which a region must not make larger than a
+// body may be. nil when n fits or limit is 0.
+func OverLimit(n, limit int64) error {
+	if limit > 0 && n > limit {
+		return status.Errorf(status.TooLarge, "the request with its shared memory inputs would be %d bytes, over the %d of httpMaxBodyBytes", n, limit)
+	}
+	return nil
+}
+
 // Ref is where a tensor's data is in shared memory: the parameters
 // shared_memory_region, shared_memory_offset (default 0) and
 // shared_memory_byte_size of an input or a requested output.

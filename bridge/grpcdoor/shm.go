@@ -87,7 +87,7 @@ func (d *Door) inferSHM(ctx context.Context, name, version string, b []byte) ([]
 		return nil, grpcstatus.Errorf(codes.InvalidArgument, "malformed ModelInferRequest: %v", err)
 	}
 	reg := d.cfg.SharedMemory
-	outs, err := rewriteSHM(reg, req)
+	outs, err := rewriteSHM(reg, req, int64(d.cfg.MaxRecvBytes))
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -109,10 +109,12 @@ func (d *Door) inferSHM(ctx context.Context, name, version string, b []byte) ([]
 // others' raw_input_contents in order (as Triton counts them: only the
 // inputs outside shared memory take one). Typed contents cannot go with
 // shared memory: the worker answers raw outputs only to raw inputs. It
-// checks the outputs' regions and returns them by output name.
-func rewriteSHM(reg *door.SharedMemory, req *kservepb.ModelInferRequest) (map[string]door.Ref, error) {
+// checks the outputs' regions and returns them by output name. The
+// regions' bytes may not take the request past limit (door.OverLimit).
+func rewriteSHM(reg *door.SharedMemory, req *kservepb.ModelInferRequest, limit int64) (map[string]door.Ref, error) {
 	raw := make([][]byte, 0, len(req.Inputs))
 	next := 0
+	size := int64(proto.Size(req))
 	for _, in := range req.Inputs {
 		ref, err := refOf(in.Name, in.Parameters)
 		switch {
@@ -126,6 +128,10 @@ func rewriteSHM(reg *door.SharedMemory, req *kservepb.ModelInferRequest) (map[st
 			raw = append(raw, req.RawInputContents[next])
 			next++
 			continue
+		}
+		size += ref.ByteSize
+		if err := door.OverLimit(size, limit); err != nil {
+			return nil, err
 		}
 		data, err := reg.AppendRead(nil, ref.Region, ref.Offset, ref.ByteSize)
 		if err != nil {

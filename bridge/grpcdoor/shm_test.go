@@ -160,3 +160,19 @@ func TestSHMErrorsGRPC(t *testing.T) {
 		t.Errorf("CUDA status: got %v %v, want no region", st, err)
 	}
 }
+
+// A region may not make the request the door queues larger than a
+// message may be.
+func TestSHMBodyLimitGRPC(t *testing.T) {
+	addr := startDoor(t, grpcdoor.Config{MaxRecvBytes: 1024, Config: door.Config{SharedMemory: door.NewSharedMemory()}}, served{name: "add", file: "add_f32"})
+	c, ctx := inferClient(t, addr), callCtx(t)
+	key, _ := doortest.SHMFile(t, 4096)
+	if _, err := c.SystemSharedMemoryRegister(ctx, &kservepb.SystemSharedMemoryRegisterRequest{Name: "in", Key: key, ByteSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	req := shmRequest(nil)
+	req.Inputs[0].Shape, req.Inputs[0].Parameters = []int64{256, 4}, shmParams("in", 0, 4096)
+	if _, err := c.ModelInfer(ctx, req); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "httpMaxBodyBytes") {
+		t.Errorf("got %v, want ResourceExhausted naming httpMaxBodyBytes", err)
+	}
+}

@@ -118,7 +118,7 @@ func (s *Server) inferSHM(w http.ResponseWriter, r *http.Request, m Model, body 
 	if err != nil || !mayUseSHM(body[:headerLen]) {
 		return false
 	}
-	switch plan, err := planSHM(s.cfg.SharedMemory, body, headerLen); {
+	switch plan, err := planSHM(s.cfg.SharedMemory, body, headerLen, s.cfg.MaxBodyBytes); {
 	case err != nil:
 		s.writeError(w, err, "")
 	case plan == nil:
@@ -138,15 +138,17 @@ type shmPlan struct {
 }
 
 // planSHM rewrites the OIP request body (its first headerLen bytes JSON)
-// when an input or output names a region: nil when none does.
-func planSHM(reg *door.SharedMemory, body []byte, headerLen int) (*shmPlan, error) {
+// when an input or output names a region: nil when none does. The
+// regions' bytes may not take it past limit (door.OverLimit).
+func planSHM(reg *door.SharedMemory, body []byte, headerLen int, limit int64) (*shmPlan, error) {
 	var top object
 	var ins, outs []object
 	if json.Unmarshal(body[:headerLen], &top) != nil || unmarshalIf(top["inputs"], &ins) != nil || unmarshalIf(top["outputs"], &outs) != nil {
 		return nil, nil
 	}
 	plan := &shmPlan{reg: reg, outputs: map[string]door.Ref{}}
-	tail, used, err := shmInputs(reg, ins, body[headerLen:])
+	fits := func(n int64) error { return door.OverLimit(int64(headerLen)+n, limit) }
+	tail, used, err := shmInputs(reg, ins, body[headerLen:], fits)
 	if err != nil {
 		return nil, err
 	}
@@ -185,8 +187,9 @@ func planSHM(reg *door.SharedMemory, body []byte, headerLen int) (*shmPlan, erro
 // shmInputs turns the region inputs of ins into binary ones, in place,
 // and returns the binary data after the header: the request's own
 // (tail) with the regions' bytes in the order of the inputs; used says
-// whether an input named a region.
-func shmInputs(reg *door.SharedMemory, ins []object, tail []byte) (out []byte, used bool, err error) {
+// whether an input named a region. fits checks the size the binary data
+// would have before a region is read.
+func shmInputs(reg *door.SharedMemory, ins []object, tail []byte, fits func(int64) error) (out []byte, used bool, err error) {
 	off := int64(0)
 	for _, in := range ins {
 		name, params, ref, err := tensorRef(in)
@@ -206,6 +209,9 @@ func shmInputs(reg *door.SharedMemory, ins []object, tail []byte) (out []byte, u
 		}
 		if in["data"] != nil || params["binary_data_size"] != nil {
 			return nil, false, status.Errorf(status.BadInput, "input %s: has shared_memory_region and also \"data\" or binary_data_size: send its data one way", name)
+		}
+		if err := fits(int64(len(out)) + ref.ByteSize + int64(len(tail)) - off); err != nil {
+			return nil, false, err
 		}
 		if out, err = reg.AppendRead(out, ref.Region, ref.Offset, ref.ByteSize); err != nil {
 			return nil, false, err

@@ -33,7 +33,7 @@ func FuzzPlanSHM(f *testing.F) {
 		if dec := json.NewDecoder(bytes.NewReader(body)); dec.Decode(&probe) == nil {
 			headerLen = int(dec.InputOffset())
 		}
-		plan, err := planSHM(reg, body, headerLen)
+		plan, err := planSHM(reg, body, headerLen, 1<<20)
 		if err != nil || plan == nil {
 			return
 		}

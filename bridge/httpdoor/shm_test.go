@@ -230,3 +230,17 @@ func TestSHMRoles(t *testing.T) {
 		}
 	}
 }
+
+// A region may not make the request the door queues larger than a body
+// may be: 413, before the door reads it.
+func TestSHMBodyLimitHTTP(t *testing.T) {
+	infertest.RequireLibrary(t)
+	e := startDoor(t, httpdoor.Config{MaxBodyBytes: 1024, Config: door.Config{SharedMemory: door.NewSharedMemory()}}, served{name: "add", file: "add_f32"})
+	key, _ := doortest.SHMFile(t, 4096)
+	register(t, e, "big", key, 0, 4096, 200)
+	st, body := call(t, "POST", e.url+"/v2/models/add/infer",
+		`{"inputs":[{"name":"x","datatype":"FP32","shape":[256,4],"parameters":{"shared_memory_region":"big","shared_memory_byte_size":4096}}]}`)
+	if st != 413 || !strings.Contains(errorOf(t, body), "over the 1024 of httpMaxBodyBytes") {
+		t.Errorf("got %d %s, want 413 naming httpMaxBodyBytes", st, body)
+	}
+}
