@@ -56,13 +56,19 @@ type Config struct {
 	// Conns bounds the door's connections (see Conns). The zero value
 	// means its defaults.
 	Conns Conns
+
+	// SharedMemory is the registry of system shared memory regions the
+	// door serves (see SharedMemory). Default DefaultSharedMemory, which
+	// every door of the process shares, as Triton's endpoints do.
+	SharedMemory *SharedMemory
 }
 
 // SetDefaults sets c's zero fields to their defaults, in place: the
 // request timeout, the shutdown grace, the version, the logger, each
-// model's version (on a copy of the list) and the connection bounds
+// model's version (on a copy of the list), the connection bounds
 // (whose WriteTimeout follows from TokenAcquireTimeout and the request
-// timeout). One place, so that the doors cannot drift apart.
+// timeout) and the shared memory registry. One place, so that the
+// doors cannot drift apart.
 func (c *Config) SetDefaults() {
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
@@ -70,6 +76,7 @@ func (c *Config) SetDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Models = Versioned(c.Models)
 	c.Conns = c.Conns.WithDefaults(c.RequestTimeout, c.TokenAcquireTimeout)
+	c.SharedMemory = cmp.Or(c.SharedMemory, DefaultSharedMemory)
 }
 
 // ValidateTLS reports, wrapping invalid, a certificate without its key

@@ -84,13 +84,18 @@ func modelInferHandler(srv any, ctx context.Context, dec func(any) error, interc
 
 // inferFrame routes a ModelInferRequest by its model_name and
 // model_version, read from its bytes, and answers with the worker's
-// ModelInferResponse bytes.
+// ModelInferResponse bytes. A request with a tensor in shared memory
+// goes through inferSHM.
 func (d *Door) inferFrame(ctx context.Context, in *frame) (*frame, error) {
-	name, version, err := modelOf(in.b)
+	name, version, shm, err := modelOf(in.b)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "malformed ModelInferRequest: %v", err)
 	}
-	out, err := d.infer(ctx, name, version, in.b)
+	infer := d.infer
+	if shm {
+		infer = d.inferSHM
+	}
+	out, err := infer(ctx, name, version, in.b)
 	if err != nil {
 		return nil, err
 	}
@@ -98,33 +103,87 @@ func (d *Door) inferFrame(ctx context.Context, in *frame) (*frame, error) {
 }
 
 // modelOf reads fields 1 (model_name) and 2 (model_version) of a
-// proto-encoded ModelInferRequest, skipping the others; the last of a
-// repeated field wins, as in proto.Unmarshal.
-func modelOf(b []byte) (name, version string, err error) {
+// proto-encoded ModelInferRequest, and whether an input (field 5) or a
+// requested output (field 6) has a shared memory parameter (hasSHMParam),
+// skipping the rest; the last of a repeated field wins, as in
+// proto.Unmarshal.
+func modelOf(b []byte) (name, version string, shm bool, err error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return "", "", protowire.ParseError(n)
+			return "", "", false, protowire.ParseError(n)
 		}
 		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.BytesType {
+		if (num == 1 || num == 2 || num == 5 || num == 6) && typ == protowire.BytesType {
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 {
-				return "", "", protowire.ParseError(m)
+				return "", "", false, protowire.ParseError(m)
 			}
-			if num == 1 {
+			switch num {
+			case 1:
 				name = string(v)
-			} else {
+			case 2:
 				version = string(v)
+			case 5:
+				shm = shm || hasSHMParam(v, 4) // InferInputTensor.parameters
+			case 6:
+				shm = shm || hasSHMParam(v, 2) // InferRequestedOutputTensor.parameters
 			}
 			b = b[m:]
 			continue
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b)
 		if m < 0 {
-			return "", "", fmt.Errorf("field %d: %w", num, protowire.ParseError(m))
+			return "", "", false, fmt.Errorf("field %d: %w", num, protowire.ParseError(m))
 		}
 		b = b[m:]
 	}
-	return name, version, nil
+	return name, version, shm, nil
+}
+
+// hasSHMParam reports whether the tensor message b has, in its
+// parameters map (field params), the key of a shared memory parameter;
+// or is malformed, which inferSHM's decode then reports.
+func hasSHMParam(b []byte, params protowire.Number) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return true
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return true
+		}
+		if num == params && typ == protowire.BytesType {
+			entry, _ := protowire.ConsumeBytes(b)
+			if isSHMKey(mapKey(entry)) {
+				return true
+			}
+		}
+		b = b[m:]
+	}
+	return false
+}
+
+// mapKey is the key (field 1, the last one) of a map entry, "" when
+// absent or malformed.
+func mapKey(entry []byte) string {
+	var key []byte
+	for len(entry) > 0 {
+		num, typ, n := protowire.ConsumeTag(entry)
+		if n < 0 {
+			return ""
+		}
+		entry = entry[n:]
+		m := protowire.ConsumeFieldValue(num, typ, entry)
+		if m < 0 {
+			return ""
+		}
+		if num == 1 && typ == protowire.BytesType {
+			key, _ = protowire.ConsumeBytes(entry)
+		}
+		entry = entry[m:]
+	}
+	return string(key)
 }

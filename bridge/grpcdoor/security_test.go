@@ -107,7 +107,7 @@ func TestTLSAndToken(t *testing.T) {
 				switch {
 				case strings.HasPrefix(what, "Repository"):
 					want = tc.admin
-				case strings.HasPrefix(what, "Cuda") || strings.HasSuffix(what, "Settings") || what == "TraceSetting":
+				case strings.HasSuffix(what, "Settings") || what == "TraceSetting":
 					want = tc.unserved
 				}
 				if err := call(ctx); status.Code(err) != want {
@@ -124,6 +124,7 @@ func TestTLSAndToken(t *testing.T) {
 }
 
 // securedCalls are the calls of every RPC of the service that needs a
+// token (the shared memory RPCs are shm_roles_test.go's),
 // token, by name; each returns the call's error. The unary ones are
 // invoked by name, their answers read as Empty (only the code counts).
 func securedCalls(cc *grpc.ClientConn, req *kservepb.ModelInferRequest) map[string]func(context.Context) error {
@@ -140,10 +141,8 @@ func securedCalls(cc *grpc.ClientConn, req *kservepb.ModelInferRequest) map[stri
 		"ModelInfer": req, "ModelMetadata": &kservepb.ModelMetadataRequest{Name: "add"}, "ModelReady": &kservepb.ModelReadyRequest{Name: "add"},
 		"ModelConfig": &kservepb.ModelConfigRequest{Name: "add"}, "ServerMetadata": &kservepb.ServerMetadataRequest{},
 		"RepositoryIndex": &kservepb.RepositoryIndexRequest{}, "RepositoryModelLoad": &kservepb.RepositoryModelLoadRequest{ModelName: "add"},
-		"RepositoryModelUnload":  &kservepb.RepositoryModelUnloadRequest{ModelName: "add"},
-		"CudaSharedMemoryStatus": &kservepb.CudaSharedMemoryStatusRequest{}, "CudaSharedMemoryRegister": &kservepb.CudaSharedMemoryRegisterRequest{Name: "r"},
-		"CudaSharedMemoryUnregister": &kservepb.CudaSharedMemoryUnregisterRequest{Name: "r"},
-		"TraceSetting":               &kservepb.TraceSettingRequest{}, "LogSettings": &kservepb.LogSettingsRequest{},
+		"RepositoryModelUnload": &kservepb.RepositoryModelUnloadRequest{ModelName: "add"},
+		"TraceSetting":          &kservepb.TraceSettingRequest{}, "LogSettings": &kservepb.LogSettingsRequest{},
 	} {
 		calls[name] = func(ctx context.Context) error {
 			return cc.Invoke(ctx, "/inference.GRPCInferenceService/"+name, in, &emptypb.Empty{})

@@ -87,19 +87,19 @@ func tensorMetas(ios []infer.IO) []*kservepb.ModelMetadataResponse_TensorMetadat
 // ModelInfer sends the request, proto-encoded, to the model's job under
 // wire.MediaTypeKServeGRPC and returns the worker's ModelInferResponse.
 // The server the door builds (Server) does not call it: its ModelInfer
-// passes the bytes through (see inferFrame). A request the worker cannot
+// passes the bytes through to inferFrame, which this calls too. A request the worker cannot
 // decode is InvalidArgument; see grpcError for the other codes.
 func (d *Door) ModelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
 	body, err := proto.Marshal(req)
 	if err != nil {
 		return nil, grpcstatus.Errorf(codes.Internal, "encode request: %v", err)
 	}
-	answer, err := d.infer(ctx, req.ModelName, req.ModelVersion, body)
+	answer, err := d.inferFrame(ctx, &frame{b: body})
 	if err != nil {
 		return nil, err
 	}
 	out := &kservepb.ModelInferResponse{}
-	if err := proto.Unmarshal(answer, out); err != nil {
+	if err := proto.Unmarshal(answer.b, out); err != nil {
 		d.log.Warn("gRPC door: the worker's answer is no ModelInferResponse", "model", req.ModelName, "err", err)
 		return nil, grpcstatus.Errorf(codes.Internal, "the worker's answer is no ModelInferResponse: %v", err)
 	}

@@ -11,26 +11,7 @@ import (
 
 // Triton's RPCs that this server does not serve answer Unimplemented
 // with what to do instead, rather than the generated "method X not
-// implemented".
-
-// errNoCUDAMemory answers the CudaSharedMemory RPCs.
-var errNoCUDAMemory = grpcstatus.Error(codes.Unimplemented,
-	"CUDA shared memory is not supported: this server runs ONNX Runtime on the CPU, and the mesh carries tensors as bytes between processes; use system shared memory (SystemSharedMemoryRegister) or send the tensors in the request")
-
-// CudaSharedMemoryStatus answers Unimplemented (errNoCUDAMemory).
-func (d *Door) CudaSharedMemoryStatus(context.Context, *kservepb.CudaSharedMemoryStatusRequest) (*kservepb.CudaSharedMemoryStatusResponse, error) {
-	return nil, errNoCUDAMemory
-}
-
-// CudaSharedMemoryRegister answers Unimplemented (errNoCUDAMemory).
-func (d *Door) CudaSharedMemoryRegister(context.Context, *kservepb.CudaSharedMemoryRegisterRequest) (*kservepb.CudaSharedMemoryRegisterResponse, error) {
-	return nil, errNoCUDAMemory
-}
-
-// CudaSharedMemoryUnregister answers Unimplemented (errNoCUDAMemory).
-func (d *Door) CudaSharedMemoryUnregister(context.Context, *kservepb.CudaSharedMemoryUnregisterRequest) (*kservepb.CudaSharedMemoryUnregisterResponse, error) {
-	return nil, errNoCUDAMemory
-}
+// implemented" (the CUDA shared memory RPCs: see shm.go).
 
 // TraceSetting answers Unimplemented: tracing is OpenTelemetry's, set at
 // start.

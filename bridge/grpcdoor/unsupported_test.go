@@ -24,7 +24,7 @@ func TestUnsupported(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"CudaSharedMemoryRegister", cuda, "CUDA shared memory is not supported: this server runs ONNX Runtime on the CPU"},
+		{"CudaSharedMemoryRegister", cuda, "CUDA shared memory is not supported; use system shared memory"},
 		{"TraceSetting", trace, "tracesExporter"},
 		{"LogSettings", logs, "logLevel"},
 	} {

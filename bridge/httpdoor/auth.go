@@ -28,9 +28,10 @@ const repositoryPrefix = "/v2/repository/"
 
 // need returns the role r's route needs: admin for model control (the
 // repository extension: its index too, which tells every model on disk and
-// why it fails), infer for the rest.
+// why it fails) and for registering shared memory (shmAdmin), infer for
+// the rest.
 func need(r *http.Request) door.Role {
-	if strings.HasPrefix(r.URL.Path, repositoryPrefix) {
+	if strings.HasPrefix(r.URL.Path, repositoryPrefix) || shmAdmin(r.URL.Path) {
 		return door.RoleAdmin
 	}
 	return door.RoleInfer

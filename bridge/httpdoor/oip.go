@@ -85,12 +85,16 @@ func (s *Server) oipMeta(m Model) oipMeta {
 // infer serves POST /v2/models/{m}[/versions/{v}]/infer: the body goes
 // through to m's job as it came, and the worker's answer (the whole OIP
 // response, see wire.MediaTypeOIP) comes back as it is. A body with the
-// binary tensor data extension goes through inferBinary.
+// binary tensor data extension goes through inferBinary, one with
+// inputs or outputs in shared memory through inferSHM.
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, m Model) {
 	defer s.timed("cluster-serving.http.infer", m)()
 	body, err := readBody(r)
 	if err != nil {
 		s.writeError(w, err, "")
+		return
+	}
+	if s.inferSHM(w, r, m, body) {
 		return
 	}
 	if r.Header.Get(wire.HeaderInferenceContentLength) != "" || bytes.Contains(body, []byte("binary_data")) {
@@ -115,31 +119,54 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, m Model) {
 // form under Content-Type application/octet-stream; one without is plain
 // JSON.
 func (s *Server) inferBinary(w http.ResponseWriter, r *http.Request, m Model, body []byte) {
-	headerLen := len(body)
-	if h := r.Header.Get(wire.HeaderInferenceContentLength); h != "" {
-		n, err := strconv.Atoi(h)
-		if err != nil || n < 0 || n > len(body) {
-			s.writeError(w, status.Errorf(status.BadInput, "header %s: %q is not a length within the body's %d bytes", wire.HeaderInferenceContentLength, h, len(body)), "")
-			return
-		}
-		headerLen = n
+	headerLen, err := headerLength(r, body)
+	if err != nil {
+		s.writeError(w, err, "")
+		return
 	}
-	answer, err := s.send(r, m, wire.MediaTypeOIPBinary, wire.FrameOIPBinary(headerLen, body))
+	s.sendBinary(w, r, m, wire.FrameOIPBinary(headerLen, body), wire.SplitOIPBinary)
+}
+
+// sendBinary sends framed, a MediaTypeOIPBinary body, to m's job and
+// answers what split makes of the worker's answer (writeBinary).
+func (s *Server) sendBinary(w http.ResponseWriter, r *http.Request, m Model, framed []byte, split func([]byte) (header, tensors []byte, err error)) {
+	answer, err := s.send(r, m, wire.MediaTypeOIPBinary, framed)
 	if err == nil {
 		var header, tensors []byte
-		if header, tensors, err = wire.SplitOIPBinary(answer); err == nil {
-			if tensors == nil {
-				writeRaw(w, http.StatusOK, header)
-				return
-			}
-			w.Header().Set("Content-Type", "application/octet-stream")
-			w.Header().Set(wire.HeaderInferenceContentLength, strconv.Itoa(len(header)))
-			w.Header().Set("Content-Length", strconv.Itoa(len(header)+len(tensors)))
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(header)
-			_, _ = w.Write(tensors)
+		if header, tensors, err = split(answer); err == nil {
+			writeBinary(w, header, tensors)
 			return
 		}
 	}
 	s.writeError(w, err, "")
+}
+
+// headerLength is the length of the JSON header that starts body: the
+// Inference-Header-Content-Length of r, or all of body without one.
+func headerLength(r *http.Request, body []byte) (int, error) {
+	h := r.Header.Get(wire.HeaderInferenceContentLength)
+	if h == "" {
+		return len(body), nil
+	}
+	n, err := strconv.Atoi(h)
+	if err != nil || n < 0 || n > len(body) {
+		return 0, status.Errorf(status.BadInput, "header %s: %q is not a length within the body's %d bytes", wire.HeaderInferenceContentLength, h, len(body))
+	}
+	return n, nil
+}
+
+// writeBinary answers an OIP answer of the binary tensor data extension:
+// plain JSON when it has no raw tensors, else the header and the tensors
+// under Content-Type application/octet-stream.
+func writeBinary(w http.ResponseWriter, header, tensors []byte) {
+	if tensors == nil {
+		writeRaw(w, http.StatusOK, header)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(wire.HeaderInferenceContentLength, strconv.Itoa(len(header)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(header)+len(tensors)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(header)
+	_, _ = w.Write(tensors)
 }

@@ -31,6 +31,7 @@ func (s *Server) routes() {
 	s.legacyRoutes(mux)
 	s.oipRoutes(mux)
 	s.repositoryRoutes(mux)
+	s.shmRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)

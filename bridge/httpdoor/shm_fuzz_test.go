@@ -1,0 +1,46 @@
+package httpdoor
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/cluster-serving/cluster-serving/bridge/door"
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+)
+
+// FuzzPlanSHM: planSHM never panics on a request (its JSON header, then
+// binary data), and a request it rewrites is framed binary with a JSON
+// header.
+func FuzzPlanSHM(f *testing.F) {
+	for _, s := range []string{
+		`{"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"parameters":{"shared_memory_region":"r","shared_memory_byte_size":32}}]}`,
+		`{"inputs":[{"name":"x","parameters":{"binary_data_size":4}}],"outputs":[{"name":"y","parameters":{"shared_memory_region":"r","shared_memory_offset":4,"shared_memory_byte_size":8}}]}abcd`,
+		`{"inputs":[{"name":"x","parameters":{"shared\u005fmemory_region":"r","shared_memory_byte_size":-1}}]}`,
+		`{"inputs":null,"outputs":[{"parameters":null}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	reg := door.NewSharedMemory()
+	key, _ := doortest.SHMFile(f, 64)
+	if err := reg.Register("r", key, 0, 64); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		headerLen := len(body)
+		var probe json.RawMessage
+		if dec := json.NewDecoder(bytes.NewReader(body)); dec.Decode(&probe) == nil {
+			headerLen = int(dec.InputOffset())
+		}
+		plan, err := planSHM(reg, body, headerLen, 1<<20)
+		if err != nil || plan == nil {
+			return
+		}
+		header, _, err := wire.SplitOIPBinary(plan.body)
+		var top map[string]json.RawMessage
+		if err != nil || json.Unmarshal(header, &top) != nil {
+			t.Fatalf("rewritten %q: header %q %v", body, header, err)
+		}
+	})
+}
