@@ -124,8 +124,7 @@ func TestTLSAndToken(t *testing.T) {
 }
 
 // securedCalls are the calls of every RPC of the service that needs a
-// token (the shared memory RPCs are shm_roles_test.go's),
-// token, by name; each returns the call's error. The unary ones are
+// token (the shared memory RPCs are shm_roles_test.go's), by name; each returns the call's error. The unary ones are
 // invoked by name, their answers read as Empty (only the code counts).
 func securedCalls(cc *grpc.ClientConn, req *kservepb.ModelInferRequest) map[string]func(context.Context) error {
 	calls := map[string]func(context.Context) error{
