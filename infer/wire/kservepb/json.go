@@ -11,8 +11,9 @@ import (
 )
 
 // JSON writes m as Triton's HTTP API does (GET .../config, .../stats):
-// the proto field names, every field even when zero, enums by name, and
-// 64-bit integers as JSON numbers. protojson writes those as strings (the
+// the proto field names, every scalar and list field even when zero, no
+// unset message (never a null: perf_analyzer reads a member that is there
+// as an object), enums by name, and 64-bit integers as JSON numbers. protojson writes those as strings (the
 // proto3 JSON mapping), which clients that read max_batch_size or dims as
 // numbers (perf_analyzer, tritonclient) cannot use; so the protojson
 // output is decoded and each 64-bit field, found through m's descriptor,
@@ -40,6 +41,10 @@ func numbersIn(obj map[string]any, md protoreflect.MessageDescriptor) {
 		f := fields.Get(i)
 		v, ok := obj[string(f.Name())]
 		if !ok {
+			continue
+		}
+		if v == nil { // an unset message: Triton leaves it out, never null
+			delete(obj, string(f.Name()))
 			continue
 		}
 		switch {

@@ -1,6 +1,7 @@
 package kservepb
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -45,6 +46,9 @@ func TestJSONNumbers(t *testing.T) {
 	}
 	if v.Platform == nil {
 		t.Errorf("platform (zero) left out of %s; Triton writes every field", b)
+	}
+	if bytes.Contains(b, []byte("null")) {
+		t.Errorf("an unset message written as null in %s; Triton leaves it out", b)
 	}
 
 	st := &ModelStatisticsResponse{ModelStats: []*ModelStatistics{{
