@@ -256,8 +256,8 @@ func unmarshalIf(raw json.RawMessage, v any) error {
 
 // answer writes the raw outputs of the worker's answer (framed,
 // MediaTypeOIPBinary) that go to regions into them, and returns the
-// answer's JSON header, those outputs now with the region's parameters
-// and no data, and the raw bytes of the other outputs.
+// answer's JSON header, those outputs now without data or parameters, and
+// the raw bytes of the other outputs.
 func (p *shmPlan) answer(answer []byte) (header, tensors []byte, err error) {
 	header, tensors, err = wire.SplitOIPBinary(answer)
 	if err != nil || len(p.outputs) == 0 {
@@ -289,7 +289,10 @@ func (p *shmPlan) answer(answer []byte) (header, tensors []byte, err error) {
 		if err := p.reg.WriteOutput(name, ref, data); err != nil {
 			return nil, nil, err
 		}
-		o["parameters"], _ = json.Marshal(map[string]any{door.ParamSHMRegion: ref.Region, door.ParamSHMOffset: ref.Offset, door.ParamSHMByteSize: n})
+		// Triton answers an output written to a region with its name,
+		// datatype and shape only: no data, no parameters (tritonclient's
+		// C++ client reads any output with parameters as binary data).
+		delete(o, "parameters")
 	}
 	top["outputs"], _ = json.Marshal(outs)
 	header, _ = json.Marshal(top)
