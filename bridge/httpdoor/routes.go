@@ -29,6 +29,7 @@ func (s *Server) routes() {
 	s.legacyRoutes(mux)
 	s.oipRoutes(mux)
 	s.repositoryRoutes(mux)
+	s.statsRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)
