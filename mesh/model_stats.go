@@ -133,8 +133,12 @@ func (c *Client) Stats(ctx context.Context, job string) (ModelStats, error) {
 }
 
 // inferCounter counts a worker's InferStats. It is the timing.Sink of
-// the worker's requests: the batcher reports each model run to it. Safe
-// for concurrent use; one mutex, taken once per request and once per run.
+// the worker's requests: the batcher reports each model run to it. A
+// request is counted before its answer leaves, so that its caller never
+// reads stats without it, and taken back when the answer cannot be sent;
+// an answer to a NATS caller is sent from another goroutine, and one that
+// fails (its record runs again) stays counted. Safe for concurrent use;
+// one mutex, taken once per request and once per run.
 type inferCounter struct {
 	mu      sync.Mutex
 	s       InferStats // Batches unused: see batches

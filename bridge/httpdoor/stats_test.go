@@ -149,3 +149,22 @@ func TestStatsRoutes(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsRole: statistics are read-only, so an infer token reads them;
+// no token does not.
+func TestStatsRole(t *testing.T) {
+	e, _, _ := tokenDoor(t, httpdoor.Config{})
+	for _, tc := range []struct {
+		path, auth string
+		want       int
+	}{
+		{"/v2/models/add/stats", "Bearer " + oldToken, http.StatusOK},
+		{"/v2/models/stats", "Bearer " + oldToken, http.StatusOK},
+		{"/v2/models/stats", "", http.StatusUnauthorized},
+	} {
+		st, _, body, err := send(httpClient, "GET", e.url+tc.path, tc.auth, "")
+		if err != nil || st != tc.want {
+			t.Errorf("GET %s (token %v): got %d %s %v, want %d", tc.path, tc.auth != "", st, body, err, tc.want)
+		}
+	}
+}
