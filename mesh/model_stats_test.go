@@ -20,16 +20,10 @@ import (
 // waitWorkers polls Client.Stats until n workers of job answer.
 func waitWorkers(tb testing.TB, c *mesh.Client, job string, n int) {
 	tb.Helper()
-	for {
+	meshtest.WaitFor(tb, fmt.Sprintf("%d workers of %s", n, job), func() bool {
 		st, err := c.Stats(context.Background(), job)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if st.Workers == n {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && st.Workers == n
+	})
 }
 
 // statsResponder answers $SRV.STATS.cluster-serving-worker as a worker of

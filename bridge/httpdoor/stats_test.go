@@ -17,6 +17,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
 // statsJSON is the part of Triton's ModelStatisticsResponse the tests
@@ -72,11 +73,10 @@ func TestStatsRoutes(t *testing.T) {
 	infertest.RequireLibrary(t)
 	e := startDoor(t, httpdoor.Config{}, served{name: "add", file: "add_f32"}, served{name: "stats", file: "add_f32"})
 	addWorker(t, e.nc, "add", "add_f32")
-	for {
-		if st, err := e.client.Stats(context.Background(), "add"); err != nil || st.Workers == 2 {
-			break
-		}
-	}
+	meshtest.WaitFor(t, "two workers of add", func() bool {
+		st, err := e.client.Stats(context.Background(), "add")
+		return err == nil && st.Workers == 2
+	})
 	sizes := []int{2, 1, 3, 2}
 	rows := 0
 	for _, b := range sizes {
