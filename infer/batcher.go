@@ -10,6 +10,8 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cluster-serving/cluster-serving/infer/timing"
 )
 
 // RunFunc runs one stacked batch on runner r (0 <= r < Runners) and returns
@@ -77,6 +79,9 @@ type item struct {
 	enq    time.Time
 	seq    uint64          // Batcher.enqSeq of its Submit
 	done   chan itemResult // buffered 1: runners never block on it
+	// tr collects its request's stage times (nil: none); the records of
+	// one request share it and sit side by side in a batch.
+	tr *timing.Request
 }
 
 type itemResult struct {
@@ -129,12 +134,14 @@ func (b *Batcher) submitAt(ctx context.Context, records [][]Tensor, base int) ([
 	}
 	items := make([]*item, len(records))
 	now := time.Now()
+	tr := timing.From(ctx)
 	for i, rec := range records {
 		rows, ok := recordRows(rec)
 		if !ok && !b.cfg.Unbatchable {
 			return nil, NewInputError(base+i, "", "record has no batch dim")
 		}
-		items[i] = &item{ctx: ctx, inputs: rec, rows: rows, enq: now, done: make(chan itemResult, 1)}
+		items[i] = &item{ctx: ctx, inputs: rec, rows: rows, enq: now, done: make(chan itemResult, 1), tr: tr}
+		tr.AddRows(rows)
 	}
 	b.mu.Lock()
 	switch {
@@ -351,7 +358,9 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		b.runOne(bctx, r, batch[0])
 		return
 	}
+	taken := time.Now()
 	inputs, err := stackInputs(batch)
+	stacked := time.Now()
 	var outs []Tensor
 	if err == nil {
 		outs, err = b.safeRun(bctx, r, inputs)
@@ -368,7 +377,42 @@ func (b *Batcher) runBatch(r int, batch []*item) {
 		b.runAlone(bctx, r, batch)
 		return
 	}
-	splitOutputs(batch, outs)
+	ran := time.Now()
+	per, err := splitOutputs(batch, outs)
+	if err == nil {
+		observe(batch, rows, taken, stacked, ran, time.Now())
+	}
+	hand(batch, per, err)
+}
+
+// observe reports one successful run of batch (rows rows), taken from
+// the queue at taken, stacked at stacked, run by ran and cut back by cut,
+// to its requests' timings (each request once: its records sit side by
+// side) and to their sinks (each sink once).
+func observe(batch []*item, rows int64, taken, stacked, ran, cut time.Time) {
+	for i, it := range batch {
+		if it.tr == nil || (i > 0 && batch[i-1].tr == it.tr) {
+			continue
+		}
+		it.tr.Add(timing.Queue, taken.Sub(it.enq))
+		it.tr.Add(timing.Input, stacked.Sub(taken))
+		it.tr.Add(timing.Infer, ran.Sub(stacked))
+		it.tr.Add(timing.Output, cut.Sub(ran))
+		if s := it.tr.Sink(); s != nil && !sinkSeen(batch[:i], s) {
+			s.Execution(rows, stacked.Sub(taken), ran.Sub(stacked), cut.Sub(ran))
+		}
+	}
+}
+
+// sinkSeen reports whether a record of batch reports to s. The records
+// of one batch nearly always share one sink, which the first one has.
+func sinkSeen(batch []*item, s timing.Sink) bool {
+	for _, it := range batch {
+		if it.tr.Sink() == s {
+			return true
+		}
+	}
+	return false
 }
 
 // batchSpan starts the batch's span: a root of its own that links to
@@ -412,9 +456,8 @@ func (b *Batcher) runAlone(ctx context.Context, r int, batch []*item) {
 	}
 }
 
-// splitOutputs cuts a batch's outputs back into its records' rows and
-// hands each record its own.
-func splitOutputs(batch []*item, outs []Tensor) {
+// splitOutputs cuts a batch's outputs back into its records' rows.
+func splitOutputs(batch []*item, outs []Tensor) ([][]Tensor, error) {
 	ns := make([]int64, len(batch))
 	for i, it := range batch {
 		ns[i] = it.rows
@@ -426,16 +469,22 @@ func splitOutputs(batch []*item, outs []Tensor) {
 	for j, o := range outs {
 		pieces, err := Split(o, ns)
 		if err != nil {
-			for _, it := range batch {
-				it.done <- itemResult{err: err}
-			}
-			return
+			return nil, err
 		}
 		for i, piece := range pieces {
 			per[i][j] = piece
 		}
 	}
+	return per, nil
+}
+
+// hand gives each record of batch its outputs, or every one err.
+func hand(batch []*item, per [][]Tensor, err error) {
 	for i, it := range batch {
+		if err != nil {
+			it.done <- itemResult{err: err}
+			continue
+		}
 		it.done <- itemResult{outputs: per[i]}
 	}
 }
@@ -458,7 +507,12 @@ func stackInputs(batch []*item) ([]Tensor, error) {
 }
 
 func (b *Batcher) runOne(ctx context.Context, r int, it *item) {
+	taken := time.Now()
 	outs, err := b.safeRun(ctx, r, it.inputs)
+	if err == nil {
+		now := time.Now()
+		observe([]*item{it}, it.rows, taken, taken, now, now)
+	}
 	it.done <- itemResult{outputs: outs, err: err}
 }
 

@@ -80,27 +80,32 @@ type WorkerInfo struct {
 // DiscoverWorkers asks every worker on the mesh for its stats and returns
 // the answers that arrive within wait, sorted by job, host and pid.
 func DiscoverWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]WorkerInfo, error) {
+	return discover(ctx, nc, wait, 0)
+}
+
+// discover is DiscoverWorkers returning sooner: at once when no worker
+// is subscribed (NATS answers "no responders"), and, with quiet > 0,
+// once quiet passes without a new answer after the first one.
+func discover(ctx context.Context, nc *nats.Conn, wait, quiet time.Duration) ([]WorkerInfo, error) {
 	inbox := nc.NewInbox()
 	var (
-		mu  sync.Mutex
-		out []WorkerInfo
+		mu   sync.Mutex
+		out  []WorkerInfo
+		none bool
 	)
+	came := make(chan struct{}, 1)
 	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
-		var st micro.Stats
-		if json.Unmarshal(m.Data, &st) != nil {
-			return
-		}
-		wi := WorkerInfo{ID: st.ID, Job: st.Metadata[MetadataJob], Model: st.Metadata["model"], Host: st.Metadata["host"], PID: st.Metadata["pid"],
-			Batching: st.Metadata[MetadataBatching], BatchReason: st.Metadata[MetadataBatchReason]}
-		wi.ModelVersion = st.Metadata["modelVersion"]
-		for _, e := range st.Endpoints {
-			if len(e.Data) > 0 {
-				_ = json.Unmarshal(e.Data, &wi.Stats)
-			}
-		}
+		wi, ok := workerInfo(m)
 		mu.Lock()
-		out = append(out, wi)
+		if ok {
+			out = append(out, wi)
+		}
+		none = none || m.Header.Get("Status") == "503" // no responders
 		mu.Unlock()
+		select {
+		case came <- struct{}{}:
+		default:
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -109,12 +114,8 @@ func DiscoverWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]
 	if err := nc.PublishRequest("$SRV.STATS."+WorkerServiceName, inbox, nil); err != nil {
 		return nil, err
 	}
-	select {
-	case <-time.After(wait):
-	case <-ctx.Done():
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, ctx.Err()
-		}
+	if err := awaitAnswers(ctx, came, wait, quiet, func() bool { mu.Lock(); defer mu.Unlock(); return none }); err != nil {
+		return nil, err
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -122,6 +123,53 @@ func DiscoverWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]
 		return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), cmp.Compare(a.ID, b.ID))
 	})
 	return slices.Clone(out), nil
+}
+
+// awaitAnswers waits for the answers signalled on came: wait in all, less
+// once quiet (> 0) passes without one or none() says nobody will answer.
+// It returns ctx.Err() when ctx is cancelled; a ctx deadline just ends
+// the wait.
+func awaitAnswers(ctx context.Context, came <-chan struct{}, wait, quiet time.Duration, none func() bool) error {
+	all := time.NewTimer(wait)
+	defer all.Stop()
+	var hush <-chan time.Time
+	for {
+		select {
+		case <-came:
+			if none() {
+				return nil
+			}
+			if quiet > 0 {
+				hush = time.After(quiet)
+			}
+		case <-hush:
+			return nil
+		case <-all.C:
+			return nil
+		case <-ctx.Done():
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return ctx.Err()
+			}
+			return nil
+		}
+	}
+}
+
+// workerInfo reads one worker's STATS answer; false when m is none.
+func workerInfo(m *nats.Msg) (WorkerInfo, bool) {
+	var st micro.Stats
+	if json.Unmarshal(m.Data, &st) != nil {
+		return WorkerInfo{}, false
+	}
+	wi := WorkerInfo{ID: st.ID, Job: st.Metadata[MetadataJob], Model: st.Metadata["model"], Host: st.Metadata["host"], PID: st.Metadata["pid"],
+		Batching: st.Metadata[MetadataBatching], BatchReason: st.Metadata[MetadataBatchReason]}
+	wi.ModelVersion = st.Metadata["modelVersion"]
+	for _, e := range st.Endpoints {
+		if len(e.Data) > 0 {
+			_ = json.Unmarshal(e.Data, &wi.Stats)
+		}
+	}
+	return wi, true
 }
 
 // latencyRing keeps the last 1,024 latencies for percentiles. Safe for

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
+	"github.com/cluster-serving/cluster-serving/infer/timing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -93,6 +94,9 @@ type WorkerStats struct {
 	// P50, P90 and P99 are latency percentiles (pull to settle) over the
 	// last records answered with 200 (up to 1,024).
 	P50, P90, P99 time.Duration
+	// Infer are the worker's inference statistics (Triton's), which
+	// Client.Stats sums over a job's workers.
+	Infer InferStats
 }
 
 // Worker pulls records of one job from the shared workers consumer and
@@ -122,6 +126,7 @@ type Worker struct {
 	processed, failed, retried, expired atomic.Uint64
 	inflight                            atomic.Int64
 	lat                                 latencyRing
+	infer                               inferCounter
 
 	// consuming is true from when Run pulls and shows in discovery until
 	// ctx ends (see Consuming).
@@ -166,6 +171,7 @@ func (w *Worker) Stats() WorkerStats {
 		P50:       p[0],
 		P90:       p[1],
 		P99:       p[2],
+		Infer:     w.infer.snapshot(),
 	}
 }
 
@@ -297,7 +303,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	w.inflight.Add(1)
 	defer w.inflight.Add(-1)
 	h := msg.Headers()
-	ctx, span, delivered := w.startProcess(ctx, msg)
+	ctx, span, delivered, arrived := w.startProcess(ctx, msg)
+	// The request's stage times, counted in w.infer when it ends; its
+	// queue time starts with the wait in the work queue.
+	ctx, tr := timing.New(ctx, &w.infer)
+	tr.Arrived = arrived
+	tr.Add(timing.Queue, began.Sub(arrived))
 	st := 0
 	defer func() { endStatusSpan(span, st) }()
 
@@ -350,14 +361,15 @@ func (w *Worker) predict(ctx context.Context, contentType string, body []byte) (
 // startProcess starts the record's process span, the child of the door's
 // publish span, after recording the time the message spent stored (a span
 // of its own and a stage metric). It returns the delivery count too.
-func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (context.Context, trace.Span, uint64) {
-	var delivered uint64 = 1
+func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (_ context.Context, _ trace.Span, delivered uint64, arrived time.Time) {
+	delivered, arrived = 1, time.Now()
 	job := w.cfg.Stream.Job
 	ctx = telemetry.Extract(ctx, msg.Headers())
 	var queueWait time.Duration
 	if md, err := msg.Metadata(); err == nil {
 		delivered = md.NumDelivered
 		queueWait = time.Since(md.Timestamp)
+		arrived = md.Timestamp
 		if !telemetry.SampledOut(trace.SpanFromContext(ctx)) {
 			_, qs := stageTracer.Start(ctx, telemetry.SpanQueueWait, trace.WithTimestamp(md.Timestamp))
 			qs.End()
@@ -370,7 +382,10 @@ func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (context.C
 			telemetry.AttrJob.String(job), telemetry.AttrMessagingDelivery.Int64(int64(delivered)),
 			telemetry.AttrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000))
 	}
-	return ctx, span, delivered
+	if ns, err := strconv.ParseInt(msg.Headers().Get(HeaderReceived), 10, 64); err == nil && ns < arrived.UnixNano() {
+		arrived = time.Unix(0, ns) // the NATS door took it before it was stored
+	}
+	return ctx, span, delivered, arrived
 }
 
 // attemptContext bounds one attempt: by the caller's deadline
@@ -400,7 +415,9 @@ func (w *Worker) attemptContext(ctx context.Context, h nats.Header) (pctx contex
 // sent it naks the record to try again. It returns the status the
 // process span records.
 func (w *Worker) settleOK(ctx context.Context, msg jetstream.Msg, out []byte, delivered uint64, began time.Time) int {
+	t := w.infer.request(timing.From(ctx), true) // before the answer leaves: its caller may ask for stats next
 	if !w.respond(ctx, msg, answer{status.OK, out, ""}, msg.Ack, delivered, &w.processed) {
+		w.infer.untally(t)
 		return status.Internal
 	}
 	w.lat.add(time.Since(began))
@@ -467,7 +484,10 @@ func message(err error) string {
 // fail answers an error result and ends the record (Term: never again).
 // When the answer cannot be sent the record is nakked to try again.
 func (w *Worker) fail(ctx context.Context, msg jetstream.Msg, st int, message string) {
-	w.respond(ctx, msg, answer{st, nil, message}, msg.Term, 1, &w.failed)
+	t := w.infer.request(timing.From(ctx), false)
+	if !w.respond(ctx, msg, answer{st, nil, message}, msg.Term, 1, &w.failed) {
+		w.infer.untally(t)
+	}
 }
 
 // settle ends a record with f (msg.Ack or msg.Term) and nak puts it back;

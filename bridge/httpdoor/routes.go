@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	s.oipRoutes(mux)
 	s.repositoryRoutes(mux)
 	s.shmRoutes(mux)
+	s.statsRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/timing"
 )
 
 // Model names the model a Predictor serves, as an OIP answer reports it
@@ -93,7 +94,9 @@ func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte
 }
 
 // stage runs fn in a span named after the stage (the names of
-// telemetry.SpanDecode and SpanEncode) and reports its time to the hooks.
+// telemetry.SpanDecode and SpanEncode) and reports its time to the hooks
+// and to the request's timing (ctx's, see timing.From): decoding is input
+// time, encoding output time.
 func (p *Predictor) stage(ctx context.Context, stage string, fn func() error) error {
 	start := time.Now()
 	_, span := infer.StartChild(ctx, tracer, stage) // none under a sampled-out parent
@@ -103,8 +106,14 @@ func (p *Predictor) stage(ctx context.Context, stage string, fn func() error) er
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
+	took := time.Since(start)
 	if p.hooks.Stage != nil {
-		p.hooks.Stage(ctx, stage, time.Since(start))
+		p.hooks.Stage(ctx, stage, took)
 	}
+	ts := timing.Output
+	if stage == infer.StageDecode {
+		ts = timing.Input
+	}
+	timing.From(ctx).Add(ts, took)
 	return err
 }
