@@ -29,6 +29,11 @@ type BatcherConfig struct {
 	// Unbatchable makes every item run alone, for models whose batch dim is
 	// fixed.
 	Unbatchable bool
+	// HoldIdle makes a record that finds a runner idle wait MaxWait for
+	// more too, as Triton's dynamic batcher holds a request up to its
+	// max_queue_delay_microseconds: batches form at any load, at the cost
+	// of that delay on a lone request.
+	HoldIdle bool
 	// OnBatch, if set, is called by a runner before each run with the number
 	// of items and rows in it. Tests and metrics use it; it must not block.
 	OnBatch func(items, rows int)
@@ -39,8 +44,8 @@ type BatcherConfig struct {
 // Batcher stacks records from concurrent callers into batches and runs them
 // on Runners goroutines that share one bounded queue.
 //
-// A record that finds a runner idle runs at once: batching never adds
-// latency to an idle model. While every runner is busy, records queue; a
+// A record that finds a runner idle runs at once (unless HoldIdle):
+// batching never adds latency to an idle model. While every runner is busy, records queue; a
 // runner that finishes a run and finds records queued takes all of them up
 // to MaxBatch rows (only those whose non-batch shapes equal the first
 // record's; the others keep their place), and when MaxWait > 0 and the batch
@@ -235,7 +240,7 @@ func (b *Batcher) runner(r int) {
 		// Only records that queued while this runner was busy wait for
 		// more; one that came after it went free (however soon after,
 		// e.g. the next call of a caller it just answered) finds it idle.
-		if b.queue[0].seq <= b.freeSeq[r] && b.cfg.MaxWait > 0 && !b.cfg.Unbatchable {
+		if (b.queue[0].seq <= b.freeSeq[r] || b.cfg.HoldIdle) && b.cfg.MaxWait > 0 && !b.cfg.Unbatchable {
 			b.waitForMore()
 			if b.closed || len(b.queue) == 0 {
 				b.mu.Unlock()

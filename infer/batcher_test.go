@@ -78,6 +78,27 @@ func TestBatcherIdleRunsAtOnce(t *testing.T) {
 	}
 }
 
+// TestBatcherHoldIdle: with HoldIdle (Triton's max_queue_delay), a
+// record that finds the runner idle waits for more; the second record
+// fills the batch, which then runs at once (MaxWait is an hour).
+func TestBatcherHoldIdle(t *testing.T) {
+	var log batchLog
+	b := infer.NewBatcher(infer.BatcherConfig{MaxBatch: 2, MaxWait: time.Hour, HoldIdle: true, OnBatch: log.add}, double)
+	t.Cleanup(func() { b.Close() })
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if _, err := b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, float32(i))}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := fmt.Sprint(log.get()), "[2]"; got != want {
+		t.Errorf("batch sizes: got %s, want %s (one batch of both)", got, want)
+	}
+}
+
 func TestBatcherBatchesWhileBusy(t *testing.T) {
 	var log batchLog
 	started, release := make(chan struct{}, 100), make(chan struct{})

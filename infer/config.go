@@ -38,6 +38,10 @@ type Config struct {
 	// InputAlreadyBatched means each record already carries its batch dim.
 	// Config key: inputAlreadyBatched.
 	InputAlreadyBatched bool
+	// HoldIdle makes MaxWait hold a record that finds a runner idle too
+	// (see BatcherConfig.HoldIdle): Triton's dynamic_batching with
+	// max_queue_delay_microseconds, from a model's config.pbtxt.
+	HoldIdle bool
 	// MaxRequestBatch is the most rows a record may carry along dim 0
 	// (Triton's max_batch_size, from a model's config.pbtxt): a record
 	// with more is an *InputError naming it. 0: no limit.

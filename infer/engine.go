@@ -93,6 +93,7 @@ func New(cfg Config) (e *Engine, err error) {
 		MaxWait:     cfg.MaxWait,
 		QueueSize:   cfg.QueueSize,
 		Unbatchable: !e.info.DynamicBatch,
+		HoldIdle:    cfg.HoldIdle,
 		OnBatch:     cfg.Hooks.Batch,
 		OnRun: func(ctx context.Context, d time.Duration) {
 			if cfg.Hooks.Stage != nil {

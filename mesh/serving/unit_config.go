@@ -30,7 +30,7 @@ func withSettings(e infer.Config, s modelconfig.Settings) infer.Config {
 		e.MaxBatch, e.MaxRequestBatch = s.MaxBatch, s.MaxBatch
 	}
 	if s.MaxBatch > 0 && s.Dynamic {
-		e.Batching, e.MaxWait = infer.BatchingOn, s.MaxQueueDelay
+		e.Batching, e.MaxWait, e.HoldIdle = infer.BatchingOn, s.MaxQueueDelay, true
 	}
 	if s.Instances > 0 {
 		e.Parallelism = s.Instances
