@@ -75,3 +75,20 @@ func TestCodeForbidden(t *testing.T) {
 		t.Errorf("Code(403): got %v, want PermissionDenied", got)
 	}
 }
+
+// Registering and unregistering shared memory needs role admin (the door
+// maps a file of its host); listing regions, role infer.
+func TestSHMRoles(t *testing.T) {
+	for method, want := range map[string]door.Role{
+		"SystemSharedMemoryRegister":   door.RoleAdmin,
+		"SystemSharedMemoryUnregister": door.RoleAdmin,
+		"CudaSharedMemoryRegister":     door.RoleAdmin,
+		"CudaSharedMemoryUnregister":   door.RoleAdmin,
+		"SystemSharedMemoryStatus":     door.RoleInfer,
+		"CudaSharedMemoryStatus":       door.RoleInfer,
+	} {
+		if got := need("/" + kserveService + "/" + method); got != want {
+			t.Errorf("%s: got role %v, want %v", method, got, want)
+		}
+	}
+}
