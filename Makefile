@@ -90,6 +90,8 @@ fuzz: deps
 	@for f in $(FUZZERS); do echo "== $$f"; $(GO) test ./infer/wire -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	@echo "== FuzzURI"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzURI$$' -fuzztime $(FUZZTIME)
 	@echo "== FuzzModelOf"; $(GO) test ./bridge/grpcdoor -run '^$$' -fuzz '^FuzzModelOf$$' -fuzztime $(FUZZTIME)
+	@echo "== FuzzPlanSHM"; $(GO) test ./bridge/httpdoor -run '^$$' -fuzz '^FuzzPlanSHM$$' -fuzztime $(FUZZTIME)
+	@echo "== FuzzParse"; $(GO) test ./infer/modelconfig -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 
 ## chaos: the fault suite on real processes; prints the table and writes it to CHAOS_TABLE.
 CHAOS_TABLE ?= $(CACHE)/chaos-table.txt
