@@ -13,11 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
@@ -216,13 +213,14 @@ func (e *tritonE2E) httpInfer(model string, rows int, binaryData bool, header ..
 	e.t.Helper()
 	body, n := inferBody(rows, binaryData)
 	if binaryData {
-		header = append(header, "Inference-Header-Content-Length", strconv.Itoa(n))
+		header = append(header, "Inference-Header-Content-Length", fmt.Sprint(n))
 	}
 	resp, b := e.do("POST", "/v2/models/"+model+"/infer", body, header...)
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("HTTP %d %s", resp.StatusCode, b)
 	}
-	n, _ = strconv.Atoi(resp.Header.Get("Inference-Header-Content-Length"))
+	n = 0 // the answer's JSON length, if it has binary outputs
+	_, _ = fmt.Sscan(resp.Header.Get("Inference-Header-Content-Length"), &n)
 	out0, out1, err := outputs(b, n)
 	if err != nil {
 		return err
@@ -303,14 +301,12 @@ func startTriton(t *testing.T) *tritonE2E {
 	repo := t.TempDir()
 	tritonRepo(t, repo)
 	ports := startRepoNode(t, repo, "modelControl: explicit\n", true)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", ports[2]), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	return &tritonE2E{t: t, ctx: ctx, base: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+	return &tritonE2E{t: t, ctx: t.Context(), base: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 		g: kservepb.NewGRPCInferenceServiceClient(cc), nats: fmt.Sprintf("nats://127.0.0.1:%d", ports[0])}
 }
 
@@ -695,7 +691,7 @@ func workerReasons(t *testing.T, url string) map[string]string {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	ws, err := mesh.DiscoverWorkers(context.Background(), nc, 2*time.Second)
+	ws, err := mesh.DiscoverWorkers(t.Context(), nc, mesh.StatsWait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,15 +705,12 @@ func workerReasons(t *testing.T, url string) map[string]string {
 // concurrently runs f n times at once and fails t on an error.
 func concurrently(t *testing.T, n int, f func() error) {
 	t.Helper()
-	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for range n {
-		wg.Go(func() { errs <- f() })
+		go func() { errs <- f() }()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
+	for range n {
+		if err := <-errs; err != nil {
 			t.Error(err)
 		}
 	}
@@ -743,8 +736,9 @@ func tritonRepository(t *testing.T, e *tritonE2E) (h, g string) {
 		t.Fatalf("load simple_nobatch: got %d %s", load.StatusCode, body)
 	}
 	reloaded, _ := e.do("GET", "/v2/models/simple_nobatch/ready", nil)
-	if reloaded.StatusCode != 200 {
-		t.Errorf("simple_nobatch after load: HTTP ready %d, want 200", reloaded.StatusCode)
+	back, err := e.g.ModelReady(e.ctx, &kservepb.ModelReadyRequest{Name: "simple_nobatch"})
+	if reloaded.StatusCode != 200 || err != nil || !back.Ready {
+		t.Errorf("simple_nobatch after load: HTTP ready %d, gRPC %v %v, want 200 and ready", reloaded.StatusCode, back, err)
 	}
 	if err := e.grpcInfer("simple_nobatch", 2); err != nil {
 		t.Errorf("simple_nobatch after load: %v", err)
@@ -754,5 +748,5 @@ func tritonRepository(t *testing.T, e *tritonE2E) (h, g string) {
 		t.Errorf("index after unload: %s, want simple_nobatch UNAVAILABLE", after)
 	}
 	return fmt.Sprintf("index 3 READY; after unload ready %d, UNAVAILABLE %v; load 200, ready %d", ready.StatusCode, unavailable, reloaded.StatusCode),
-		fmt.Sprintf("RepositoryModelUnload ok, ModelReady %v", gr.GetReady())
+		fmt.Sprintf("RepositoryModelUnload ok, ModelReady %v; after load %v", gr.GetReady(), back.GetReady())
 }
