@@ -37,6 +37,9 @@ func Check(cfg *kservepb.ModelConfig, info infer.ModelInfo) error {
 	if err := checkPlatform(cfg); err != nil {
 		return err
 	}
+	if _, err := threads(cfg); err != nil {
+		return err
+	}
 	mbs := cfg.MaxBatchSize
 	switch why := batchBlocker(info); {
 	case mbs < 0:

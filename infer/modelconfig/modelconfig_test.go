@@ -408,6 +408,7 @@ func TestCheck(t *testing.T) {
 		{"tensorflow", `platform: "tensorflow_savedmodel"`, modelconfig.ErrPlatform, "tf2onnx"},
 		{"python backend", `backend: "python"`, modelconfig.ErrPlatform, `backend "python"`},
 		{"negative batch", `max_batch_size: -1 ` + io, modelconfig.ErrInvalid, "max_batch_size: got -1"},
+		{"threads", `parameters { key: "intra_op_thread_count" value: { string_value: "many" } } ` + io, modelconfig.ErrInvalid, `intra_op_thread_count: got "many"`},
 		{"data type", `max_batch_size: 8 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]`,
 			modelconfig.ErrMismatch, "input[0].data_type: configuration expects datatype TYPE_FP32 for input 'INPUT0', model provides TYPE_INT32"},
 		{"reshape fits", `max_batch_size: 8 input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4, 4 ] reshape { shape: [ 16 ] } }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]`, nil, ""},
@@ -469,6 +470,11 @@ func TestSettingsOf(t *testing.T) {
 			"accelerator, no group",
 			`optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "cuda" } ] } }`,
 			modelconfig.Settings{ExecutionProvider: "cuda"},
+		},
+		{
+			"threads",
+			`parameters { key: "intra_op_thread_count" value: { string_value: "3" } }`,
+			modelconfig.Settings{Parameters: map[string]string{"intra_op_thread_count": "3"}, Threads: 3},
 		},
 		{
 			"parameters and reshape",

@@ -2,7 +2,9 @@ package modelconfig
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -40,6 +42,28 @@ type Settings struct {
 	Dims map[string][]int64
 	// Parameters is parameters{key: {string_value}}.
 	Parameters map[string]string
+	// Threads is parameters{key: "intra_op_thread_count"} (ONNX Runtime
+	// backend's name): intra-op threads per session (threadPerModel);
+	// 0: not set. The backend's other parameters show in the config and
+	// have no effect.
+	Threads int
+}
+
+// ParamThreads is the parameter Settings.Threads reads.
+const ParamThreads = "intra_op_thread_count"
+
+// threads reads ParamThreads of cfg: 0 when it is not set, an error when
+// it is not a positive integer.
+func threads(cfg *kservepb.ModelConfig) (int, error) {
+	p, ok := cfg.GetParameters()[ParamThreads]
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(p.GetStringValue())
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%w: parameters %s: got %q, want a positive integer", ErrInvalid, ParamThreads, p.GetStringValue())
+	}
+	return n, nil
 }
 
 // SettingsOf returns cfg's settings (see Settings); nil cfg gives the zero
@@ -73,6 +97,7 @@ func SettingsOf(cfg *kservepb.ModelConfig) Settings {
 		}
 		s.Parameters[k] = p.GetStringValue()
 	}
+	s.Threads, _ = threads(cfg) // Check reports a bad value
 	return s
 }
 

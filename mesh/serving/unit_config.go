@@ -23,7 +23,7 @@ import (
 //     what has queued, up to N.
 //   - instance_group counts: that many ONNX Runtime sessions
 //     (Parallelism); KIND_GPU or an execution accelerator: the execution
-//     provider.
+//     provider; parameters intra_op_thread_count: Threads.
 func withSettings(e infer.Config, s modelconfig.Settings) infer.Config {
 	e.Batching = infer.BatchingOff
 	if s.MaxBatch > 0 {
@@ -36,6 +36,7 @@ func withSettings(e infer.Config, s modelconfig.Settings) infer.Config {
 		e.Parallelism = s.Instances
 	}
 	e.ExecutionProvider = cmp.Or(s.ExecutionProvider, e.ExecutionProvider)
+	e.Threads = cmp.Or(s.Threads, e.Threads)
 	e.Reshape = s.EngineReshape()
 	return e
 }
