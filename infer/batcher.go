@@ -34,6 +34,11 @@ type BatcherConfig struct {
 	// max_queue_delay_microseconds: batches form at any load, at the cost
 	// of that delay on a lone request.
 	HoldIdle bool
+	// Preferred are Triton's preferred_batch_size: once the queue holds
+	// rows enough for one of them, a batch of the largest reached runs
+	// at once, not waiting MaxWait, and a longer queue is cut there;
+	// below the smallest, a batch takes what queued, up to MaxBatch.
+	Preferred []int
 	// OnBatch, if set, is called by a runner before each run with the number
 	// of items and rows in it. Tests and metrics use it; it must not block.
 	OnBatch func(items, rows int)
@@ -278,34 +283,51 @@ func (b *Batcher) waitForMore() {
 	}
 }
 
-// full reports whether the queue holds a full next batch. b.mu must be held.
+// full reports whether the queue holds a full next batch: MaxBatch rows,
+// or a preferred size. b.mu must be held.
 func (b *Batcher) full() bool {
+	rows := b.queuedRows()
+	return rows >= b.limit(rows)
+}
+
+// queuedRows is the rows of the queued records shaped as the first: what
+// the next batch can take from. b.mu must be held.
+func (b *Batcher) queuedRows() int64 {
 	first := b.queue[0]
 	rows := int64(0)
 	for _, it := range b.queue {
-		if !sameRecordShape(first, it) {
-			continue
+		if sameRecordShape(first, it) {
+			rows += it.rows
 		}
-		if rows+it.rows > int64(b.cfg.MaxBatch) {
-			return true
-		}
-		rows += it.rows
 	}
-	return rows >= int64(b.cfg.MaxBatch)
+	return rows
 }
 
-// take removes the next batch from the queue, dropping records whose ctx is
-// done. b.mu must be held.
+// limit is the most rows the next batch takes when queued rows wait: the
+// largest preferred size they reach, else MaxBatch.
+func (b *Batcher) limit(queued int64) int64 {
+	lim := int64(0)
+	for _, p := range b.cfg.Preferred {
+		if p := int64(p); p <= queued && p <= int64(b.cfg.MaxBatch) {
+			lim = max(lim, p)
+		}
+	}
+	if lim == 0 {
+		return int64(b.cfg.MaxBatch)
+	}
+	return lim
+}
+
 func (b *Batcher) take() []*item {
 	var batch []*item
-	rows := int64(0)
+	rows, lim := int64(0), b.limit(b.queuedRows())
 	rest := b.queue[:0]
 	for i, it := range b.queue {
 		if err := it.ctx.Err(); err != nil {
 			it.done <- itemResult{err: err}
 			continue
 		}
-		full := len(batch) > 0 && (b.cfg.Unbatchable || rows+it.rows > int64(b.cfg.MaxBatch))
+		full := len(batch) > 0 && (b.cfg.Unbatchable || rows+it.rows > lim)
 		if full || (len(batch) > 0 && !sameRecordShape(batch[0], it)) {
 			rest = append(rest, it)
 			if full && b.cfg.Unbatchable {

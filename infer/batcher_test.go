@@ -99,6 +99,49 @@ func TestBatcherHoldIdle(t *testing.T) {
 	}
 }
 
+// TestBatcherPreferred: a batch runs as soon as the queue reaches a
+// preferred size (no waiting for MaxBatch, MaxWait an hour), and a longer
+// queue is cut at the largest preferred size it reaches.
+func TestBatcherPreferred(t *testing.T) {
+	var log batchLog
+	b := infer.NewBatcher(infer.BatcherConfig{MaxBatch: 8, MaxWait: time.Hour, HoldIdle: true, Preferred: []int{2}, OnBatch: log.add}, double)
+	t.Cleanup(func() { b.Close() })
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if _, err := b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, float32(i))}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := fmt.Sprint(log.get()), "[2]"; got != want {
+		t.Errorf("batch sizes: got %s, want %s", got, want)
+	}
+
+	var cut batchLog
+	started, release := make(chan struct{}, 100), make(chan struct{})
+	g := infer.NewBatcher(infer.BatcherConfig{MaxBatch: 8, Preferred: []int{2, 4}, OnBatch: cut.add}, gated(started, release))
+	t.Cleanup(func() { g.Close() })
+	done := make(chan error, 8)
+	go func() { _, err := g.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, 0)}); done <- err }()
+	<-started // the runner is busy; 5 records queue
+	for i := 1; i <= 5; i++ {
+		go func() { _, err := g.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, float32(i))}); done <- err }()
+		infertest.WaitFor(t, "queued record", func() bool { return g.Len() == i })
+	}
+	close(release)
+	for range 6 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 1 alone, then 4 (the largest preferred size 5 reach), then 1.
+	if got, want := fmt.Sprint(cut.get()), "[1 4 1]"; got != want {
+		t.Errorf("batch sizes: got %s, want %s", got, want)
+	}
+}
+
 func TestBatcherBatchesWhileBusy(t *testing.T) {
 	var log batchLog
 	started, release := make(chan struct{}, 100), make(chan struct{})

@@ -42,6 +42,10 @@ type Config struct {
 	// (see BatcherConfig.HoldIdle): Triton's dynamic_batching with
 	// max_queue_delay_microseconds, from a model's config.pbtxt.
 	HoldIdle bool
+	// PreferredBatch are the batch sizes (rows) a batch runs at as soon
+	// as the queue reaches one (see BatcherConfig.Preferred): Triton's
+	// preferred_batch_size, from a model's config.pbtxt.
+	PreferredBatch []int
 	// MaxRequestBatch is the most rows a record may carry along dim 0
 	// (Triton's max_batch_size, from a model's config.pbtxt): a record
 	// with more is an *InputError naming it. 0: no limit.

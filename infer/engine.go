@@ -94,6 +94,7 @@ func New(cfg Config) (e *Engine, err error) {
 		QueueSize:   cfg.QueueSize,
 		Unbatchable: !e.info.DynamicBatch,
 		HoldIdle:    cfg.HoldIdle,
+		Preferred:   cfg.PreferredBatch,
 		OnBatch:     cfg.Hooks.Batch,
 		OnRun: func(ctx context.Context, d time.Duration) {
 			if cfg.Hooks.Stage != nil {

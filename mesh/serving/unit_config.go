@@ -18,9 +18,8 @@ import (
 //     alone, as its own batch; none is stacked with another's records.
 //   - with dynamic_batching: the records of concurrent requests stack
 //     along dim 0 up to N rows (batching on, MaxBatch N), a batch waiting
-//     up to max_queue_delay_microseconds to fill (MaxWait).
-//     preferred_batch_size is accepted and ignored: the batcher runs
-//     what has queued, up to N.
+//     up to max_queue_delay_microseconds to fill (MaxWait), unless the
+//     queue reaches a preferred_batch_size (PreferredBatch).
 //   - instance_group counts: that many ONNX Runtime sessions
 //     (Parallelism); KIND_GPU or an execution accelerator: the execution
 //     provider; parameters intra_op_thread_count: Threads.
@@ -30,7 +29,7 @@ func withSettings(e infer.Config, s modelconfig.Settings) infer.Config {
 		e.MaxBatch, e.MaxRequestBatch = s.MaxBatch, s.MaxBatch
 	}
 	if s.MaxBatch > 0 && s.Dynamic {
-		e.Batching, e.MaxWait, e.HoldIdle = infer.BatchingOn, s.MaxQueueDelay, true
+		e.Batching, e.MaxWait, e.HoldIdle, e.PreferredBatch = infer.BatchingOn, s.MaxQueueDelay, true, s.Preferred
 	}
 	if s.Instances > 0 {
 		e.Parallelism = s.Instances
@@ -55,7 +54,7 @@ func batchReason(s modelconfig.Settings) string {
 	// Auto-complete makes [max_batch_size] the preferred size, which is
 	// what the batcher aims at anyway.
 	if len(s.Preferred) > 0 && !slices.Equal(s.Preferred, []int{s.MaxBatch}) {
-		why += fmt.Sprintf(", preferred_batch_size %v ignored", s.Preferred)
+		why += fmt.Sprintf(", preferred_batch_size %v", s.Preferred)
 	}
 	return why
 }
