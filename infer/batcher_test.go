@@ -78,15 +78,10 @@ func TestBatcherIdleRunsAtOnce(t *testing.T) {
 	}
 }
 
-// TestBatcherHoldIdle: with HoldIdle (Triton's max_queue_delay), a
-// record that finds the runner idle waits for more; the second record
-// fills the batch, which then runs at once (MaxWait is an hour).
-func TestBatcherHoldIdle(t *testing.T) {
-	var log batchLog
-	b := infer.NewBatcher(infer.BatcherConfig{MaxBatch: 2, MaxWait: time.Hour, HoldIdle: true, OnBatch: log.add}, double)
-	t.Cleanup(func() { b.Close() })
+// submitAll submits n one-row records at once and waits for them.
+func submitAll(t *testing.T, b *infer.Batcher, n int) {
 	var wg sync.WaitGroup
-	for i := range 2 {
+	for i := range n {
 		wg.Go(func() {
 			if _, err := b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, float32(i))}); err != nil {
 				t.Error(err)
@@ -94,6 +89,16 @@ func TestBatcherHoldIdle(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestBatcherHoldIdle: with HoldIdle (Triton's max_queue_delay), a
+// record that finds the runner idle waits for more; the second record
+// fills the batch, which then runs at once (MaxWait is an hour).
+func TestBatcherHoldIdle(t *testing.T) {
+	var log batchLog
+	b := infer.NewBatcher(infer.BatcherConfig{MaxBatch: 2, MaxWait: time.Hour, HoldIdle: true, OnBatch: log.add}, double)
+	t.Cleanup(func() { b.Close() })
+	submitAll(t, b, 2)
 	if got, want := fmt.Sprint(log.get()), "[2]"; got != want {
 		t.Errorf("batch sizes: got %s, want %s (one batch of both)", got, want)
 	}
@@ -106,15 +111,7 @@ func TestBatcherPreferred(t *testing.T) {
 	var log batchLog
 	b := infer.NewBatcher(infer.BatcherConfig{MaxBatch: 8, MaxWait: time.Hour, HoldIdle: true, Preferred: []int{2}, OnBatch: log.add}, double)
 	t.Cleanup(func() { b.Close() })
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Go(func() {
-			if _, err := b.Submit(context.Background(), [][]infer.Tensor{rec(1, 2, float32(i))}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	submitAll(t, b, 2)
 	if got, want := fmt.Sprint(log.get()), "[2]"; got != want {
 		t.Errorf("batch sizes: got %s, want %s", got, want)
 	}
