@@ -73,7 +73,23 @@ func TestBatcherIdleRunsAtOnce(t *testing.T) {
 			t.Errorf("call %d: got %v, want %v", i, got, want)
 		}
 	}
-	if got, want := fmt.Sprint(log.get()), "[1 1 1]"; got != want {
+	wantBatches(t, &log, "[1 1 1]")
+}
+
+// drain waits for n answers on done and fails on an error.
+func drain(t *testing.T, done <-chan error, n int) {
+	t.Helper()
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// wantBatches checks the batch sizes log saw, e.g. "[1 4]".
+func wantBatches(t *testing.T, log *batchLog, want string) {
+	t.Helper()
+	if got := fmt.Sprint(log.get()); got != want {
 		t.Errorf("batch sizes: got %s, want %s", got, want)
 	}
 }
@@ -112,9 +128,7 @@ func TestBatcherPreferred(t *testing.T) {
 	b := infer.NewBatcher(infer.BatcherConfig{MaxBatch: 8, MaxWait: time.Hour, HoldIdle: true, Preferred: []int{2}, OnBatch: log.add}, double)
 	t.Cleanup(func() { b.Close() })
 	submitAll(t, b, 2)
-	if got, want := fmt.Sprint(log.get()), "[2]"; got != want {
-		t.Errorf("batch sizes: got %s, want %s", got, want)
-	}
+	wantBatches(t, &log, "[2]")
 
 	var cut batchLog
 	started, release := make(chan struct{}, 100), make(chan struct{})
@@ -128,15 +142,9 @@ func TestBatcherPreferred(t *testing.T) {
 		infertest.WaitFor(t, "queued record", func() bool { return g.Len() == i })
 	}
 	close(release)
-	for range 6 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
+	drain(t, done, 6)
 	// 1 alone, then 4 (the largest preferred size 5 reach), then 1.
-	if got, want := fmt.Sprint(cut.get()), "[1 4 1]"; got != want {
-		t.Errorf("batch sizes: got %s, want %s", got, want)
-	}
+	wantBatches(t, &cut, "[1 4 1]")
 }
 
 func TestBatcherBatchesWhileBusy(t *testing.T) {
@@ -179,9 +187,7 @@ func TestBatcherBatchesWhileBusy(t *testing.T) {
 		}
 	}
 	// 1 alone, then 4 (MaxBatch), then the 2 left of width 2, then width 3.
-	if got, want := fmt.Sprint(log.get()), "[1 4 2 1]"; got != want {
-		t.Errorf("batch sizes: got %s, want %s", got, want)
-	}
+	wantBatches(t, &log, "[1 4 2 1]")
 }
 
 func TestBatcherAlreadyBatchedSplits(t *testing.T) {
@@ -267,9 +273,7 @@ func TestBatcherBadRecordDoesNotFailOthers(t *testing.T) {
 	if err == nil || out != nil {
 		t.Fatalf("Submit with a bad record: got %v, %v; want an error", out, err)
 	}
-	if got, want := fmt.Sprint(log.get()), "[3 1 1 1]"; got != want {
-		t.Errorf("batch sizes: got %s, want %s", got, want)
-	}
+	wantBatches(t, &log, "[3 1 1 1]")
 }
 
 func TestBatcherMaxWaitFillsBatch(t *testing.T) {
@@ -291,14 +295,8 @@ func TestBatcherMaxWaitFillsBatch(t *testing.T) {
 	// is full: add two more.
 	go submit(2)
 	go submit(3)
-	for range 4 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got, want := fmt.Sprint(log.get()), "[1 3]"; got != want {
-		t.Errorf("batch sizes: got %s, want %s", got, want)
-	}
+	drain(t, done, 4)
+	wantBatches(t, &log, "[1 3]")
 }
 
 func TestBatcherDropsExpired(t *testing.T) {
