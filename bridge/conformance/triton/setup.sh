@@ -15,7 +15,7 @@
 #   py/tritonclient     client's src/python/library/tritonclient + gRPC stubs from common/protobuf
 #   kserve_py/          kserve's inference client modules + regenerated stubs + kserve_shims/
 #   models/simple_string   server's docs/examples/model_repository/simple_string (run.sh serves it)
-#   pa-install/bin/perf_analyzer   (the `pa` step; long: tens of minutes on two cores)
+#   pa-install/bin/perf_analyzer   (the `pa` step, the long one: minutes of C++ on two cores)
 # Debian packages: python3-grpcio python3-protobuf python3-numpy python3-geventhttpclient
 # python3-aiohttp protobuf-compiler protobuf-compiler-grpc (grpc_python_plugin), and for `pa`:
 # cmake g++ libgrpc++-dev libprotobuf-dev libcurl4-openssl-dev rapidjson-dev libb64-dev googletest
