@@ -32,7 +32,7 @@ LDFLAGS := -X main.version=$(VERSION)
 
 export ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: all build run test test-short bench fuzz lint tidy clean deps ort demo-model debs models docker chaos soak onnx-crash conformance manifests
+.PHONY: all build run test test-short bench fuzz lint tidy clean deps ort demo-model debs models docker chaos soak onnx-crash conformance manifests triton-clients
 
 all: build
 
@@ -68,6 +68,19 @@ onnx-crash: deps
 ## cluster-serving (OIP over HTTP and gRPC): pass / fail / not applicable by reason.
 conformance: deps
 	CLUSTER_SERVING_REQUIRE_DEPS=1 CLUSTER_SERVING_CONFORMANCE=all $(GO) test -count=1 -timeout 30m -v -run '^TestConformance$$' ./bridge/conformance
+
+## triton-clients: tritonclient, the KServe SDK and perf_analyzer against a real
+## `cluster-serving start` on Triton's example models (bridge/conformance/triton).
+## Not in `make test`: the clients are built from GitHub sources fetched into
+## TRITON_SRC (docs/testing.md); setup.sh fills TRITON_CLIENTS from them once.
+## TRITON_CHECKS picks checks by name (e.g. TRITON_CHECKS='grpc.stream pa.').
+TRITON_CLIENTS ?= $(CACHE)/triton-clients
+TRITON_CHECKS ?=
+triton-clients: build deps
+	@test -d $(TRITON_CLIENTS)/py || { test -n "$(TRITON_SRC)" || { \
+	  echo "no clients in $(TRITON_CLIENTS): fetch the sources and set TRITON_SRC (docs/testing.md)" >&2; exit 1; }; \
+	  TRITON_SRC='$(TRITON_SRC)' TRITON_CLIENTS=$(TRITON_CLIENTS) bridge/conformance/triton/setup.sh all; }
+	TRITON_CLIENTS=$(TRITON_CLIENTS) bridge/conformance/triton/run.sh $(BIN) $(TRITON_CHECKS)
 
 test-short:
 	$(GO) test -count=1 -short ./...
