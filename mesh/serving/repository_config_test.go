@@ -110,7 +110,7 @@ func TestRepositoryModelConfig(t *testing.T) {
 		}{
 			{"unbatched", "false", "config.pbtxt: max_batch_size 0 (no batch dimension): each request runs alone", 0},
 			{"alone", "false", "config.pbtxt: max_batch_size 4 without dynamic_batching: each request runs alone, as its own batch", 4},
-			{"dynamic", "true", "config.pbtxt: dynamic_batching, max_batch_size 8, max_queue_delay 2ms, preferred_batch_size [4] ignored", 8},
+			{"dynamic", "true", "config.pbtxt: dynamic_batching, max_batch_size 8, max_queue_delay 2ms, preferred_batch_size [4]", 8},
 			{"noconfig", "true", "dim 0 of every input and output is dynamic", 16}, // the engine's batch size
 		} {
 			m, ok := served(ms, tc.name, "1")
@@ -140,7 +140,7 @@ func TestRepositoryModelConfig(t *testing.T) {
 		}
 		var out strings.Builder
 		st.Print(&out, nil, "")
-		row := "mc-dynamic dynamic yes config.pbtxt: dynamic_batching, max_batch_size 8, max_queue_delay 2ms, preferred_batch_size [4] ignored"
+		row := "mc-dynamic dynamic yes config.pbtxt: dynamic_batching, max_batch_size 8, max_queue_delay 2ms, preferred_batch_size [4]"
 		if !slices.ContainsFunc(strings.Split(out.String(), "\n"), func(l string) bool { return strings.Join(strings.Fields(l), " ") == row }) {
 			t.Errorf("status: no batching row %q in\n%s", row, out.String())
 		}
