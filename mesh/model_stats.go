@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,32 +104,46 @@ type ModelStats struct {
 	InferStats
 }
 
-// Stats sums the inference statistics of job's workers: it asks every
-// worker on the mesh ($SRV.STATS.cluster-serving-worker, as
-// DiscoverWorkers) and returns once the answers stop coming (StatsQuiet,
-// StatsWait), or sooner when ctx ends with its deadline. The sum covers
-// the workers running now: a worker that stopped takes its counts with
-// it, and one that answers late is left out. Job without workers is a
-// zero ModelStats, not an error. It returns ctx.Err() when ctx is
-// cancelled, and an error when the connection cannot ask.
+// Stats sums the inference statistics of job's workers (see StatsOf).
 func (c *Client) Stats(ctx context.Context, job string) (ModelStats, error) {
+	all, err := c.StatsOf(ctx, job)
+	return all[job], err
+}
+
+// StatsOf sums the inference statistics of each of jobs' workers: it asks
+// every worker on the mesh once ($SRV.STATS.cluster-serving-worker, as
+// DiscoverWorkers) and returns once the answers stop coming (StatsQuiet,
+// StatsWait), or sooner when ctx ends with its deadline, so that many
+// jobs cost one wait. The sums cover the workers running now: a worker
+// that stopped takes its counts with it, and one that answers late is
+// left out. A job without workers gets a zero ModelStats, not an error.
+// It returns ctx.Err() when ctx is cancelled, and an error when the
+// connection cannot ask.
+func (c *Client) StatsOf(ctx context.Context, jobs ...string) (map[string]ModelStats, error) {
 	ws, err := discover(ctx, c.nc, StatsWait, StatsQuiet)
 	if err != nil {
-		return ModelStats{}, fmt.Errorf("mesh: stats of %s: %w", job, err)
+		return nil, fmt.Errorf("mesh: stats of %s: %w", strings.Join(jobs, ", "), err)
 	}
-	out := ModelStats{Job: job}
+	out := make(map[string]ModelStats, len(jobs))
+	for _, job := range jobs {
+		out[job] = ModelStats{Job: job}
+	}
 	for _, w := range ws {
-		if w.Job != job {
+		st, ok := out[w.Job]
+		if !ok {
 			continue
 		}
-		out.Workers++
-		out.Model = cmp.Or(out.Model, w.Model)
-		if !slices.Contains(out.Versions, w.ModelVersion) {
-			out.Versions = append(out.Versions, w.ModelVersion)
+		st.Workers++
+		st.Model = cmp.Or(st.Model, w.Model)
+		if !slices.Contains(st.Versions, w.ModelVersion) {
+			st.Versions = append(st.Versions, w.ModelVersion)
 		}
-		out.add(w.Stats.Infer)
+		st.add(w.Stats.Infer)
+		out[w.Job] = st
 	}
-	slices.Sort(out.Versions)
+	for _, st := range out {
+		slices.Sort(st.Versions)
+	}
 	return out, nil
 }
 

@@ -3,26 +3,24 @@ package door
 import (
 	"context"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/cluster-serving/cluster-serving/infer/status"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
-// StatsSource sums the inference statistics of a job's workers over the
-// mesh. A door reads statistics through its Submitter when it implements
-// StatsSource, as *mesh.Client does (Client.Stats, whose wait it shares).
-// It must be safe for concurrent use.
+// StatsSource sums the inference statistics of jobs' workers over the
+// mesh, asking it once. A door reads statistics through its Submitter when
+// it implements StatsSource, as *mesh.Client does (Client.StatsOf, whose
+// wait it shares). It must be safe for concurrent use.
 type StatsSource interface {
-	Stats(ctx context.Context, job string) (mesh.ModelStats, error)
+	StatsOf(ctx context.Context, jobs ...string) (map[string]mesh.ModelStats, error)
 }
 
 // Statistics answers Triton's statistics extension for both doors: the
 // statistics of the served models (models) named name at version, every
 // version when version is "", every model when name is "". Each model's
-// statistics are its job's workers' summed (mesh.Client.Stats); the jobs
-// are asked at once, so the answer takes one wait however many models it
+// statistics are its job's workers' summed (mesh.Client.StatsOf); the
+// mesh is asked once, so the answer takes one wait however many models it
 // names. A model that does not serve is a 404 *status.Error (see Lookup),
 // a Submitter that is no StatsSource a 500 saying so, and a mesh that
 // cannot be asked its error.
@@ -41,23 +39,23 @@ func Statistics(ctx context.Context, sub Submitter, c Catalog, models []Model, n
 	if !ok {
 		return nil, status.Errorf(status.Internal, "statistics: the door's Submitter (%T) cannot sum the mesh's statistics", sub)
 	}
-	out := make([]*kservepb.ModelStatistics, len(picked))
-	g, gctx := errgroup.WithContext(ctx)
+	jobs := make([]string, len(picked))
 	for i, m := range picked {
-		g.Go(func() error {
-			st, err := src.Stats(gctx, m.Job)
-			out[i] = ModelStatistics(m, st)
-			return err
-		})
+		jobs[i] = m.Job
 	}
-	if err := g.Wait(); err != nil {
+	all, err := src.StatsOf(ctx, jobs...)
+	if err != nil {
 		return nil, err
+	}
+	out := make([]*kservepb.ModelStatistics, len(picked))
+	for i, m := range picked {
+		out[i] = modelStatistics(m, all[m.Job])
 	}
 	return &kservepb.ModelStatisticsResponse{ModelStats: out}, nil
 }
 
-// ModelStatistics is st, the statistics of m's job, in Triton's shape.
-func ModelStatistics(m Model, st mesh.ModelStats) *kservepb.ModelStatistics {
+// modelStatistics is st, the statistics of m's job, in Triton's shape.
+func modelStatistics(m Model, st mesh.ModelStats) *kservepb.ModelStatistics {
 	out := &kservepb.ModelStatistics{
 		Name:           m.Name,
 		Version:        m.Version,
