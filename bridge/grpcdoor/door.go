@@ -134,7 +134,7 @@ func (d *Door) Server() *grpc.Server {
 		grpc.ConnectionTimeout(door.HeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: d.cfg.Conns.IdleTimeout}),
 		grpc.StatsHandler(connStats{d}),
-		grpc.ChainUnaryInterceptor(d.tracedUnary, d.recoverUnary),
+		grpc.ChainUnaryInterceptor(d.unaryInterceptors()...),
 		grpc.ChainStreamInterceptor(d.recoverStream),
 	}
 	if d.tls != nil {

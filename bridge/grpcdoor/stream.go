@@ -99,14 +99,28 @@ func sendInOrder(ss grpc.ServerStream, pending <-chan chan []byte, cancel contex
 // streamInfo names a streamed request's span and its panic's log line.
 var streamInfo = &grpc.UnaryServerInfo{FullMethod: kservepb.GRPCInferenceService_ModelStreamInfer_FullMethodName}
 
-// serveStreamed serves one request of a stream as the unary interceptors
-// serve a ModelInfer (a span, panic recovery) and returns its
-// ModelStreamInferResponse, encoded.
+// unaryInterceptors are what every unary RPC, and every request of a
+// stream, goes through, outermost first: a span, panic recovery.
+func (d *Door) unaryInterceptors() []grpc.UnaryServerInterceptor {
+	return []grpc.UnaryServerInterceptor{d.tracedUnary, d.recoverUnary}
+}
+
+// intercepted runs h on req through unaryInterceptors, as the server runs
+// a unary RPC's handler.
+func (d *Door) intercepted(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	ics := d.unaryInterceptors()
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, next := ics[i], h
+		h = func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, next) }
+	}
+	return h(ctx, req)
+}
+
+// serveStreamed serves one request of a stream as a ModelInfer is served
+// (intercepted) and returns its ModelStreamInferResponse, encoded.
 func (d *Door) serveStreamed(ctx context.Context, in *frame) []byte {
-	resp, err := d.tracedUnary(ctx, in, streamInfo, func(ctx context.Context, req any) (any, error) {
-		return d.recoverUnary(ctx, req, streamInfo, func(ctx context.Context, req any) (any, error) {
-			return d.inferFrame(ctx, req.(*frame))
-		})
+	resp, err := d.intercepted(ctx, in, streamInfo, func(ctx context.Context, req any) (any, error) {
+		return d.inferFrame(ctx, req.(*frame))
 	})
 	if err != nil {
 		return streamError(in.b, err)
