@@ -320,7 +320,10 @@ func (b *Batcher) limit(queued int64) int64 {
 
 func (b *Batcher) take() []*item {
 	var batch []*item
-	rows, lim := int64(0), b.limit(b.queuedRows())
+	rows, lim := int64(0), int64(b.cfg.MaxBatch)
+	if len(b.cfg.Preferred) > 0 { // else the pass over the queue is not needed
+		lim = b.limit(b.queuedRows())
+	}
 	rest := b.queue[:0]
 	for i, it := range b.queue {
 		if err := it.ctx.Err(); err != nil {

@@ -2,6 +2,7 @@ package door
 
 import (
 	"cmp"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -24,6 +25,19 @@ const (
 	ParamSHMOffset   = "shared_memory_offset"
 	ParamSHMByteSize = "shared_memory_byte_size"
 )
+
+// IsSHMParam reports whether k, a tensor parameter's key, is one of the
+// shared memory parameters.
+func IsSHMParam(k string) bool {
+	return k == ParamSHMRegion || k == ParamSHMOffset || k == ParamSHMByteSize
+}
+
+// DropSHMParams deletes the shared memory parameters from a tensor's
+// parameters, once the door has read the tensor from, or will write it
+// to, its region.
+func DropSHMParams[V any](params map[string]V) {
+	maps.DeleteFunc(params, func(k string, _ V) bool { return IsSHMParam(k) })
+}
 
 // DefaultSharedMemory is the registry of a door whose
 // Config.SharedMemory is nil. Triton keeps one registry per server, which

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 )
 
@@ -157,7 +158,7 @@ func hasSHMParam(b []byte, params protowire.Number) bool {
 		}
 		if num == params && typ == protowire.BytesType {
 			entry, _ := protowire.ConsumeBytes(b)
-			if isSHMKey(mapKey(entry)) {
+			if door.IsSHMParam(mapKey(entry)) {
 				return true
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 )
 
@@ -51,7 +52,7 @@ func usesSHM(req *kservepb.ModelInferRequest) bool {
 	}
 	for _, m := range maps {
 		for k := range m {
-			if isSHMKey(k) {
+			if door.IsSHMParam(k) {
 				return true
 			}
 		}

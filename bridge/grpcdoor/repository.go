@@ -43,7 +43,7 @@ func (d *Door) RepositoryIndex(_ context.Context, req *kservepb.RepositoryIndexR
 // and answers once it serves. Any parameter (Triton's config and file:
 // overrides) is InvalidArgument; see control for the other codes.
 func (d *Door) RepositoryModelLoad(ctx context.Context, req *kservepb.RepositoryModelLoadRequest) (*kservepb.RepositoryModelLoadResponse, error) {
-	err := d.control(ctx, "load", req.RepositoryName, req.ModelName, slices.Collect(maps.Keys(req.Parameters)))
+	err := d.control(ctx, "load", door.Control.Load, req.RepositoryName, req.ModelName, slices.Collect(maps.Keys(req.Parameters)))
 	if err != nil {
 		return nil, err
 	}
@@ -54,19 +54,19 @@ func (d *Door) RepositoryModelLoad(ctx context.Context, req *kservepb.Repository
 // unload_dependents (Triton's, for ensembles, which do not exist here) is
 // taken and ignored; any other is InvalidArgument.
 func (d *Door) RepositoryModelUnload(ctx context.Context, req *kservepb.RepositoryModelUnloadRequest) (*kservepb.RepositoryModelUnloadResponse, error) {
-	err := d.control(ctx, "unload", req.RepositoryName, req.ModelName, slices.Collect(maps.Keys(req.Parameters)), "unload_dependents")
+	err := d.control(ctx, "unload", door.Control.Unload, req.RepositoryName, req.ModelName, slices.Collect(maps.Keys(req.Parameters)), "unload_dependents")
 	if err != nil {
 		return nil, err
 	}
 	return &kservepb.RepositoryModelUnloadResponse{}, nil
 }
 
-// control loads or unloads (what) model name through the Catalog's
+// control loads or unloads (do, named what) model name through the Catalog's
 // door.Control, after checking the request; the error is a gRPC status:
 // NotFound for an unknown model, InvalidArgument for one that fails to
 // load, PermissionDenied when the model control mode refuses (the HTTP
 // door's 403), Unavailable when the node is not running.
-func (d *Door) control(ctx context.Context, what, repository, name string, params []string, known ...string) error {
+func (d *Door) control(ctx context.Context, what string, do func(door.Control, context.Context, string) error, repository, name string, params []string, known ...string) error {
 	ctl := door.ControlOf(d.cfg.Catalog)
 	if ctl == nil {
 		return errNoRepository
@@ -80,11 +80,7 @@ func (d *Door) control(ctx context.Context, what, repository, name string, param
 	if err := door.UnsupportedParameters(params, known...); err != nil {
 		return grpcError(err)
 	}
-	do := ctl.Load
-	if what == "unload" {
-		do = ctl.Unload
-	}
-	if err := door.ControlError(what, name, do(ctx, name)); err != nil {
+	if err := door.ControlError(what, name, do(ctl, ctx, name)); err != nil {
 		return grpcError(err)
 	}
 	return nil

@@ -13,12 +13,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 )
 
-// isSHMKey reports whether a tensor parameter's key is one of the shared
-// memory extension's.
-func isSHMKey(k string) bool {
-	return k == door.ParamSHMRegion || k == door.ParamSHMOffset || k == door.ParamSHMByteSize
-}
-
 // SystemSharedMemoryStatus lists the registered regions, or the one
 // named (NotFound when it is not registered).
 func (d *Door) SystemSharedMemoryStatus(_ context.Context, req *kservepb.SystemSharedMemoryStatusRequest) (*kservepb.SystemSharedMemoryStatusResponse, error) {
@@ -138,7 +132,7 @@ func rewriteSHM(reg *door.SharedMemory, req *kservepb.ModelInferRequest, limit i
 			return nil, err
 		}
 		raw = append(raw, data)
-		dropSHM(in.Parameters)
+		door.DropSHMParams(in.Parameters)
 	}
 	if next != len(req.RawInputContents) {
 		return nil, status.Errorf(status.BadInput, "raw_input_contents has %d entries, the inputs outside shared memory take %d", len(req.RawInputContents), next)
@@ -156,16 +150,10 @@ func rewriteSHM(reg *door.SharedMemory, req *kservepb.ModelInferRequest, limit i
 		if err := reg.Check(ref.Region, ref.Offset, ref.ByteSize); err != nil {
 			return nil, err
 		}
-		dropSHM(o.Parameters)
+		door.DropSHMParams(o.Parameters)
 		outs[o.Name] = *ref
 	}
 	return outs, nil
-}
-
-func dropSHM(params map[string]*kservepb.InferParameter) {
-	delete(params, door.ParamSHMRegion)
-	delete(params, door.ParamSHMOffset)
-	delete(params, door.ParamSHMByteSize)
 }
 
 // refOf is the shared memory Ref of tensor from its parameters (nil:

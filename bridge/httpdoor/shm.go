@@ -165,9 +165,7 @@ func planSHM(reg *door.SharedMemory, body []byte, headerLen int, limit int64) (*
 		if err := reg.Check(ref.Region, ref.Offset, ref.ByteSize); err != nil {
 			return nil, err
 		}
-		delete(params, door.ParamSHMRegion)
-		delete(params, door.ParamSHMOffset)
-		delete(params, door.ParamSHMByteSize)
+		door.DropSHMParams(params)
 		params["binary_data"] = json.RawMessage("true")
 		o["parameters"], _ = json.Marshal(params)
 		plan.outputs[name] = *ref
@@ -216,9 +214,7 @@ func shmInputs(reg *door.SharedMemory, ins []object, tail []byte, fits func(int6
 		if out, err = reg.AppendRead(out, ref.Region, ref.Offset, ref.ByteSize); err != nil {
 			return nil, false, err
 		}
-		delete(params, door.ParamSHMRegion)
-		delete(params, door.ParamSHMOffset)
-		delete(params, door.ParamSHMByteSize)
+		door.DropSHMParams(params)
 		params["binary_data_size"] = strconv.AppendInt(nil, ref.ByteSize, 10)
 		in["parameters"], _ = json.Marshal(params)
 		used = true

@@ -34,7 +34,7 @@ func Check(cfg *kservepb.ModelConfig, info infer.ModelInfo) error {
 	if cfg == nil {
 		return nil
 	}
-	if err := checkPlatform(cfg); err != nil {
+	if err := CheckPlatform(cfg); err != nil {
 		return err
 	}
 	if _, err := threads(cfg); err != nil {

@@ -23,8 +23,10 @@ var exportHints = map[string]string{
 // ensemble, custom backends).
 const otherHint = "export the model to ONNX (torch.onnx.export for PyTorch, tf2onnx for TensorFlow and Keras, the framework's ONNX exporter otherwise)"
 
-// checkPlatform accepts ONNX Runtime's platform and backend, or none.
-func checkPlatform(cfg *kservepb.ModelConfig) error {
+// CheckPlatform accepts ONNX Runtime's platform and backend, or none;
+// any other is an error wrapping ErrPlatform that says how to export the
+// model to ONNX.
+func CheckPlatform(cfg *kservepb.ModelConfig) error {
 	p, b := cfg.Platform, cfg.Backend
 	if (p == "" || p == Platform) && (b == "" || b == Backend) {
 		return nil

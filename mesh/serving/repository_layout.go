@@ -145,22 +145,11 @@ func readConfig(path, name string) (*kservepb.ModelConfig, []string, error) {
 		return nil, nil, fmt.Errorf("%w: model %q: config.pbtxt: name %q differs from the model directory's name", ErrModelConfig, name, cfg.Name)
 	}
 	// Only the platform is checked before a version loads (there is no
-	// graph yet: its inputs and outputs are checked once it has), in
-	// modelconfig.Check's words.
-	if !isONNX(cfg) {
-		err := modelconfig.Check(&kservepb.ModelConfig{Platform: cfg.Platform, Backend: cfg.Backend}, infer.ModelInfo{})
-		if err == nil {
-			err = fmt.Errorf("platform %q, backend %q: only ONNX models serve here: export the model to ONNX", cfg.Platform, cfg.Backend)
-		}
+	// graph yet: its inputs and outputs are checked once it has).
+	if err := modelconfig.CheckPlatform(cfg); err != nil {
 		return nil, nil, fmt.Errorf("%w: model %q: config.pbtxt: %w", ErrModelConfig, name, err)
 	}
 	return cfg, warnings, nil
-}
-
-// isONNX reports whether cfg's platform and backend, where set, are
-// Triton's names of an ONNX model.
-func isONNX(cfg *kservepb.ModelConfig) bool {
-	return (cfg.Platform == "" || cfg.Platform == modelconfig.Platform) && (cfg.Backend == "" || cfg.Backend == modelconfig.Backend)
 }
 
 // versionDirs lists the numeric version directories of a model directory.
