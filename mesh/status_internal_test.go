@@ -30,11 +30,10 @@ func TestLatency(t *testing.T) {
 func TestStatusNumbersHaveUnits(t *testing.T) {
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	stats := WorkerStats{Processed: 7, P50: 1200 * time.Microsecond, P90: 3 * time.Millisecond, P99: 2 * time.Second}
-	prev := &Status{At: at.Add(-2 * time.Second), Jobs: []JobStatus{{Job: "j", Delivered: 3}}}
-	s := &Status{At: at, Jobs: []JobStatus{{Job: "j", Pending: 4, Delivered: 7}},
+	s := &Status{At: at, Jobs: []JobStatus{{Job: "j", Pending: 4, Delivered: 7, Rate: 2}},
 		Workers: []WorkerInfo{{ID: "abcdefghij", Job: "j", Model: "m", Host: "h", PID: "42", Stats: stats}}}
 	var out bytes.Buffer
-	s.Print(&out, prev, "nats://x:4222")
+	s.Print(&out, "nats://x:4222")
 	text := out.String()
 	unit := regexp.MustCompile(`^\d+(\.\d+)?(µs|ms|s)$`)
 	lines := strings.Split(text, "\n")
@@ -77,7 +76,7 @@ func TestStatusBatching(t *testing.T) {
 			{ID: "4", Job: "o", Model: "old"},
 		}}
 	var out bytes.Buffer
-	s.Print(&out, nil, "nats://x:4222")
+	s.Print(&out, "nats://x:4222")
 	lines := strings.Split(out.String(), "\n")
 	want := [][]string{
 		{"JOB", "MODEL", "BATCHING", "WHY"},
