@@ -2,7 +2,6 @@ package mesh_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -101,11 +100,5 @@ func TestStatusDocument(t *testing.T) {
 	}
 	if len(st.Models) != 1 || st.Models[0].State != "READY" {
 		t.Errorf("models %+v: want fake READY", st.Models)
-	}
-	doc, _ := json.Marshal(st)
-	for _, key := range []string{`"executionProvider":"cpu"`, `"latencyP99Ms"`, `"uptimeS"`, `"refused":0`} {
-		if !strings.Contains(string(doc), key) {
-			t.Errorf("document lacks %s: %s", key, doc)
-		}
 	}
 }

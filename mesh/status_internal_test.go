@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -102,4 +103,21 @@ func TestStatusBatching(t *testing.T) {
 // "IN FLIGHT" and "LATENCY P50" stay one column.
 func columns(line string) []string {
 	return regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
+}
+
+// TestStatusDocumentJSON: the document's workers are flat, latencies in
+// milliseconds (WorkerStats stays the workers' wire format).
+func TestStatusDocumentJSON(t *testing.T) {
+	started := time.Now().Add(-time.Minute)
+	s := &Status{At: time.Now(), Workers: []WorkerInfo{{ID: "w", Job: "j", ExecutionProvider: "cpu", Started: started,
+		Stats: WorkerStats{Processed: 3, P50: 1500 * time.Microsecond, P99: 4 * time.Millisecond}}}}
+	doc, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"executionProvider":"cpu"`, `"processed":3`, `"latencyP50Ms":1.5`, `"latencyP99Ms":4`, `"uptimeS":60`} {
+		if !strings.Contains(string(doc), key) {
+			t.Errorf("document lacks %s: %s", key, doc)
+		}
+	}
 }
