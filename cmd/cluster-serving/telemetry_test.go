@@ -242,7 +242,9 @@ func TestStatusShowsWorkers(t *testing.T) {
 	}
 	// The job's row and one worker row that served the 7 requests. A
 	// worker counts and acks a request just after replying, so poll.
-	jobRow := regexp.MustCompile(`(?m)^` + job + `\s+-\s+0\s+0\s+0\s+1\s`)
+	jobRow := regexp.MustCompile(`(?m)^` + job + `\s+\d+\.\d\s+0\s+0\s+0\s+1\s`)
+	// The NATS door's row: its subject, its process, 7 requests, none refused.
+	doorRow := regexp.MustCompile(`(?m)^nats\s+serving\.` + job + `\.predict\s+cluster-serving start ` + job + `\s+\S+\s+\d+\s+[\d.]+\s+7\s+0\s`)
 	// The VERSION column says which version of the model serves.
 	workerRow := regexp.MustCompile(`(?m)^\S+\s+` + job + `\s+` + job + `\s+1\s+\S+\s+\d+\s+7\s+0\s`)
 	var out string
@@ -253,7 +255,7 @@ func TestStatusShowsWorkers(t *testing.T) {
 		if st.cmd.ProcessState.ExitCode() != 0 {
 			t.Fatalf("status failed:\n%s", out)
 		}
-		if jobRow.MatchString(out) && workerRow.MatchString(out) {
+		if jobRow.MatchString(out) && workerRow.MatchString(out) && doorRow.MatchString(out) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -263,6 +265,9 @@ func TestStatusShowsWorkers(t *testing.T) {
 	}
 	if !workerRow.MatchString(out) {
 		t.Errorf("no worker row with 7 processed in:\n%s", out)
+	}
+	if !doorRow.MatchString(out) {
+		t.Errorf("no NATS door row with 7 requests in:\n%s", out)
 	}
 	// add_f32 batches: dim 0 of its input and output is dynamic.
 	if !regexp.MustCompile(`(?m)^` + job + `\s+` + job + `\s+yes\s+dim 0 of every input and output is dynamic$`).MatchString(out) {
