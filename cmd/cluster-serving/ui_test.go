@@ -1,0 +1,364 @@
+package main
+
+// The status page at /ui, in a real headless Chromium (Debian's chromium)
+// against a real start with two models, a token file and a second worker.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
+)
+
+// statusDoc is the part of the status document (GET /ui/status, status
+// -json) the test checks.
+type statusDoc struct {
+	At   string
+	Jobs []struct {
+		Job                            string
+		Rate                           float64
+		Pending, AckPending, Processed int64
+		Delivered                      int64
+	}
+	Workers []struct {
+		ID, Job, PID string
+		Processed    int64
+	}
+	Doors []struct {
+		Door, Listen, Process, Host, PID string
+		Requests                         int64
+	}
+	Models []struct{ Name, Version, State string }
+	Errors []struct {
+		Status  int
+		Message string
+	}
+}
+
+// pageView is what the rendered page shows, read from its DOM.
+type pageView struct {
+	Rows    int // rows of #jobs and #workers
+	Text    string
+	Total   string
+	Workers []struct{ ID, Job, PID string }
+	Jobs    []pageJob
+	Errors  []struct{ Status, Message string }
+}
+
+// pageJob is the text of a row of #jobs.
+type pageJob struct{ Job, Rate, Pending, Inflight string }
+
+const readPage = `(() => {
+  const all = (q) => [...document.querySelectorAll(q)], cell = (r, c) => (r.querySelector(c) || {}).textContent;
+  return {
+    rows: all("#jobs tbody tr, #workers tbody tr").length,
+    text: document.body.innerText,
+    total: document.getElementById("total-rate").textContent,
+    workers: all("#workers tr[data-worker]").map((r) => ({id: r.dataset.worker, job: cell(r, ".job"), pid: cell(r, ".pid")})),
+    jobs: all("#jobs tr[data-job]").map((r) => ({job: r.dataset.job, rate: cell(r, ".rate"), pending: cell(r, ".pending"), inflight: cell(r, ".inflight")})),
+    errors: all("#errors tbody tr").map((r) => ({status: cell(r, ".status"), message: cell(r, ".message")})),
+  };
+})()`
+
+// requireChromium returns Debian's chromium, or fails or skips the test
+// (infertest.Missing) when it is not installed.
+func requireChromium(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		infertest.Missing(t, "chromium not found ("+err.Error()+"): apt-get install chromium")
+	}
+	return path
+}
+
+// newBrowser starts headless chromium and returns a tab's context; the
+// browser ends at cleanup.
+func newBrowser(t *testing.T, chromium string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start %s: %v", chromium, err)
+	}
+	return ctx
+}
+
+// waitPage reads the page until cond holds, for up to 30 s, and fails the
+// test with the last view if it never does.
+func waitPage(t *testing.T, ctx context.Context, what string, cond func(pageView) bool) pageView {
+	t.Helper()
+	var v pageView
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		v, err = chromedp.Run(ctx, chromedp.Evaluate[pageView](readPage))
+		if err != nil {
+			t.Fatalf("read the page: %v", err)
+		}
+		if cond(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never showed %s; it shows:\n%s", what, v.Text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// uiMesh starts `start` with two models and a token file, and a second
+// worker; it returns the door's URL, the token, the NATS URL and the
+// first model's job.
+func uiMesh(t *testing.T) (base, token, url, job string) {
+	t.Helper()
+	requireORT(t)
+	dir := t.TempDir()
+	ports := freePorts(t, 2)
+	add, _ := filepath.Abs("../../infer/testdata/add_f32.onnx")
+	cls, _ := filepath.Abs("../../infer/testdata/classifier.onnx")
+	token = "ui-test-token-" + strconv.Itoa(ports[0])
+	tokens := writeFile(t, filepath.Join(dir, "tokens"), token+"\n", 0o600)
+	job = "u" + strconv.Itoa(ports[0])
+	cfg := writeFile(t, filepath.Join(dir, "config.yaml"), fmt.Sprintf("jobName: %s\nmodels:\n  - {name: add, path: %s}\n"+
+		"  - {name: cls, version: \"2\", path: %s}\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nthreadPerModel: 1\n"+
+		"httpInterface: 127.0.0.1\nhttpPort: %d\nhttpAuthTokenFile: %s\nmetricsListen: off\n",
+		job, add, cls, ports[0], filepath.Join(dir, "js"), ports[1], tokens), 0o644)
+	env := []string{"XDG_RUNTIME_DIR=" + dir}
+	url = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+	start := spawn(t, env, "start", "-c", cfg)
+	waitReady(t, url, start)
+	waitLog(t, spawn(t, env, "worker", "-c", cfg, "-nats", url), "joined")
+	return fmt.Sprintf("http://127.0.0.1:%d", ports[1]), token, url, job
+}
+
+// post sends body to the door's /predict with the token and returns the
+// status and the error message of a JSON error answer.
+func post(base, token, body string) (int, string, error) {
+	req, _ := http.NewRequest(http.MethodPost, base+"/predict", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var e struct{ Error string }
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	return resp.StatusCode, e.Error, nil
+}
+
+// trickle sends add requests through the HTTP door until the test ends,
+// at an uneven pace, and counts the answers.
+func trickle(t *testing.T, base, token string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ok int64
+	var firstErr error
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			st, msg, err := post(base, token, `{"instances":[{"x":[1,2,3,4]}]}`)
+			mu.Lock()
+			if st == http.StatusOK {
+				ok++
+			} else if firstErr == nil && ctx.Err() == nil {
+				firstErr = fmt.Errorf("request %d: %d %s %v", i, st, msg, err)
+			}
+			mu.Unlock()
+			// An uneven pace, so that the rate moves from one poll to the next.
+			time.Sleep(time.Duration(10+i%4*10) * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		if firstErr != nil || ok == 0 {
+			t.Errorf("trickle: %d answered, first error %v", ok, firstErr)
+		}
+	})
+}
+
+// getStatus answers GET /ui/status with the token.
+func getStatus(t *testing.T, base, token string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/ui/status", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("GET /ui/status: got Content-Type %q, want application/json", ct)
+	}
+	return resp.StatusCode, b
+}
+
+// TestStatusPageInChromium drives the status page in headless Chromium:
+// without a token a login prompt and no data, a wrong token refused, then
+// with the token both workers of the first job, a throughput that moves,
+// the queue depth and the forced 400 in the last errors. The document
+// behind it matches `status -json -once`.
+func TestStatusPageInChromium(t *testing.T) {
+	skipIfShort(t)
+	chromium := requireChromium(t)
+	base, token, natsURL, job := uiMesh(t)
+	trickle(t, base, token)
+	st, want400, err := post(base, token, `{"instances":[{"x":[1,2,3]}]}`)
+	if err != nil || st != http.StatusBadRequest || want400 == "" {
+		t.Fatalf("forced bad input: got %d %q %v, want 400 with a message", st, want400, err)
+	}
+	if st, body := getStatus(t, base, ""); st != http.StatusUnauthorized || !strings.Contains(string(body), `"error"`) {
+		t.Errorf("GET /ui/status without token: got %d %s, want 401 with a JSON error", st, body)
+	}
+
+	ctx := newBrowser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui"), chromedp.WaitVisible(chromedp.CSS("#login"))); err != nil {
+		t.Fatalf("open /ui: %v", err)
+	}
+	v := waitPage(t, ctx, "the login prompt", func(v pageView) bool { return true })
+	if v.Rows != 0 || strings.Contains(v.Text, job) {
+		t.Errorf("without a token: got %d rows and text\n%s\nwant a login prompt and no data", v.Rows, v.Text)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token"), chromedp.Click(chromedp.CSS("#login button")),
+		chromedp.WaitVisible(chromedp.CSS("#login-message"))); err != nil {
+		t.Fatalf("a wrong token: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#login button"))); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+
+	waitPage(t, ctx, "two workers of "+job+" in two processes", func(v pageView) bool {
+		var pids []string
+		for _, w := range v.Workers {
+			if w.Job == job && !slices.Contains(pids, w.PID) {
+				pids = append(pids, w.PID)
+			}
+		}
+		return len(pids) == 2
+	})
+	first := waitPage(t, ctx, "a throughput above zero for "+job, func(v pageView) bool { return rateOf(v, job) > 0 })
+	waitPage(t, ctx, "a throughput that changes", func(v pageView) bool { return v.Total != first.Total && rateOf(v, job) > 0 })
+	waitPage(t, ctx, "the queue depth of "+job, func(v pageView) bool {
+		i := slices.IndexFunc(v.Jobs, func(j pageJob) bool { return j.Job == job })
+		if i < 0 {
+			return false
+		}
+		_, e1 := strconv.Atoi(strings.ReplaceAll(v.Jobs[i].Pending, ",", ""))
+		_, e2 := strconv.Atoi(strings.ReplaceAll(v.Jobs[i].Inflight, ",", ""))
+		return e1 == nil && e2 == nil
+	})
+	waitPage(t, ctx, "the forced 400 in the last errors", func(v pageView) bool {
+		return slices.ContainsFunc(v.Errors, func(e struct{ Status, Message string }) bool {
+			return e.Status == "400" && strings.Contains(e.Message, want400)
+		})
+	})
+	saveScreenshot(t, ctx)
+	compareWithCLI(t, base, token, natsURL)
+}
+
+// rateOf reads the job's req/s cell of v, -1 when absent.
+func rateOf(v pageView, job string) float64 {
+	for _, j := range v.Jobs {
+		if j.Job == job {
+			r, err := strconv.ParseFloat(strings.TrimSuffix(j.Rate, " req/s"), 64)
+			if err == nil {
+				return r
+			}
+		}
+	}
+	return -1
+}
+
+// saveScreenshot writes the page to docs/images/status-page.png with
+// CLUSTER_SERVING_UPDATE_SCREENSHOT=1, else to the test's temp dir.
+func saveScreenshot(t *testing.T, ctx context.Context) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "status-page.png")
+	if os.Getenv("CLUSTER_SERVING_UPDATE_SCREENSHOT") == "1" {
+		path = "../../docs/images/status-page.png"
+	}
+	writeFile(t, path, png, 0o644)
+	t.Logf("screenshot: %s (%d bytes)", path, len(png))
+}
+
+// compareWithCLI checks the page's document against `status -json -once`
+// taken after it: the same jobs, workers, doors and models, and counters
+// no lower.
+func compareWithCLI(t *testing.T, base, token, natsURL string) {
+	t.Helper()
+	st, body := getStatus(t, base, token)
+	var page, cli statusDoc
+	if err := json.Unmarshal(body, &page); st != http.StatusOK || err != nil {
+		t.Fatalf("GET /ui/status: got %d %s (%v)", st, body, err)
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "status", "-json", "-once", "-nats", natsURL).Output()
+	if err != nil {
+		t.Fatalf("status -json -once: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal(out, &cli); err != nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Fatalf("status -json -once: got %q (%v), want one line of JSON", out, err)
+	}
+	type counts map[string]int64
+	index := func(d statusDoc) (jobs, workers, doors, models counts) {
+		jobs, workers, doors, models = counts{}, counts{}, counts{}, counts{}
+		for _, j := range d.Jobs {
+			jobs[j.Job] = j.Processed + j.Delivered
+		}
+		for _, w := range d.Workers {
+			workers[w.ID] = w.Processed
+		}
+		for _, x := range d.Doors {
+			doors[x.Door+" "+x.Listen+" "+x.Host+" "+x.PID] = x.Requests
+		}
+		for _, m := range d.Models {
+			models[m.Name+" v"+m.Version+" "+m.State] = 0
+		}
+		return
+	}
+	pj, pw, pd, pm := index(page)
+	cj, cw, cd, cm := index(cli)
+	for _, c := range []struct {
+		what      string
+		page, cli counts
+	}{{"jobs", pj, cj}, {"workers", pw, cw}, {"doors", pd, cd}, {"models", pm, cm}} {
+		if len(c.page) == 0 || len(c.page) != len(c.cli) {
+			t.Errorf("%s: page has %v, status -json %v; want the same, not none", c.what, c.page, c.cli)
+		}
+		for k, n := range c.page {
+			if m, ok := c.cli[k]; !ok || m < n {
+				t.Errorf("%s %q: page %d, status -json %d (present %v); want present and no lower", c.what, k, n, m, ok)
+			}
+		}
+	}
+}
