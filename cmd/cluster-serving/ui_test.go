@@ -5,49 +5,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
-
-// statusDoc is the part of the status document (GET /ui/status, status
-// -json) the test checks.
-type statusDoc struct {
-	At   string
-	Jobs []struct {
-		Job                            string
-		Rate                           float64
-		Pending, AckPending, Processed int64
-		Delivered                      int64
-	}
-	Workers []struct {
-		ID, Job, PID string
-		Processed    int64
-	}
-	Doors []struct {
-		Door, Listen, Process, Host, PID string
-		Requests                         int64
-	}
-	Models []struct{ Name, Version, State string }
-	Errors []struct {
-		Status  int
-		Message string
-	}
-}
 
 // pageView is what the rendered page shows, read from its DOM.
 type pageView struct {
@@ -73,32 +41,6 @@ const readPage = `(() => {
     errors: all("#errors tbody tr").map((r) => ({status: cell(r, ".status"), message: cell(r, ".message")})),
   };
 })()`
-
-// requireChromium returns Debian's chromium, or fails or skips the test
-// (infertest.Missing) when it is not installed.
-func requireChromium(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		infertest.Missing(t, "chromium not found ("+err.Error()+"): apt-get install chromium")
-	}
-	return path
-}
-
-// newBrowser starts headless chromium and returns a tab's context; the
-// browser ends at cleanup.
-func newBrowser(t *testing.T, chromium string) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("start %s: %v", chromium, err)
-	}
-	return ctx
-}
 
 // waitPage reads the page until cond holds, for up to 30 s, and fails the
 // test with the last view if it never does.
@@ -145,75 +87,6 @@ func uiMesh(t *testing.T) (base, token, url, job string) {
 	waitReady(t, url, start)
 	waitLog(t, spawn(t, env, "worker", "-c", cfg, "-nats", url), "joined")
 	return fmt.Sprintf("http://127.0.0.1:%d", ports[1]), token, url, job
-}
-
-// post sends body to the door's /predict with the token and returns the
-// status and the error message of a JSON error answer.
-func post(base, token, body string) (int, string, error) {
-	req, _ := http.NewRequest(http.MethodPost, base+"/predict", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	var e struct{ Error string }
-	_ = json.NewDecoder(resp.Body).Decode(&e)
-	return resp.StatusCode, e.Error, nil
-}
-
-// trickle sends add requests through the HTTP door until the test ends,
-// at an uneven pace, and counts the answers.
-func trickle(t *testing.T, base, token string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var ok int64
-	var firstErr error
-	wg.Go(func() {
-		for i := 0; ctx.Err() == nil; i++ {
-			st, msg, err := post(base, token, `{"instances":[{"x":[1,2,3,4]}]}`)
-			mu.Lock()
-			if st == http.StatusOK {
-				ok++
-			} else if firstErr == nil && ctx.Err() == nil {
-				firstErr = fmt.Errorf("request %d: %d %s %v", i, st, msg, err)
-			}
-			mu.Unlock()
-			// An uneven pace, so that the rate moves from one poll to the next.
-			time.Sleep(time.Duration(10+i%4*10) * time.Millisecond)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		if firstErr != nil || ok == 0 {
-			t.Errorf("trickle: %d answered, first error %v", ok, firstErr)
-		}
-	})
-}
-
-// getStatus answers GET /ui/status with the token.
-func getStatus(t *testing.T, base, token string) (int, []byte) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+"/ui/status", nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		t.Errorf("GET /ui/status: got Content-Type %q, want application/json", ct)
-	}
-	return resp.StatusCode, b
 }
 
 // TestStatusPageInChromium drives the status page in headless Chromium:
@@ -290,75 +163,4 @@ func rateOf(v pageView, job string) float64 {
 		}
 	}
 	return -1
-}
-
-// saveScreenshot writes the page to docs/images/status-page.png with
-// CLUSTER_SERVING_UPDATE_SCREENSHOT=1, else to the test's temp dir.
-func saveScreenshot(t *testing.T, ctx context.Context) {
-	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	path := filepath.Join(t.TempDir(), "status-page.png")
-	if os.Getenv("CLUSTER_SERVING_UPDATE_SCREENSHOT") == "1" {
-		path = "../../docs/images/status-page.png"
-	}
-	writeFile(t, path, png, 0o644)
-	t.Logf("screenshot: %s (%d bytes)", path, len(png))
-}
-
-// compareWithCLI checks the page's document against `status -json -once`
-// taken after it: the same jobs, workers, doors and models, and counters
-// no lower.
-func compareWithCLI(t *testing.T, base, token, natsURL string) {
-	t.Helper()
-	st, body := getStatus(t, base, token)
-	var page, cli statusDoc
-	if err := json.Unmarshal(body, &page); st != http.StatusOK || err != nil {
-		t.Fatalf("GET /ui/status: got %d %s (%v)", st, body, err)
-	}
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(bin, "status", "-json", "-once", "-nats", natsURL).Output()
-	if err != nil {
-		t.Fatalf("status -json -once: %v\n%s", err, out)
-	}
-	if err := json.Unmarshal(out, &cli); err != nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
-		t.Fatalf("status -json -once: got %q (%v), want one line of JSON", out, err)
-	}
-	type counts map[string]int64
-	index := func(d statusDoc) (jobs, workers, doors, models counts) {
-		jobs, workers, doors, models = counts{}, counts{}, counts{}, counts{}
-		for _, j := range d.Jobs {
-			jobs[j.Job] = j.Processed + j.Delivered
-		}
-		for _, w := range d.Workers {
-			workers[w.ID] = w.Processed
-		}
-		for _, x := range d.Doors {
-			doors[x.Door+" "+x.Listen+" "+x.Host+" "+x.PID] = x.Requests
-		}
-		for _, m := range d.Models {
-			models[m.Name+" v"+m.Version+" "+m.State] = 0
-		}
-		return
-	}
-	pj, pw, pd, pm := index(page)
-	cj, cw, cd, cm := index(cli)
-	for _, c := range []struct {
-		what      string
-		page, cli counts
-	}{{"jobs", pj, cj}, {"workers", pw, cw}, {"doors", pd, cd}, {"models", pm, cm}} {
-		if len(c.page) == 0 || len(c.page) != len(c.cli) {
-			t.Errorf("%s: page has %v, status -json %v; want the same, not none", c.what, c.page, c.cli)
-		}
-		for k, n := range c.page {
-			if m, ok := c.cli[k]; !ok || m < n {
-				t.Errorf("%s %q: page %d, status -json %d (present %v); want present and no lower", c.what, k, n, m, ok)
-			}
-		}
-	}
 }
