@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -35,7 +36,7 @@ func (w *Worker) registerWorker() (stop func(), err error) {
 		Version:     w.cfg.version(),
 		Description: "cluster-serving inference worker",
 		Metadata: map[string]string{MetadataJob: w.cfg.Stream.Job, "model": w.cfg.Model, "modelVersion": w.cfg.ModelVersion, "host": host, "pid": fmt.Sprint(os.Getpid()),
-			MetadataBatching: strconv.FormatBool(w.cfg.Batching), MetadataBatchReason: w.cfg.BatchReason},
+			MetadataBatching: strconv.FormatBool(w.cfg.Batching), MetadataBatchReason: w.cfg.BatchReason, MetadataExecutionProvider: w.cfg.ExecutionProvider},
 		StatsHandler: func(*micro.Endpoint) any {
 			return w.Stats()
 		},
@@ -58,6 +59,9 @@ func (w *Worker) registerWorker() (stop func(), err error) {
 const (
 	MetadataBatching    = "batching"
 	MetadataBatchReason = "batching_reason"
+
+	// MetadataExecutionProvider names the worker's execution provider.
+	MetadataExecutionProvider = "execution_provider"
 )
 
 // WorkerInfo is one worker found on the mesh.
@@ -75,6 +79,39 @@ type WorkerInfo struct {
 	// ModelVersion is the version of Model the worker serves; "" from
 	// a worker that does not say.
 	ModelVersion string
+	// ExecutionProvider is what the worker runs its model on ("" from a
+	// worker that does not say); Started when its service started.
+	ExecutionProvider string
+	Started           time.Time
+}
+
+// MarshalJSON writes the worker as the status document shows it: flat,
+// latencies in milliseconds, uptime in seconds (WorkerStats stays the
+// wire format of the workers' stats endpoint).
+func (w WorkerInfo) MarshalJSON() ([]byte, error) {
+	st := w.Stats
+	return json.Marshal(struct {
+		ID                string    `json:"id"`
+		Job               string    `json:"job"`
+		Model             string    `json:"model"`
+		ModelVersion      string    `json:"modelVersion"`
+		Host              string    `json:"host"`
+		PID               string    `json:"pid"`
+		Batching          string    `json:"batching"`
+		BatchReason       string    `json:"batchReason"`
+		ExecutionProvider string    `json:"executionProvider"`
+		Started           time.Time `json:"started"`
+		UptimeS           float64   `json:"uptimeS"`
+		Processed         uint64    `json:"processed"`
+		Failed            uint64    `json:"failed"`
+		Retried           uint64    `json:"retried"`
+		Expired           uint64    `json:"expired"`
+		Inflight          int64     `json:"inflight"`
+		LatencyP50Ms      float64   `json:"latencyP50Ms"`
+		LatencyP99Ms      float64   `json:"latencyP99Ms"`
+	}{w.ID, w.Job, w.Model, w.ModelVersion, w.Host, w.PID, w.Batching, w.BatchReason, w.ExecutionProvider, w.Started,
+		time.Since(w.Started).Round(100 * time.Millisecond).Seconds(), st.Processed, st.Failed, st.Retried, st.Expired, st.Inflight,
+		telemetry.Millis(st.P50), telemetry.Millis(st.P99)})
 }
 
 // DiscoverWorkers asks every worker on the mesh for its stats and returns
@@ -87,18 +124,33 @@ func DiscoverWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]
 // is subscribed (NATS answers "no responders"), and, with quiet > 0,
 // once quiet passes without a new answer after the first one.
 func discover(ctx context.Context, nc *nats.Conn, wait, quiet time.Duration) ([]WorkerInfo, error) {
+	var out []WorkerInfo
+	if err := gather(ctx, nc, WorkerServiceName, wait, quiet, func(st micro.Stats) { out = append(out, workerInfo(st)) }); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b WorkerInfo) int {
+		return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// gather asks every instance of the micro service name for its stats
+// and hands each answer to add (one at a time) until awaitAnswers ends
+// the wait; add is never called after gather returns.
+func gather(ctx context.Context, nc *nats.Conn, name string, wait, quiet time.Duration, add func(micro.Stats)) error {
 	inbox := nc.NewInbox()
 	var (
 		mu   sync.Mutex
-		out  []WorkerInfo
+		done bool
 		none bool
 	)
 	came := make(chan struct{}, 1)
 	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
-		wi, ok := workerInfo(m)
+		var st micro.Stats
+		ok := json.Unmarshal(m.Data, &st) == nil
 		mu.Lock()
-		if ok {
-			out = append(out, wi)
+		if ok && !done {
+			add(st)
 		}
 		none = none || m.Header.Get("Status") == "503" // no responders
 		mu.Unlock()
@@ -108,21 +160,14 @@ func discover(ctx context.Context, nc *nats.Conn, wait, quiet time.Duration) ([]
 		}
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest("$SRV.STATS."+WorkerServiceName, inbox, nil); err != nil {
-		return nil, err
+	defer func() { mu.Lock(); done = true; mu.Unlock() }()
+	if err := nc.PublishRequest("$SRV.STATS."+name, inbox, nil); err != nil {
+		return err
 	}
-	if err := awaitAnswers(ctx, came, wait, quiet, func() bool { mu.Lock(); defer mu.Unlock(); return none }); err != nil {
-		return nil, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	slices.SortFunc(out, func(a, b WorkerInfo) int {
-		return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), cmp.Compare(a.ID, b.ID))
-	})
-	return slices.Clone(out), nil
+	return awaitAnswers(ctx, came, wait, quiet, func() bool { mu.Lock(); defer mu.Unlock(); return none })
 }
 
 // awaitAnswers waits for the answers signalled on came: wait in all, less
@@ -155,52 +200,16 @@ func awaitAnswers(ctx context.Context, came <-chan struct{}, wait, quiet time.Du
 	}
 }
 
-// workerInfo reads one worker's STATS answer; false when m is none.
-func workerInfo(m *nats.Msg) (WorkerInfo, bool) {
-	var st micro.Stats
-	if json.Unmarshal(m.Data, &st) != nil {
-		return WorkerInfo{}, false
-	}
+// workerInfo reads one worker's STATS answer.
+func workerInfo(st micro.Stats) WorkerInfo {
 	wi := WorkerInfo{ID: st.ID, Job: st.Metadata[MetadataJob], Model: st.Metadata["model"], Host: st.Metadata["host"], PID: st.Metadata["pid"],
-		Batching: st.Metadata[MetadataBatching], BatchReason: st.Metadata[MetadataBatchReason]}
+		Batching: st.Metadata[MetadataBatching], BatchReason: st.Metadata[MetadataBatchReason], Started: st.Started}
 	wi.ModelVersion = st.Metadata["modelVersion"]
+	wi.ExecutionProvider = st.Metadata[MetadataExecutionProvider]
 	for _, e := range st.Endpoints {
 		if len(e.Data) > 0 {
 			_ = json.Unmarshal(e.Data, &wi.Stats)
 		}
 	}
-	return wi, true
-}
-
-// latencyRing keeps the last 1,024 latencies for percentiles. Safe for
-// concurrent use.
-type latencyRing struct {
-	mu  sync.Mutex
-	buf [1024]time.Duration
-	n   int
-}
-
-func (r *latencyRing) add(d time.Duration) {
-	r.mu.Lock()
-	r.buf[r.n%len(r.buf)] = d
-	r.n++
-	r.mu.Unlock()
-}
-
-// percentiles returns the q-quantiles (0..1) of the kept latencies; zeros
-// when none were kept.
-func (r *latencyRing) percentiles(qs ...float64) []time.Duration {
-	r.mu.Lock()
-	n := min(r.n, len(r.buf))
-	s := slices.Clone(r.buf[:n])
-	r.mu.Unlock()
-	out := make([]time.Duration, len(qs))
-	if n == 0 {
-		return out
-	}
-	slices.Sort(s)
-	for i, q := range qs {
-		out[i] = s[min(n-1, int(q*float64(n)))]
-	}
-	return out
+	return wi
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,7 +129,10 @@ func (s *Service) Run(ctx context.Context) error {
 			select {
 			case sem <- struct{}{}:
 			default:
-				_ = req.Error(strconv.Itoa(status.Busy), "busy: too many requests in flight", nil)
+				const busy = "busy: too many requests in flight"
+				s.cfg.Metrics.RecordRequest(base, telemetry.DoorNATS, job, telemetry.OutcomeRejected, 0)
+				s.cfg.Metrics.RecordError(base, telemetry.DoorNATS, job, status.Busy, busy)
+				_ = req.Error(strconv.Itoa(status.Busy), busy, nil)
 				return
 			}
 			wg.Add(1)
@@ -144,6 +148,11 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("mesh: add endpoint for %s: %w", job, err)
 		}
 	}
+	subjects := make([]string, len(s.cfg.Jobs))
+	for i, job := range s.cfg.Jobs {
+		subjects[i] = PredictSubject(job)
+	}
+	defer s.cfg.Metrics.OpenDoor(telemetry.DoorNATS, strings.Join(subjects, " "))()
 	// The server has the subscriptions once a flush returns: from then on
 	// ID says the door serves (a caller reaches it), not just that it asked.
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -185,12 +194,13 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.AttrMessagingSystem.String("nats"), telemetry.AttrMessagingDestination.String(PredictSubject(job)), telemetry.AttrJob.String(job))
 	}
-	st := status.OK
+	st, msg := status.OK, ""
 	forwarded := false
 	defer func() {
 		endStatusSpan(span, st)
 		if !forwarded {
 			s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(st), time.Since(start))
+			s.cfg.Metrics.RecordError(ctx, telemetry.DoorNATS, job, st, msg)
 		}
 	}()
 	r := Request{
@@ -202,7 +212,7 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	if req.Reply() == "" {
 		// A publish, not a request: nobody could read the answer, so the
 		// model does not run for it.
-		st = status.BadInput
+		st, msg = status.BadInput, errNoReply.Error()
 		span.RecordError(errNoReply)
 		req.done(fmt.Errorf("%d:%w", st, errNoReply))
 		return
@@ -216,8 +226,7 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 		return
 	}
 	span.RecordError(err)
-	st = status.Of(err)
-	msg := err.Error()
+	st, msg = status.Of(err), err.Error()
 	var we *status.Error
 	switch {
 	case errors.As(err, &we):

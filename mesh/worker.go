@@ -62,6 +62,9 @@ type WorkerConfig struct {
 	// model stacks records into one run, and why (infer.ModelInfo).
 	Batching    bool
 	BatchReason string
+	// ExecutionProvider is the ONNX Runtime execution provider the
+	// worker runs its model on, announced in discovery. Optional.
+	ExecutionProvider string
 }
 
 func (c WorkerConfig) version() string {
@@ -125,7 +128,7 @@ type Worker struct {
 
 	processed, failed, retried, expired atomic.Uint64
 	inflight                            atomic.Int64
-	lat                                 latencyRing
+	lat                                 telemetry.LatencyRing
 	infer                               inferCounter
 
 	// consuming is true from when Run pulls and shows in discovery until
@@ -161,7 +164,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 
 // Stats returns the counters so far.
 func (w *Worker) Stats() WorkerStats {
-	p := w.lat.percentiles(0.50, 0.90, 0.99)
+	p := w.lat.Percentiles(0.50, 0.90, 0.99)
 	return WorkerStats{
 		Processed: w.processed.Load(),
 		Failed:    w.failed.Load(),
@@ -420,7 +423,7 @@ func (w *Worker) settleOK(ctx context.Context, msg jetstream.Msg, out []byte, de
 		w.infer.untally(t)
 		return status.Internal
 	}
-	w.lat.add(time.Since(began))
+	w.lat.Add(time.Since(began))
 	return status.OK
 }
 

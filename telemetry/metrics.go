@@ -58,6 +58,7 @@ type Metrics struct {
 	modelLoad       metric.Float64Histogram
 	queuePending    metric.Int64ObservableGauge
 	queueAckPending metric.Int64ObservableGauge
+	tally           *Tally
 }
 
 // Meter returns the project's meter from the global meter provider.
@@ -69,6 +70,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	var err error
 	m := &Metrics{
 		meter: meter,
+		tally: NewTally(),
 		requests: instrument(&err, meter.Int64Counter, MetricRequests, "{request}",
 			"Requests finished at a door, by door, job and outcome."),
 		requestDuration: instrument(&err, meter.Float64Histogram, MetricRequestDuration, "s",
@@ -112,11 +114,12 @@ func instrument[I, O any](errp *error, create func(string, ...O) (I, error), nam
 // A nil *Metrics records nothing, so callers need no check.
 
 // RecordRequest counts one request finished at a door and records its
-// end-to-end duration.
+// end-to-end duration, in the metrics and in the Tally.
 func (m *Metrics) RecordRequest(ctx context.Context, door, job, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
+	m.tally.Request(door, job, outcome, d)
 	if !m.requests.Enabled(ctx) && !m.requestDuration.Enabled(ctx) {
 		return
 	}
@@ -124,6 +127,34 @@ func (m *Metrics) RecordRequest(ctx context.Context, door, job, outcome string, 
 		AttrDoor.String(door), AttrJob.String(job), AttrOutcome.String(outcome)))
 	m.requests.Add(ctx, 1, set)
 	m.requestDuration.Record(ctx, d.Seconds(), set)
+}
+
+// RecordError keeps one failed request of job at door with the message
+// the door answered, among the Tally's last errors; a status below 400
+// is no error and is ignored.
+func (m *Metrics) RecordError(ctx context.Context, door, job string, status int, msg string) {
+	if m == nil || status < 400 {
+		return
+	}
+	m.tally.Error(ctx, door, job, status, msg)
+}
+
+// OpenDoor records that the process serves door on listen until the
+// returned func is called (Tally.Open).
+func (m *Metrics) OpenDoor(door, listen string) (closeDoor func()) {
+	if m == nil {
+		return func() {}
+	}
+	return m.tally.Open(door, listen)
+}
+
+// Tally is the process's own account of its doors' requests; nil for a
+// nil Metrics.
+func (m *Metrics) Tally() *Tally {
+	if m == nil {
+		return nil
+	}
+	return m.tally
 }
 
 // RecordStage records the time one request (or, for StageInfer, one

@@ -77,14 +77,9 @@ type Catalog interface {
 }
 
 // ModelState is one model of a repository's index, as the repository
-// extension answers it: state READY, UNAVAILABLE, LOADING or UNLOADING,
-// and the reason a model does not serve (or a newer version failed).
-type ModelState struct {
-	Name    string `json:"name"`
-	Version string `json:"version,omitempty"`
-	State   string `json:"state"`
-	Reason  string `json:"reason,omitempty"`
-}
+// extension answers it (the mesh's type: processes publish the same for
+// the status page).
+type ModelState = mesh.ModelState
 
 // Models lists the models a door serves: the catalog's when there is
 // one, each with its Version defaulted to "1", else fixed.

@@ -18,6 +18,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Submitter and Model are the doors' (see package door).
@@ -163,6 +164,7 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	door.WarnIfOpen(d.log, "gRPC door", ln.Addr(), d.tokens == nil && d.cfg.TLSClientCAFile == "")
 	d.conns = door.NewListener(ln, d.cfg.Conns.MaxConnections)
 	ln = d.conns
+	defer d.cfg.Metrics.OpenDoor(telemetry.DoorGRPC, ln.Addr().String())()
 	return door.Serve(ctx, &stopper{Server: d.Server()}, ln, "gRPC door", d.cfg.ShutdownGrace, d.log, "models", len(d.models()),
 		"tls", d.tls != nil, "clientCerts", d.cfg.TLSClientCAFile != "", "tokens", d.tokens != nil)
 }

@@ -114,14 +114,15 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 	if err != nil {
 		return nil, grpcError(err)
 	}
+	start := time.Now()
 	if err := d.bucket.Take(ctx); err != nil {
+		d.record(ctx, m.Job, err, start)
 		return nil, grpcError(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
-	start := time.Now()
 	res, err := d.sub.Submit(ctx, m.Job, mesh.Request{ContentType: wire.MediaTypeKServeGRPC, Body: body})
-	d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorGRPC, m.Job, telemetry.OutcomeOf(status.Of(err)), time.Since(start))
+	d.record(ctx, m.Job, err, start)
 	if err != nil {
 		if st := status.Of(err); st >= 500 && st != status.Busy && st != status.Timeout {
 			d.log.Warn("gRPC door", "status", st, "err", err)
@@ -129,6 +130,16 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 		return nil, grpcError(err)
 	}
 	return res.Body, nil
+}
+
+// record counts one inference request of job at this door, keeping its
+// error (nil: none) among the last errors.
+func (d *Door) record(ctx context.Context, job string, err error, start time.Time) {
+	st := status.Of(err)
+	d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorGRPC, job, telemetry.OutcomeOf(st), time.Since(start))
+	if err != nil {
+		d.cfg.Metrics.RecordError(ctx, telemetry.DoorGRPC, job, st, door.Message(err))
+	}
 }
 
 // models lists the served models: the Catalog's now when there is one.

@@ -10,14 +10,15 @@ import (
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 )
 
-// exempt reports whether r may come without a token: the welcome page and
-// the health probes, which load balancers and orchestrators call bare.
+// exempt reports whether r may come without a token: the welcome page,
+// the health probes, which load balancers and orchestrators call bare,
+// and the status page (its document, /ui/status, needs the token).
 func exempt(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
 	switch r.URL.Path {
-	case "/", "/v2/health/live", "/v2/health/ready":
+	case "/", "/v2/health/live", "/v2/health/ready", "/ui":
 		return true
 	}
 	return false

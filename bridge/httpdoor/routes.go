@@ -15,7 +15,7 @@ import (
 )
 
 // Welcome is the plain-text answer of GET /.
-const Welcome = "welcome to cluster-serving: POST /predict or /v2/models/{model}/infer; GET /models, /metrics, /v2\n"
+const Welcome = "welcome to cluster-serving: POST /predict or /v2/models/{model}/infer; GET /models, /metrics, /v2; the status page: GET /ui\n"
 
 // routes builds the door's mux: the original frontend's routes, the Open
 // Inference Protocol's, and a JSON 404 for anything else.
@@ -33,6 +33,7 @@ func (s *Server) routes() {
 	s.repositoryRoutes(mux)
 	s.shmRoutes(mux)
 	s.statsRoutes(mux)
+	s.uiRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)

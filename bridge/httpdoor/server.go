@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -60,6 +61,10 @@ type Config struct {
 	// (which may then be empty) and answers the model repository
 	// extension's routes (repository.go).
 	Repository Repository
+
+	// Status, when set, serves the status page GET /ui and its document
+	// GET /ui/status (ui.go).
+	Status StatusFunc
 }
 
 // ErrInvalidConfig is wrapped by Config.Validate; the message names the field.
@@ -112,6 +117,8 @@ type Server struct {
 	tls     *tls.Config  // nil: plain HTTP
 	tokens  *door.Tokens // nil: no authentication
 	conns   *door.Listener
+
+	statusCache statusCache
 }
 
 // New validates cfg, loads its TLS and token files and builds the routes.
@@ -135,7 +142,7 @@ func New(s Submitter, cfg Config) (*Server, error) {
 // Handler returns the door's routes, each request in a server span, its
 // token checked (TokenFile) and then its body bounded (MaxBodyBytes).
 func (s *Server) Handler() http.Handler {
-	return traced(s.recovering(s.authenticated(s.bounded(s.mux))))
+	return s.traced(s.recovering(s.authenticated(s.bounded(s.mux))))
 }
 
 // bounded answers 413 at once to a request whose Content-Length is over
@@ -198,6 +205,11 @@ func (s *Server) Run(ctx context.Context) error {
 // error only when serving fails.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	door.WarnIfOpen(s.log, "HTTP door", ln.Addr(), s.tokens == nil && s.cfg.TLSClientCAFile == "")
+	scheme := "http://"
+	if s.tls != nil {
+		scheme = "https://"
+	}
+	defer s.cfg.Metrics.OpenDoor(telemetry.DoorHTTP, scheme+ln.Addr().String())()
 	s.conns = door.NewListener(ln, s.cfg.Conns.MaxConnections)
 	if ln = s.conns; s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
@@ -257,7 +269,11 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // send waits for a token and sends body to m's job under contentType.
 func (s *Server) send(r *http.Request, m Model, contentType string, body []byte) ([]byte, error) {
+	if sw, _ := r.Context().Value(statusWriterKey{}).(*statusWriter); sw != nil {
+		sw.job = m.Job
+	}
 	if err := s.limiter.Take(r.Context()); err != nil {
+		s.record(r.Context(), m.Job, status.Of(err), time.Now())
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
@@ -286,6 +302,9 @@ func (s *Server) writeError(w http.ResponseWriter, err error, hint string) int {
 	}
 	if hint != "" && st == status.BadInput {
 		msg += hint
+	}
+	if sw := statusWriterOf(w); sw != nil {
+		sw.msg = msg
 	}
 	writeJSON(w, st, map[string]string{"error": msg})
 	return st

@@ -88,6 +88,7 @@ func (d *Door) Stats() Stats {
 // consumer that cannot start).
 func (d *Door) Run(ctx context.Context) error {
 	defer d.rdb.Close()
+	defer d.cfg.Metrics.OpenDoor(telemetry.DoorRedis, d.cfg.Addr)()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return d.ingest(gctx) })
 	g.Go(func() error {

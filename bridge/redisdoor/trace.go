@@ -75,6 +75,9 @@ func (d *Door) recordResults(ctx context.Context, rs []mesh.Result) {
 			took = now.Sub(added)
 		}
 		d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorRedis, d.cfg.Job, telemetry.OutcomeOf(r.Status), took)
+		if r.Status >= 400 { // the record's own trace, from its result's traceparent
+			d.cfg.Metrics.RecordError(telemetry.Extract(ctx, r.Header), telemetry.DoorRedis, d.cfg.Job, r.Status, r.Message)
+		}
 	}
 }
 

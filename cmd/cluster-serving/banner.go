@@ -216,6 +216,7 @@ func printOtherModels(w io.Writer, file *serving.File, models []serving.Model) {
 	if httpOn(file) {
 		fmt.Fprintf(w, "  HTTP:    %s://%s   POST /predict, /v2/models/%s/infer; GET /models, /metrics, /v2/health/ready\n",
 			httpScheme(file), httpAddr(file), models[0].Name)
+		fmt.Fprintf(w, "  Status:  %s://%s/ui   the live status page (in a terminal: cluster-serving status)\n", httpScheme(file), dialable(httpAddr(file)))
 	}
 	if len(models) > 1 {
 		for _, m := range models {

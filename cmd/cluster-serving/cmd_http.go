@@ -62,7 +62,7 @@ func httpConfig(file *serving.File, models []serving.Model) httpdoor.Config {
 // and the gRPC door run with.
 func nodeHTTPConfig(d doorDeps) httpdoor.Config {
 	hc := httpConfig(d.p.file, d.node.Models())
-	hc.Ready, hc.Logger, hc.Metrics = d.node.Ready, d.log, d.metrics
+	hc.Ready, hc.Logger, hc.Metrics, hc.Status = d.node.Ready, d.log, d.metrics, d.node.Status
 	if repo := d.node.Repository(); repo != nil {
 		hc.Repository = doorRepository{repo}
 	}

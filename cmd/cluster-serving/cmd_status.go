@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ import (
 // cmdStatus prints what the mesh is doing: per job the request rate,
 // queue depth and latency, and every worker it finds (micro service
 // discovery of cluster-serving-worker plus JetStream consumer info). It
-// refreshes every -interval until Ctrl-C; -once prints one snapshot.
+// refreshes every -interval until Ctrl-C; -once prints one snapshot;
+// -json prints the document the HTTP door's status page shows.
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -25,6 +27,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	url := fs.String("nats", "", "NATS URL; overrides the config")
 	interval := fs.Duration("interval", 2*time.Second, "refresh period")
 	once := fs.Bool("once", false, "print one snapshot and exit")
+	asJSON := fs.Bool("json", false, "print the status document, one JSON line a refresh (the HTTP door's GET /ui/status)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,12 +57,17 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			return err
 		}
-		if tty && !*once {
+		switch {
+		case *asJSON:
+			err = json.NewEncoder(stdout).Encode(snap)
+		case tty && !*once:
 			fmt.Fprint(stdout, "\033[H\033[2J") // home and clear
+			fallthrough
+		default:
+			snap.Print(stdout, prev, target)
 		}
-		snap.Print(stdout, prev, target)
-		if *once {
-			return nil
+		if *once || err != nil {
+			return err
 		}
 		prev = snap
 		select {

@@ -18,13 +18,7 @@ var _ httpdoor.Repository = doorRepository{}
 
 func (d doorRepository) Models() []door.Model { return doorModels(d.r.Models()) }
 
-func (d doorRepository) Index(ready bool) []door.ModelState {
-	var out []door.ModelState
-	for _, e := range d.r.Index(ready) {
-		out = append(out, door.ModelState{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason})
-	}
-	return out
-}
+func (d doorRepository) Index(ready bool) []door.ModelState { return d.r.Index(ready) }
 
 func (d doorRepository) Load(ctx context.Context, name string) error   { return d.r.Load(ctx, name) }
 func (d doorRepository) Unload(ctx context.Context, name string) error { return d.r.Unload(ctx, name) }

@@ -474,6 +474,12 @@ func (n *Node) WaitReady(ctx context.Context) error {
 // the workers drain within ShutdownGrace. Run returns once every part has
 // stopped, nil or the first error that stopped it; then call Close.
 func (n *Node) Run(ctx context.Context) error {
+	stop, err := mesh.RegisterProcess(n.nc, mesh.ProcessConfig{Name: cmp.Or(n.cfg.Name, DefaultName), Version: n.cfg.Version,
+		Tally: n.cfg.Metrics.Tally(), Models: n.modelStates})
+	if err != nil {
+		return err
+	}
+	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, u := range n.units {
 		g.Go(func() error { return u.Run(gctx, n.nc) })
@@ -493,11 +499,32 @@ func (n *Node) Run(ctx context.Context) error {
 		n.stopping(context.Cause(ctx))
 		return nil
 	})
-	err := g.Wait()
+	err = g.Wait()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	return err
+}
+
+// modelStates are the models the node tells the status page about: its
+// repository's index, or the models its units serve (READY); none for a
+// node that serves no model (a door's).
+func (n *Node) modelStates() []mesh.ModelState {
+	if n.repo != nil {
+		return n.repo.Index(false)
+	}
+	var out []mesh.ModelState
+	for _, u := range n.Units() {
+		m := u.Model()
+		out = append(out, mesh.ModelState{Name: m.Name, Version: cmp.Or(m.Version, "1"), State: StateReady})
+	}
+	return out
+}
+
+// Status is the whole mesh's status document (mesh.TakeStatus), as this
+// node's connection sees it.
+func (n *Node) Status(ctx context.Context) (*mesh.Status, error) {
+	return mesh.TakeStatus(ctx, n.nc, n.js)
 }
 
 // probe marks the node probed once its own NATS door answers a ping (or

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
+	"github.com/cluster-serving/cluster-serving/mesh"
 
 	"github.com/nats-io/nats.go"
 )
@@ -101,19 +102,14 @@ func (c RepositoryConfig) validate() error {
 	return nil
 }
 
-// IndexEntry is one model version of the repository index.
-type IndexEntry struct {
-	// Name is the model's name; Version a version that serves (READY), or
-	// one its version_policy picks that does not (UNAVAILABLE); for a
-	// model no version of which serves, the highest found on disk (""
-	// when none).
-	Name, Version string
-	// State is StateReady, StateUnavailable, StateLoading or StateUnloading.
-	State string
-	// Reason says why a model is not ready, or why a newer version does
-	// not serve while an older one does.
-	Reason string
-}
+// IndexEntry is one model version of the repository index: Name, and
+// Version a version that serves (READY), or one its version_policy picks
+// that does not (UNAVAILABLE); for a model no version of which serves,
+// the highest found on disk ("" when none). State is StateReady,
+// StateUnavailable, StateLoading or StateUnloading; Reason says why a
+// model is not ready, or why a newer version does not serve while an
+// older one does. The status page shows the same (mesh.ModelState).
+type IndexEntry = mesh.ModelState
 
 // repoModel is the repository's record of one model. Guarded by
 // Repository.mu; its versions' units and workers' lives are the Run

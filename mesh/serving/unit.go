@@ -93,6 +93,8 @@ func (c UnitConfig) worker() mesh.WorkerConfig {
 		Version:       c.Version,
 		Batching:      c.Model.Info.DynamicBatch,
 		BatchReason:   c.Model.Info.BatchReason,
+
+		ExecutionProvider: cmp.Or(c.Model.ExecutionProvider, c.Engine.ExecutionProvider, infer.ProviderCPU),
 	}
 }
 
