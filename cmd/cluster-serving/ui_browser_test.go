@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -45,12 +46,25 @@ func newBrowser(t *testing.T, chromium string) context.Context {
 // CLUSTER_SERVING_UPDATE_SCREENSHOT=1, else to the test's temp dir.
 func saveScreenshot(t *testing.T, ctx context.Context) {
 	t.Helper()
+	update := os.Getenv("CLUSTER_SERVING_UPDATE_SCREENSHOT") == "1"
+	if update { // the docs' picture: a minute of history in the charts
+		const filled = `(JSON.parse(sessionStorage.getItem("cluster-serving.history")) || []).length >= 30`
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](filled))
+			if err != nil || time.Now().After(deadline) {
+				t.Fatalf("wait for a minute of history: %v", err)
+			}
+			if ok {
+				break
+			}
+		}
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "status-page.png")
-	if os.Getenv("CLUSTER_SERVING_UPDATE_SCREENSHOT") == "1" {
+	if update {
 		path = "../../docs/images/status-page.png"
 	}
 	writeFile(t, path, png, 0o644)

@@ -124,6 +124,8 @@ func compareWithCLI(t *testing.T, base, token, natsURL string) {
 	if err := json.Unmarshal(body, &page); st != http.StatusOK || err != nil {
 		t.Fatalf("GET /ui/status: got %d %s (%v)", st, body, err)
 	}
+	t.Logf("the status document: %d bytes for %d jobs, %d workers, %d doors, %d models, %d errors",
+		len(body), len(page.Jobs), len(page.Workers), len(page.Doors), len(page.Models), len(page.Errors))
 	bin, err := buildOnce()
 	if err != nil {
 		t.Fatal(err)
