@@ -99,6 +99,15 @@ func ResultsSubject(job, door string) string {
 // PredictSubject is the micro endpoint subject of job: serving.<job>.predict.
 func PredictSubject(job string) string { return SubjectPrefix + "." + job + ".predict" }
 
+// predictSubjects lists the PredictSubject of each of jobs, space-separated.
+func predictSubjects(jobs []string) string {
+	out := make([]string, len(jobs))
+	for i, job := range jobs {
+		out[i] = PredictSubject(job)
+	}
+	return strings.Join(out, " ")
+}
+
 // isResultsSubject reports whether subject lies under job's results stream.
 func isResultsSubject(job, subject string) bool {
 	rest, ok := strings.CutPrefix(subject, ResultsSubject(job, ""))

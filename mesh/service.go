@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,11 +147,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("mesh: add endpoint for %s: %w", job, err)
 		}
 	}
-	subjects := make([]string, len(s.cfg.Jobs))
-	for i, job := range s.cfg.Jobs {
-		subjects[i] = PredictSubject(job)
-	}
-	defer s.cfg.Metrics.OpenDoor(telemetry.DoorNATS, strings.Join(subjects, " "))()
+	defer s.cfg.Metrics.OpenDoor(telemetry.DoorNATS, predictSubjects(s.cfg.Jobs))()
 	// The server has the subscriptions once a flush returns: from then on
 	// ID says the door serves (a caller reaches it), not just that it asked.
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -230,7 +230,7 @@ func (s *Status) door(p ProcessInfo, d telemetry.DoorTally) DoorStatus {
 // requests under its column's name, a rate (REQ/S) or a latency that
 // carries its unit (850µs, 4.44ms, 1.2s); the legend under the tables says
 // what each latency measures.
-func (s *Status) Print(w io.Writer, prev *Status, url string) {
+func (s *Status) Print(w io.Writer, url string) {
 	fmt.Fprintf(w, "cluster-serving status — %s — %s\n\n", url, s.At.Format("15:04:05"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tREQ/S\tQUEUED\tIN FLIGHT\tREDELIVERED\tWORKERS\tLATENCY P50\tLATENCY P99")
@@ -243,7 +243,7 @@ func (s *Status) Print(w io.Writer, prev *Status, url string) {
 				p99 = max(p99, wk.Stats.P99)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", j.Job, s.rate(prev, j), j.Pending, j.AckPending, j.Redelivered, n, latency(p50), latency(p99))
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%d\t%d\t%s\t%s\n", j.Job, j.Rate, j.Pending, j.AckPending, j.Redelivered, n, latency(p50), latency(p99))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -263,9 +263,7 @@ func (s *Status) Print(w io.Writer, prev *Status, url string) {
 	fmt.Fprintln(w, "\nQUEUED, IN FLIGHT, REDELIVERED, PROCESSED, FAILED and RETRIED count requests.\n"+
 		"LATENCY: a worker's, from pulling a request to acknowledging it, over its last 1,024 answered\n"+
 		"requests (- before the first); a job's is its slowest worker's.")
-	if prev == nil {
-		fmt.Fprintln(w, "REQ/S appears from the second refresh on: requests delivered to workers per second between two refreshes.")
-	}
+	fmt.Fprintln(w, "REQ/S: the job's requests finished at the doors of every process, per second over the last 10 s.")
 }
 
 // printBatching writes, per job and model, whether its workers stack
@@ -318,19 +316,6 @@ func (s *Status) printDoors(w io.Writer) {
 	for _, e := range s.Errors[:min(5, len(s.Errors))] {
 		fmt.Fprintf(w, "%s  %s  %s  %d  %s  trace %s\n", e.At.Local().Format("15:04:05"), e.Door, cmp.Or(e.Job, "-"), e.Status, e.Message, cmp.Or(e.TraceID, "-"))
 	}
-}
-
-// rate is the job's deliveries per second since prev, "-" without one.
-func (s *Status) rate(prev *Status, j JobStatus) string {
-	if prev == nil {
-		return "-"
-	}
-	for _, p := range prev.Jobs {
-		if p.Job == j.Job && j.Delivered >= p.Delivered {
-			return fmt.Sprintf("%.1f", float64(j.Delivered-p.Delivered)/s.At.Sub(prev.At).Seconds())
-		}
-	}
-	return "-"
 }
 
 // latency prints d with its unit and three significant digits or so:

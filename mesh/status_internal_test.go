@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,11 +31,10 @@ func TestLatency(t *testing.T) {
 func TestStatusNumbersHaveUnits(t *testing.T) {
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	stats := WorkerStats{Processed: 7, P50: 1200 * time.Microsecond, P90: 3 * time.Millisecond, P99: 2 * time.Second}
-	prev := &Status{At: at.Add(-2 * time.Second), Jobs: []JobStatus{{Job: "j", Delivered: 3}}}
-	s := &Status{At: at, Jobs: []JobStatus{{Job: "j", Pending: 4, Delivered: 7}},
+	s := &Status{At: at, Jobs: []JobStatus{{Job: "j", Pending: 4, Delivered: 7, Rate: 2}},
 		Workers: []WorkerInfo{{ID: "abcdefghij", Job: "j", Model: "m", Host: "h", PID: "42", Stats: stats}}}
 	var out bytes.Buffer
-	s.Print(&out, prev, "nats://x:4222")
+	s.Print(&out, "nats://x:4222")
 	text := out.String()
 	unit := regexp.MustCompile(`^\d+(\.\d+)?(µs|ms|s)$`)
 	lines := strings.Split(text, "\n")
@@ -77,7 +77,7 @@ func TestStatusBatching(t *testing.T) {
 			{ID: "4", Job: "o", Model: "old"},
 		}}
 	var out bytes.Buffer
-	s.Print(&out, nil, "nats://x:4222")
+	s.Print(&out, "nats://x:4222")
 	lines := strings.Split(out.String(), "\n")
 	want := [][]string{
 		{"JOB", "MODEL", "BATCHING", "WHY"},
@@ -103,4 +103,21 @@ func TestStatusBatching(t *testing.T) {
 // "IN FLIGHT" and "LATENCY P50" stay one column.
 func columns(line string) []string {
 	return regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
+}
+
+// TestStatusDocumentJSON: the document's workers are flat, latencies in
+// milliseconds (WorkerStats stays the workers' wire format).
+func TestStatusDocumentJSON(t *testing.T) {
+	started := time.Now().Add(-time.Minute)
+	s := &Status{At: time.Now(), Workers: []WorkerInfo{{ID: "w", Job: "j", ExecutionProvider: "cpu", Started: started,
+		Stats: WorkerStats{Processed: 3, P50: 1500 * time.Microsecond, P99: 4 * time.Millisecond}}}}
+	doc, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"executionProvider":"cpu"`, `"processed":3`, `"latencyP50Ms":1.5`, `"latencyP99Ms":4`, `"uptimeS":60`} {
+		if !strings.Contains(string(doc), key) {
+			t.Errorf("document lacks %s: %s", key, doc)
+		}
+	}
 }

@@ -3,12 +3,14 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/telemetry"
 	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
@@ -164,5 +166,46 @@ func TestMetricsNoopWhenDisabled(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("RecordStage with metrics disabled: %v allocs, want 0", allocs)
+	}
+}
+
+// TestTally: what a process tells the status page about its doors. Counts
+// by door, job and outcome; latency from answered requests only; errors
+// newest first, capped, with the trace id of their context; an open
+// door listed with no requests yet, and gone once closed.
+func TestTally(t *testing.T) {
+	m, err := telemetry.NewMetrics(telemetry.Meter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeHTTP := m.OpenDoor(telemetry.DoorHTTP, "http://127.0.0.1:8080")
+	m.OpenDoor(telemetry.DoorGRPC, "127.0.0.1:8001")
+	ctx := context.Background()
+	for range 3 {
+		m.RecordRequest(ctx, telemetry.DoorHTTP, "j", telemetry.OutcomeOK, 2*time.Millisecond)
+	}
+	m.RecordRequest(ctx, telemetry.DoorHTTP, "j", telemetry.OutcomeRejected, time.Hour)
+	m.RecordRequest(ctx, telemetry.DoorNATS, "k", telemetry.OutcomeOK, time.Millisecond)
+	m.RecordError(ctx, telemetry.DoorHTTP, "j", 200, "not an error")
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	traced := trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1}}))
+	for i := range 40 {
+		m.RecordError(traced, telemetry.DoorHTTP, "j", 400, fmt.Sprint("bad ", i, strings.Repeat(".", 400*(i/39))))
+	}
+	doors, errs := m.Tally().Snapshot()
+	if len(doors) != 3 || doors[0].Door != "grpc" || len(doors[0].Jobs) != 0 || doors[1].Listen != "http://127.0.0.1:8080" || doors[2].Listen != "" {
+		t.Fatalf("doors %+v: want grpc (open, no requests), http (open) and nats (answered, not open)", doors)
+	}
+	h := doors[1].Jobs[0]
+	if h.Outcomes["ok"] != 3 || h.Outcomes["rejected"] != 1 || h.LatencyP99Ms != 2 {
+		t.Errorf("http job j: %+v, want 3 ok, 1 rejected, p99 2ms (refusals keep out of latency)", h)
+	}
+	if len(errs) != 32 || !strings.HasPrefix(errs[0].Message, "bad 39") || len(errs[0].Message) > 310 || errs[31].Message != "bad 8" ||
+		errs[0].TraceID != tid.String() || errs[0].Status != 400 {
+		t.Errorf("errors: %d, newest %+v, oldest %+v; want the last 32, newest first, capped messages, with the trace id", len(errs), errs[0], errs[len(errs)-1])
+	}
+	closeHTTP()
+	if doors, _ := m.Tally().Snapshot(); doors[1].Listen != "" {
+		t.Errorf("closed door still listens: %+v", doors[1])
 	}
 }

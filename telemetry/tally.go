@@ -74,14 +74,19 @@ func (t *Tally) Open(door, listen string) (closeDoor func()) {
 	if t == nil {
 		return func() {}
 	}
+	t.setDoor(door, &listen)
+	return func() { t.setDoor(door, nil) }
+}
+
+// setDoor records door as listening on *listen, or as closed (nil).
+func (t *Tally) setDoor(door string, listen *string) {
 	t.mu.Lock()
-	t.doors[door] = listen
-	t.mu.Unlock()
-	return func() {
-		t.mu.Lock()
+	defer t.mu.Unlock()
+	if listen == nil {
 		delete(t.doors, door)
-		t.mu.Unlock()
+		return
 	}
+	t.doors[door] = *listen
 }
 
 // Request counts one request of job finished at door with outcome

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/telemetry"
 	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
@@ -226,4 +229,64 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	clear(p[:k])
 	c.read.Add(k)
 	return int(k), nil
+}
+
+// TestStatusPage: the page needs no token and holds no data (its script
+// allowed by hash alone); its document needs the door's token, and shows
+// this door and the 400 it answered, with the job and the message.
+func TestStatusPage(t *testing.T) {
+	m, err := telemetry.NewMetrics(telemetry.Meter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *env
+	cfg := httpdoor.Config{Status: func(ctx context.Context) (*mesh.Status, error) {
+		js, err := jetstream.New(e.nc)
+		if err != nil {
+			return nil, err
+		}
+		return mesh.TakeStatus(ctx, e.nc, js)
+	}}
+	cfg.Metrics = m
+	e, _, _ = tokenDoor(t, cfg)
+	stop, err := mesh.RegisterProcess(e.nc, mesh.ProcessConfig{Name: "test", Tally: m.Tally()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	resp, err := httpClient.Get(e.url + "/ui")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !bytes.Contains(page, []byte("<script>")) ||
+		!strings.Contains(csp, "script-src 'sha256-") || strings.Contains(csp, "unsafe-inline'; connect") {
+		t.Fatalf("GET /ui without a token: %d %q CSP %q, want the page, its script allowed by hash", resp.StatusCode, resp.Header.Get("Content-Type"), csp)
+	}
+	if st, _, _, _ := send(httpClient, "GET", e.url+"/ui/status", "", ""); st != 401 {
+		t.Errorf("GET /ui/status without a token: %d, want 401", st)
+	}
+	if st, _, body, _ := send(httpClient, "POST", e.url+"/predict", "Bearer "+oldToken, `{"instances":[{"x":[1,2]}]}`); st != 400 {
+		t.Fatalf("a bad request: %d %s, want 400", st, body)
+	}
+	st, _, body, err := send(httpClient, "GET", e.url+"/ui/status", "Bearer "+oldToken, "")
+	if err != nil || st != 200 {
+		t.Fatalf("GET /ui/status: %d %s %v", st, body, err)
+	}
+	var doc mesh.Status
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("the document: %v\n%s", err, body)
+	}
+	if len(doc.Doors) != 1 || doc.Doors[0].Door != "http" || doc.Doors[0].Listen != e.url || doc.Doors[0].Outcomes["bad_input"] != 1 {
+		t.Errorf("doors %+v: want this HTTP door on %s with its 400", doc.Doors, e.url)
+	}
+	if len(doc.Errors) != 1 || doc.Errors[0].Status != 400 || doc.Errors[0].Job != "add" || !strings.Contains(doc.Errors[0].Message, `"x"`) {
+		t.Errorf("errors %+v: want the 400 of job add naming input x (the page's own 401 is none)", doc.Errors)
+	}
+	if bytes.Contains(body, []byte(oldToken)) {
+		t.Error("the document holds the token")
+	}
 }

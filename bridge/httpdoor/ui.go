@@ -54,9 +54,10 @@ type statusCache struct {
 }
 
 // uiRoutes serve the page (no token needed: it holds no data) and the
-// document behind it (the door's token, role infer or admin).
+// document behind it (the door's token, role infer or admin), both
+// compressed for a browser (a poll of a small mesh is under 1 KB).
 func (s *Server) uiRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /ui", compressing(func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Content-Security-Policy", uiPolicy)
@@ -64,8 +65,8 @@ func (s *Server) uiRoutes(mux *http.ServeMux) {
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
 		_, _ = w.Write(uiPage)
-	})
-	mux.HandleFunc("GET /ui/status", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("GET /ui/status", compressing(func(w http.ResponseWriter, r *http.Request) {
 		body, err := s.statusDoc(r.Context())
 		if err != nil {
 			s.writeError(w, err, "")
@@ -73,7 +74,7 @@ func (s *Server) uiRoutes(mux *http.ServeMux) {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeRaw(w, http.StatusOK, body)
-	})
+	}))
 }
 
 // statusDoc is the status document as JSON, taken at most once per

@@ -48,7 +48,6 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	tty := isTerminal(stdout)
-	var prev *mesh.Status
 	for {
 		snap, err := mesh.TakeStatus(ctx, nc, js)
 		if err != nil {
@@ -64,12 +63,11 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprint(stdout, "\033[H\033[2J") // home and clear
 			fallthrough
 		default:
-			snap.Print(stdout, prev, target)
+			snap.Print(stdout, target)
 		}
 		if *once || err != nil {
 			return err
 		}
-		prev = snap
 		select {
 		case <-ctx.Done():
 			return nil

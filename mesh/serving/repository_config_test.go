@@ -139,7 +139,7 @@ func TestRepositoryModelConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out strings.Builder
-		st.Print(&out, nil, "")
+		st.Print(&out, "")
 		row := "mc-dynamic dynamic yes config.pbtxt: dynamic_batching, max_batch_size 8, max_queue_delay 2ms, preferred_batch_size [4]"
 		if !slices.ContainsFunc(strings.Split(out.String(), "\n"), func(l string) bool { return strings.Join(strings.Fields(l), " ") == row }) {
 			t.Errorf("status: no batching row %q in\n%s", row, out.String())
