@@ -24,7 +24,7 @@ DEMO_TGZ_SHA256 := 9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd
 DEMO_DIR := $(CACHE)/models/ppocr-cls
 DEMO_MODEL := $(DEMO_DIR)/ch_ppocr_mobile_v2.0_cls_infer.onnx
 
-DEB_PACKAGES := redis-server python3 python3-numpy python3-onnx python3-redis python3-cryptography locales
+DEB_PACKAGES := redis-server python3 python3-numpy python3-onnx python3-redis python3-cryptography locales chromium
 PY := /usr/bin/python3
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
