@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,8 +122,8 @@ func (t *Tally) Error(ctx context.Context, door, job string, status int, msg str
 	if t == nil {
 		return
 	}
-	if len(msg) > maxMessage {
-		msg = msg[:maxMessage] + "…"
+	if len(msg) > maxMessage { // cut on a character, not inside one
+		msg = strings.ToValidUTF8(msg[:maxMessage], "") + "…"
 	}
 	e := ErrorRecord{At: time.Now().UTC(), Door: door, Job: job, Status: status, Message: msg}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {

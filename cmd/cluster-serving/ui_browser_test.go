@@ -32,7 +32,8 @@ func requireChromium(t *testing.T) string {
 func newBrowser(t *testing.T, chromium string) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000))
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000),
+		chromedp.Flag("ignore-certificate-errors", true)) // the test's own CA
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelTab(); cancelAlloc() })

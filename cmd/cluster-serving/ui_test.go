@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/cluster-serving/cluster-serving/embedded/tlstest"
 )
 
 // pageView is what the rendered page shows, read from its DOM.
@@ -64,8 +65,8 @@ func waitPage(t *testing.T, ctx context.Context, what string, cond func(pageView
 	}
 }
 
-// uiMesh starts `start` with two models and a token file, and a second
-// worker; it returns the door's URL, the token, the NATS URL and the
+// uiMesh starts `start` with two models, a token file and HTTPS (its CA
+// trusted by uiClient), and a second worker; it returns the door's URL, the token, the NATS URL and the
 // first model's job.
 func uiMesh(t *testing.T) (base, token, url, job string) {
 	t.Helper()
@@ -74,19 +75,21 @@ func uiMesh(t *testing.T) (base, token, url, job string) {
 	ports := freePorts(t, 2)
 	add, _ := filepath.Abs("../../infer/testdata/add_f32.onnx")
 	cls, _ := filepath.Abs("../../infer/testdata/classifier.onnx")
+	pki := tlstest.New(t, "ui") // the page over HTTPS, as in production
+	uiClient.Transport = &http.Transport{TLSClientConfig: pki.ClientTLS(t, false)}
 	token = "ui-test-token-" + strconv.Itoa(ports[0])
 	tokens := writeFile(t, filepath.Join(dir, "tokens"), token+"\n", 0o600)
 	job = "u" + strconv.Itoa(ports[0])
 	cfg := writeFile(t, filepath.Join(dir, "config.yaml"), fmt.Sprintf("jobName: %s\nmodels:\n  - {name: add, path: %s}\n"+
 		"  - {name: cls, version: \"2\", path: %s}\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nthreadPerModel: 1\n"+
-		"httpInterface: 127.0.0.1\nhttpPort: %d\nhttpAuthTokenFile: %s\nmetricsListen: off\n",
-		job, add, cls, ports[0], filepath.Join(dir, "js"), ports[1], tokens), 0o644)
+		"httpInterface: 127.0.0.1\nhttpPort: %d\nhttpAuthTokenFile: %s\nhttpTlsCert: %s\nhttpTlsKey: %s\nmetricsListen: off\n",
+		job, add, cls, ports[0], filepath.Join(dir, "js"), ports[1], tokens, pki.ServerCert, pki.ServerKey), 0o644)
 	env := []string{"XDG_RUNTIME_DIR=" + dir}
 	url = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
 	start := spawn(t, env, "start", "-c", cfg)
 	waitReady(t, url, start)
 	waitLog(t, spawn(t, env, "worker", "-c", cfg, "-nats", url), "joined")
-	return fmt.Sprintf("http://127.0.0.1:%d", ports[1]), token, url, job
+	return fmt.Sprintf("https://127.0.0.1:%d", ports[1]), token, url, job
 }
 
 // TestStatusPageInChromium drives the status page in headless Chromium:
