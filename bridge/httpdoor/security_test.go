@@ -46,23 +46,10 @@ func tlsClient(tc *tls.Config) *http.Client {
 // send makes one request with client and returns the status, the
 // WWW-Authenticate header and the body; err is the transport's error.
 func send(client *http.Client, method, url, token, body string) (int, string, []byte, error) {
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, r)
-	if err != nil {
+	resp, b, err := doortest.Ask(client, method, url, body, "Authorization", token)
+	if resp == nil {
 		return 0, "", nil, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), b, err
 }
 

@@ -7,13 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 )
 
 // statusDoc is the part of the status document (GET /ui/status, status
@@ -47,20 +48,14 @@ var uiClient = &http.Client{Timeout: 30 * time.Second}
 // askDoor sends method url with the bearer token (none when empty) and
 // body as JSON, and returns the status, the Content-Type and the body.
 func askDoor(method, url, token, body string) (int, string, []byte, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return 0, "", nil, err
-	}
+	auth := ""
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		auth = "Bearer " + token
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := uiClient.Do(req)
-	if err != nil {
+	resp, b, err := doortest.Ask(uiClient, method, url, body, "Authorization", auth, "Content-Type", "application/json")
+	if resp == nil {
 		return 0, "", nil, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get("Content-Type"), b, err
 }
 
