@@ -198,8 +198,7 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 		if err := w.nc.PublishMsg(microReply(r.To, a.status, a.body, a.message)); err != nil {
 			return fmt.Errorf("reply to %s: %w", r.To, err)
 		}
-		w.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, telemetry.OutcomeOf(a.status), sinceReceived(h))
-		w.cfg.Metrics.RecordError(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, a.status, a.message)
+		w.cfg.Metrics.RecordAnswer(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, a.status, a.message, sinceReceived(h))
 		return nil
 	}
 	m := resultMsg(r.To, h, a.status, a.body, a.message)

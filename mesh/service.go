@@ -129,8 +129,7 @@ func (s *Service) Run(ctx context.Context) error {
 			case sem <- struct{}{}:
 			default:
 				const busy = "busy: too many requests in flight"
-				s.cfg.Metrics.RecordRequest(base, telemetry.DoorNATS, job, telemetry.OutcomeRejected, 0)
-				s.cfg.Metrics.RecordError(base, telemetry.DoorNATS, job, status.Busy, busy)
+				s.cfg.Metrics.RecordAnswer(base, telemetry.DoorNATS, job, status.Busy, busy, 0)
 				_ = req.Error(strconv.Itoa(status.Busy), busy, nil)
 				return
 			}
@@ -194,8 +193,7 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	defer func() {
 		endStatusSpan(span, st)
 		if !forwarded {
-			s.cfg.Metrics.RecordRequest(ctx, telemetry.DoorNATS, job, telemetry.OutcomeOf(st), time.Since(start))
-			s.cfg.Metrics.RecordError(ctx, telemetry.DoorNATS, job, st, msg)
+			s.cfg.Metrics.RecordAnswer(ctx, telemetry.DoorNATS, job, st, msg, time.Since(start))
 		}
 	}()
 	r := Request{

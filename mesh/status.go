@@ -235,15 +235,8 @@ func (s *Status) Print(w io.Writer, url string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tREQ/S\tQUEUED\tIN FLIGHT\tREDELIVERED\tWORKERS\tLATENCY P50\tLATENCY P99")
 	for _, j := range s.Jobs {
-		n, p50, p99 := 0, time.Duration(0), time.Duration(0)
-		for _, wk := range s.Workers {
-			if wk.Job == j.Job {
-				n++
-				p50 = max(p50, wk.Stats.P50)
-				p99 = max(p99, wk.Stats.P99)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%d\t%d\t%s\t%s\n", j.Job, j.Rate, j.Pending, j.AckPending, j.Redelivered, n, latency(p50), latency(p99))
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%d\t%d\t%s\t%s\n", j.Job, j.Rate, j.Pending, j.AckPending, j.Redelivered, j.Workers,
+			latencyMs(j.LatencyP50Ms), latencyMs(j.LatencyP99Ms))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -305,7 +298,7 @@ func (s *Status) printDoors(w io.Writer) {
 		fmt.Fprintln(tw, "DOOR\tLISTEN\tPROCESS\tHOST\tPID\tREQ/S (10s)\tREQUESTS\tREFUSED\tLATENCY P99")
 		for _, d := range s.Doors {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%d\t%s\n", d.Door, cmp.Or(d.Listen, "(its workers answer)"), d.Process, d.Host, d.PID,
-				d.Rate, d.Requests, d.Refused, latency(time.Duration(d.LatencyP99Ms*float64(time.Millisecond))))
+				d.Rate, d.Requests, d.Refused, latencyMs(d.LatencyP99Ms))
 		}
 		tw.Flush()
 	}
@@ -332,6 +325,9 @@ func latency(d time.Duration) string {
 	}
 	return d.Round(time.Millisecond).String()
 }
+
+// latencyMs is latency of a figure of the document, in milliseconds.
+func latencyMs(ms float64) string { return latency(time.Duration(ms * float64(time.Millisecond))) }
 
 // shortID is a worker id cut to its first 8 characters.
 func shortID(id string) string {

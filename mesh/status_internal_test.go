@@ -33,6 +33,7 @@ func TestStatusNumbersHaveUnits(t *testing.T) {
 	stats := WorkerStats{Processed: 7, P50: 1200 * time.Microsecond, P90: 3 * time.Millisecond, P99: 2 * time.Second}
 	s := &Status{At: at, Jobs: []JobStatus{{Job: "j", Pending: 4, Delivered: 7, Rate: 2}},
 		Workers: []WorkerInfo{{ID: "abcdefghij", Job: "j", Model: "m", Host: "h", PID: "42", Stats: stats}}}
+	s.addWorkers(&s.Jobs[0]) // as TakeStatus does
 	var out bytes.Buffer
 	s.Print(&out, "nats://x:4222")
 	text := out.String()

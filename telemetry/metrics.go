@@ -129,6 +129,14 @@ func (m *Metrics) RecordRequest(ctx context.Context, door, job, outcome string, 
 	m.requestDuration.Record(ctx, d.Seconds(), set)
 }
 
+// RecordAnswer records one request of job answered at door with status
+// after d: RecordRequest of its outcome (OutcomeOf), and RecordError of
+// msg when status is an error.
+func (m *Metrics) RecordAnswer(ctx context.Context, door, job string, status int, msg string, d time.Duration) {
+	m.RecordRequest(ctx, door, job, OutcomeOf(status), d)
+	m.RecordError(ctx, door, job, status, msg)
+}
+
 // RecordError keeps one failed request of job at door with the message
 // the door answered, among the Tally's last errors; a status below 400
 // is no error and is ignored.

@@ -135,11 +135,11 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 // record counts one inference request of job at this door, keeping its
 // error (nil: none) among the last errors.
 func (d *Door) record(ctx context.Context, job string, err error, start time.Time) {
-	st := status.Of(err)
-	d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorGRPC, job, telemetry.OutcomeOf(st), time.Since(start))
+	msg := ""
 	if err != nil {
-		d.cfg.Metrics.RecordError(ctx, telemetry.DoorGRPC, job, st, door.Message(err))
+		msg = door.Message(err)
 	}
+	d.cfg.Metrics.RecordAnswer(ctx, telemetry.DoorGRPC, job, status.Of(err), msg, time.Since(start))
 }
 
 // models lists the served models: the Catalog's now when there is one.
