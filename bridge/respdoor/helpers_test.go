@@ -2,10 +2,12 @@ package respdoor_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
@@ -33,16 +35,18 @@ type started struct {
 // (with opt's password and TLS, when set).
 func startDoor(tb testing.TB, cfg respdoor.Config, opt *goredis.Options, models ...doortest.Served) started {
 	tb.Helper()
-	var dc door.Config
-	m := doortest.StartMesh(tb, &dc, models...)
+	m := startDoorMesh(tb, models...)
 	for _, mm := range m.Models {
 		cfg.Jobs = append(cfg.Jobs, mm.Job)
 	}
-	if len(models) > 0 {
-		cfg.Streams = models[0].Stream
-	}
-	cfg.Logger = dc.Logger
 	return startOn(tb, m, cfg, opt)
+}
+
+// startDoorMesh runs the mesh of models.
+func startDoorMesh(tb testing.TB, models ...doortest.Served) *doortest.Mesh {
+	tb.Helper()
+	var dc door.Config
+	return doortest.StartMesh(tb, &dc, models...)
 }
 
 // startOn runs a door with cfg for the jobs of m.
@@ -53,6 +57,10 @@ func startOn(tb testing.TB, m *doortest.Mesh, cfg respdoor.Config, opt *goredis.
 		tb.Fatal(err)
 	}
 	cfg.Addr = ln.Addr().String()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Streams.Storage = jetstream.MemoryStorage
 	d, err := respdoor.New(m.Client, cfg)
 	if err != nil {
 		tb.Fatal(err)
