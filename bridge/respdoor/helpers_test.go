@@ -84,4 +84,3 @@ func startOn(tb testing.TB, m *doortest.Mesh, cfg respdoor.Config, opt *goredis.
 // add is the served model of most tests: add_f32, x [-1,4] float32,
 // y = 2x+1, as job "add".
 var add = doortest.Served{Name: "add", File: "add_f32"}
-

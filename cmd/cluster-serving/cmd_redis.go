@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
+	"github.com/cluster-serving/cluster-serving/bridge/respdoor"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -26,6 +27,23 @@ func redisRunner(d doorDeps) (func(context.Context) error, error) {
 		return nil, err
 	}
 	return door.Run, nil
+}
+
+// respListen is where the RESP door listens: respListen, likely held by
+// a redis-server.
+func respListen(file *serving.File) listenAddr {
+	return listenAddr{"respListen", file.RESPListen, "redis-server"}
+}
+
+// respRunner builds the RESP door on the node, nil when respListen is
+// empty; its file errors name their resp* config key.
+func respRunner(d doorDeps) (func(context.Context) error, error) {
+	return listenRunner(d.p.file.RESPListen != "", respListen(d.p.file), func() (*respdoor.Door, error) {
+		rc := respdoor.FileConfig(d.p.file, d.node.Models())
+		rc.Logger, rc.Metrics, rc.Version = d.log, d.metrics, semver(version)
+		door, err := respdoor.New(d.node.Client(), rc)
+		return door, respdoor.KeyError(err)
+	})
 }
 
 // cmdBridge runs the Redis door alone against an external NATS: it reads
