@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
-	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
-	"github.com/cluster-serving/cluster-serving/bridge/redisdoor/redistest"
 	"github.com/cluster-serving/cluster-serving/bridge/respdoor"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
@@ -40,14 +38,7 @@ func TestOriginalPythonClient(t *testing.T) {
 	image := doortest.Served{Name: "img", File: "image_mean",
 		Engine: infer.Config{ImageResize: [2]int{224, 224}, PostProcessing: "topN(2)"}}
 	s := startDoor(t, respdoor.Config{}, nil, doortest.Served{Name: "add128", File: "add_f32_128"}, image)
-	addr, _ := redistest.Start(t)
-	for _, m := range s.mesh.Models {
-		d, err := redisdoor.New(redisdoor.Config{Addr: addr, Job: m.Job}, s.mesh.Client, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		meshtest.Run(t, d.Run)
-	}
+	addr := s.redisDoors(t)
 	fixture := func(name string) string { return strings.TrimSpace(string(infertest.Fixture(t, "payloads/"+name))) }
 	cat := base64.StdEncoding.EncodeToString(infertest.Fixture(t, "images/cat1.jpeg"))
 	catJSON, _ := json.Marshal(map[string]any{"instances": []any{map[string]any{"image": cat}}})
@@ -63,17 +54,15 @@ func TestOriginalPythonClient(t *testing.T) {
 	run := func(port string) map[string]map[string]string {
 		spec["port"] = port
 		in, _ := json.Marshal(spec)
+		var out, stderr bytes.Buffer
 		cmd := exec.Command("/usr/bin/python3", "testdata/original_client.py")
-		cmd.Stdin = bytes.NewReader(in)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &out, &stderr
+		if err := cmd.Run(); err != nil {
 			t.Fatalf("original_client.py on port %s: %v\n%s", port, err, stderr.String())
 		}
 		var got map[string]map[string]string
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatalf("original_client.py: %v: %s", err, out)
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("original_client.py: %v: %s", err, out.String())
 		}
 		return got
 	}

@@ -20,24 +20,18 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // Mesh is what the door needs from the mesh; *mesh.Client implements it.
-// Its methods must be safe for concurrent use.
+// Its methods must be safe for concurrent use. Beside the Redis door's
+// (Enqueue, ConsumeResultBatches) it opens a job's result bucket and
+// reads how full a job's work queue is (for INFO).
 type Mesh interface {
-	// Enqueue stores req in job's work queue; it returns once JetStream
-	// holds it (nil), or mesh.ErrQueueFull, an error wrapping
-	// status.ErrTooLarge, or another error.
-	Enqueue(ctx context.Context, job string, req mesh.Request, resultSubject string) error
-	// ConsumeResultBatches hands the results of door to handle, in
-	// batches, acking a batch once handle returned nil; it blocks until
-	// ctx ends.
-	ConsumeResultBatches(ctx context.Context, job, durable, door string, maxBatch int, handle func(context.Context, []mesh.Result) error) error
-	// ResultBucket opens job's result bucket.
+	redisdoor.Mesh
 	ResultBucket(ctx context.Context, job string, streams mesh.StreamConfig, ttl time.Duration) (*mesh.ResultBucket, error)
-	// QueueBytes reads what job's work queue holds and its limit.
 	QueueBytes(ctx context.Context, job string) (used, limit int64, err error)
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor/redistest"
 	"github.com/cluster-serving/cluster-serving/bridge/respdoor"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -84,3 +86,19 @@ func startOn(tb testing.TB, m *doortest.Mesh, cfg respdoor.Config, opt *goredis.
 // add is the served model of most tests: add_f32, x [-1,4] float32,
 // y = 2x+1, as job "add".
 var add = doortest.Served{Name: "add", File: "add_f32"}
+
+// redisDoors runs a Redis door for each job of s on a real redis-server
+// on the same mesh, and returns the server's address: the reference the
+// RESP door's values are compared with.
+func (s started) redisDoors(tb testing.TB) string {
+	tb.Helper()
+	addr, _ := redistest.Start(tb)
+	for _, m := range s.mesh.Models {
+		d, err := redisdoor.New(redisdoor.Config{Addr: addr, Job: m.Job}, s.mesh.Client, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		meshtest.Run(tb, d.Run)
+	}
+	return addr
+}

@@ -46,10 +46,7 @@ func TestWorkerKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	meshtest.Run(t, w.Run)
 
 	var ids []string
 	for i := range n {

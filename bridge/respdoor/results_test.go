@@ -4,15 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"testing"
+
 	"slices"
 	"strings"
-	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
 	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
-	"github.com/cluster-serving/cluster-serving/bridge/redisdoor/redistest"
 	"github.com/cluster-serving/cluster-serving/bridge/respdoor"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -82,14 +82,8 @@ func query(tb testing.TB, rdb *goredis.Client, job, uri string) string {
 // checks that every value is byte-identical, read with go-redis.
 func TestSameValuesAsRedisDoor(t *testing.T) {
 	s := startDoor(t, respdoor.Config{}, nil, served...)
-	addr, rdb := redistest.Start(t)
-	for _, m := range s.mesh.Models {
-		d, err := redisdoor.New(redisdoor.Config{Addr: addr, Job: m.Job}, s.mesh.Client, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		meshtest.Run(t, d.Run)
-	}
+	rdb := goredis.NewClient(&goredis.Options{Addr: s.redisDoors(t)})
+	defer rdb.Close()
 	var last string
 	for _, r := range records(t) {
 		id := xadd(t, s.rdb, r)

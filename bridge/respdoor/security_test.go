@@ -137,12 +137,14 @@ type rawConn struct{ net.Conn }
 
 func dial(tb testing.TB, addr string) rawConn {
 	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
+	var d net.Dialer
+	c, err := d.DialContext(context.Background(), "tcp", addr)
+	if err == nil {
+		tb.Cleanup(func() { _ = c.Close() })
+		return rawConn{c}
 	}
-	tb.Cleanup(func() { c.Close() })
-	return rawConn{c}
+	tb.Fatal(err)
+	return rawConn{}
 }
 
 // send writes s and returns what one read brings back.

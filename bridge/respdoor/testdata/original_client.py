@@ -32,13 +32,12 @@ def enqueue(db, job, uri, fields):
 
 def query(db, job, uri, timeout=60):
     """OutputQueue.query: poll HGETALL, DEL once read."""
-    key = "cluster-serving_" + job + ":" + uri
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        res = db.hgetall(key)
-        if b"value" in res:
+    key = "cluster-serving_%s:%s" % (job, uri)
+    for _ in range(int(timeout / 0.02)):
+        value = db.hgetall(key).get(b"value")
+        if value is not None:
             db.delete(key)
-            return res[b"value"].decode("utf-8")
+            return value.decode("utf-8")
         time.sleep(0.02)
     raise TimeoutError("no result for " + key)
 
