@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,9 @@ var ErrBucketURI = fmt.Errorf("mesh: a result bucket keeps uris of 1 to %d bytes
 // RESP door: SERVING_<job>_RESP (its stream is KV_SERVING_<job>_RESP).
 func BucketName(job string) string { return StreamPrefix + job + "_RESP" }
 
+// bucketMarkerTTL is how long the marker of a result that aged out stays.
+const bucketMarkerTTL = time.Minute
+
 // ResultBucket keeps one job's results by uri in a JetStream key-value
 // bucket, replicated like the job's streams, for clients that poll for
 // them (the RESP door's cluster-serving_<job>:<uri> hashes). It is safe
@@ -37,6 +41,13 @@ type ResultBucket struct {
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 	subject string // $KV.<bucket>.
+
+	// keys maps the keys that have a result to the revision that put it,
+	// as Watch and this process's own puts and deletes learn them; ready
+	// while Watch runs and has read the bucket once.
+	mu    sync.RWMutex
+	keys  map[string]uint64
+	ready bool
 }
 
 // ResultBucket creates or updates job's result bucket with the replicas
@@ -53,6 +64,9 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 		Description: "cluster-serving results of job " + job + " for the RESP door, by uri",
 		History:     1,
 		TTL:         cmp.Or(ttl, DefaultBucketTTL),
+		// A result that ages out leaves a marker, so that Watch's index
+		// forgets it too.
+		LimitMarkerTTL: bucketMarkerTTL,
 		Storage:     streams.Storage,
 		Replicas:    streams.Replicas,
 	}
@@ -64,7 +78,7 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 	if err != nil {
 		return nil, fmt.Errorf("mesh: result bucket %s: %w", cfg.Bucket, err)
 	}
-	return &ResultBucket{js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + "."}, nil
+	return &ResultBucket{js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + ".", keys: map[string]uint64{}}, nil
 }
 
 // Put keeps value under uri. msgID, the id of the record the result
@@ -98,7 +112,10 @@ func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait fu
 	}
 	return func(ctx context.Context) error {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if !ack.Duplicate {
+				b.note(key, ack.Sequence, true)
+			}
 			return nil
 		case err := <-f.Err():
 			return fmt.Errorf("mesh: put result: %w", err)
@@ -112,12 +129,13 @@ func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait fu
 // (never put, deleted, expired, or a uri no result can have).
 func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bool, err error) {
 	key, err := BucketKey(uri)
-	if err != nil {
+	if err != nil || !b.maybe(key) {
 		return nil, false, nil
 	}
 	e, err := b.kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
+		b.forget(key)
 		return nil, false, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("mesh: get result: %w", err)
@@ -132,13 +150,23 @@ func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
 		return false, err
 	}
 	key, _ := BucketKey(uri) // Get checked it
-	if err := b.kv.Delete(ctx, key); err != nil {
+	// kv.Delete's marker, published here to learn its revision.
+	m := nats.NewMsg(b.subject + key)
+	m.Header.Set(kvOperationHeader, "DEL")
+	ack, err := b.js.PublishMsg(ctx, m)
+	if err != nil {
 		return false, fmt.Errorf("mesh: delete result: %w", err)
 	}
+	b.note(key, ack.Sequence, false)
 	return true, nil
 }
 
-// URIs lists the uris that have a result now.
+// kvOperationHeader marks a key-value delete (jetstream's kv.Delete).
+const kvOperationHeader = "KV-Operation"
+
+// URIs lists the uris that have a result now. While Watch runs, a key
+// the index does not know yet is left for a later call, so that a uri
+// listed is one Get finds (OutputQueue.dequeue reads every key it lists).
 func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 	l, err := b.kv.ListKeys(ctx)
 	if err != nil {
@@ -146,11 +174,85 @@ func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for k := range l.Keys() {
-		if uri, err := URIOfBucketKey(k); err == nil {
+		if uri, err := URIOfBucketKey(k); err == nil && b.maybe(k) {
 			out = append(out, uri)
 		}
 	}
 	return out, nil
+}
+
+// Watch keeps an index of the keys that have a result, from a watcher of
+// the bucket (keys only, no values), until ctx ends. Get answers a uri
+// with no result from it, with no request to JetStream: the polls of
+// clients waiting for a result cost a map lookup; a uri the index has is
+// read from the bucket. Each key keeps the revision that put it, so a
+// late event never undoes a newer one; this process's puts and deletes
+// enter the index as they are acknowledged, others' as the watcher
+// delivers them (a moment later: the next poll finds them). Expired
+// results leave markers (LimitMarkerTTL) the watcher sees. It returns nil
+// when ctx ends, or the error that stopped the watcher; then Get asks
+// the bucket for every uri again.
+func (b *ResultBucket) Watch(ctx context.Context) error {
+	defer b.setReady(false)
+	w, err := b.kv.WatchAll(ctx, jetstream.MetaOnly())
+	if err != nil {
+		return fmt.Errorf("mesh: watch results: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return errors.New("mesh: watch results: the watcher stopped")
+			case e == nil: // the bucket read once: the index serves
+				b.setReady(true)
+			default:
+				b.note(e.Key(), e.Revision(), e.Operation() == jetstream.KeyValuePut)
+			}
+		}
+	}
+}
+
+func (b *ResultBucket) setReady(ready bool) {
+	b.mu.Lock()
+	b.ready = ready
+	b.mu.Unlock()
+}
+
+// note records that revision rev put (present) or deleted key, unless
+// the index knows a newer put.
+func (b *ResultBucket) note(key string, rev uint64, present bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur, ok := b.keys[key]
+	switch {
+	case present && (!ok || rev > cur):
+		b.keys[key] = rev
+	case !present && ok && rev > cur:
+		delete(b.keys, key)
+	}
+}
+
+// forget drops key: the bucket said it has no result.
+func (b *ResultBucket) forget(key string) {
+	b.mu.Lock()
+	delete(b.keys, key)
+	b.mu.Unlock()
+}
+
+// maybe reports whether key may have a result: false only when the
+// index serves and has none.
+func (b *ResultBucket) maybe(key string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if !b.ready {
+		return true
+	}
+	_, ok := b.keys[key]
+	return ok
 }
 
 // A bucket key must match [-/_=.A-Za-z0-9]+ with no empty dot-separated

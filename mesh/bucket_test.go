@@ -109,3 +109,44 @@ func FuzzBucketKey(f *testing.F) {
 		}
 	})
 }
+
+// TestResultBucketWatch: with Watch running, results put and deleted by
+// another process's handle of the bucket are found and forgotten through
+// the index, and a uri is listed only once Get finds it.
+func TestResultBucketWatch(t *testing.T) {
+	s := meshtest.StartServer(t)
+	open := func() *mesh.ResultBucket {
+		c, err := mesh.NewClient(meshtest.Connect(t, s), mesh.ClientConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		b, err := c.ResultBucket(context.Background(), "job", mesh.StreamConfig{Storage: jetstream.MemoryStorage}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ctx := context.Background()
+	watched, other := open(), open()
+	if err := other.Put(ctx, "before", []byte("1"), "m1"); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Run(t, watched.Watch)
+	if err := other.Put(ctx, "after", []byte("2"), "m2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"before", "after"} {
+		meshtest.WaitFor(t, u, func() bool { _, ok, _ := watched.Get(ctx, u); return ok })
+	}
+	if uris, err := watched.URIs(ctx); err != nil || len(uris) != 2 {
+		t.Errorf("URIs: got %q, %v, want before and after", uris, err)
+	}
+	if ok, err := other.Delete(ctx, "after"); !ok || err != nil {
+		t.Fatalf("Delete: %v, %v", ok, err)
+	}
+	meshtest.WaitFor(t, "the delete", func() bool { _, ok, _ := watched.Get(ctx, "after"); return !ok })
+	if v, ok, err := watched.Get(ctx, "never"); ok || err != nil {
+		t.Errorf("Get of a uri never put: got %q, %v, %v", v, ok, err)
+	}
+}

@@ -148,6 +148,7 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 			return d.m.ConsumeResultBatches(results, job, d.cfg.Durable, DoorName, d.cfg.Batch,
 				func(ctx context.Context, rs []mesh.Result) error { return d.putResults(ctx, job, rs) })
 		})
+		g.Go(func() error { return d.watch(results, job) })
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(&connListener{Listener: l, d: d}) }()
@@ -173,6 +174,24 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	d.lim.Flush(context.WithoutCancel(ctx))
 	return err
+}
+
+// watch keeps job's bucket's index (mesh.ResultBucket.Watch) while ctx
+// lasts, starting it again after an error: without it every poll asks
+// JetStream, slower but as right.
+func (d *Door) watch(ctx context.Context, job string) error {
+	for ctx.Err() == nil {
+		if err := d.buckets[job].Watch(ctx); err != nil {
+			d.lim.Log(ctx, slog.LevelWarn, "watching the result bucket; polls ask JetStream meanwhile", err, "job", job)
+			t := time.NewTimer(time.Second)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+	return nil
 }
 
 // drain stops new XADDs and waits, at most ShutdownGrace, for those in
