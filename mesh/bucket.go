@@ -67,8 +67,8 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 		// A result that ages out leaves a marker, so that Watch's index
 		// forgets it too.
 		LimitMarkerTTL: bucketMarkerTTL,
-		Storage:     streams.Storage,
-		Replicas:    streams.Replicas,
+		Storage:        streams.Storage,
+		Replicas:       streams.Replicas,
 	}
 	var kv jetstream.KeyValue
 	err := retryTransient(ctx, func() (err error) {

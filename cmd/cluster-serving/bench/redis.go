@@ -147,15 +147,7 @@ func (r *runner) redisTiny(model string, d time.Duration) error {
 	}
 	defer c.stop()
 	const clients = 50
-	many, closeMany := redisOp(rs.addr, c.job, tinyBody, "stream", 2*time.Millisecond, clients)
-	defer closeMany()
-	one, closeOne := redisOp(rs.addr, c.job, tinyBody, "stream", 0, 1)
-	defer closeOne()
-	runLoad(8, time.Second, 500, many) // warm-up
-	before := snapCPU(c, rs)
-	e2e := runLoad(clients, d, 0, many)
-	after := snapCPU(c, rs)
-	single := runLoad(1, d/2, 0, one)
+	e2e, single, before, after := clientRuns(c, rs, rs.addr, clients, d)
 	const trivialStream = "bench_trivial"
 	stopTrivial, err := trivialRedisDoor(rs.addr, trivialStream)
 	if err != nil {
