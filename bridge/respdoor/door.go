@@ -153,7 +153,7 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(&connListener{Listener: l, d: d}) }()
 	d.log.Info("RESP door listening", "addr", ln.Addr().String(), "jobs", d.cfg.Jobs, "tls", d.tls != nil, "auth", d.auth != nil)
-	door.WarnIfOpen(d.log, "RESP door", ln.Addr(), d.auth == nil && (d.tls == nil || d.tls.ClientCAs == nil))
+	door.WarnIfOpenKeys(d.log, "RESP door", ln.Addr(), d.auth == nil && (d.tls == nil || d.tls.ClientCAs == nil), "respPasswordFile (and respTlsCert/respTlsKey)")
 	var err error
 	select {
 	case err = <-errc:
