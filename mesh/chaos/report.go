@@ -27,14 +27,14 @@ type Row struct {
 	Unsure                         int // Redis or RESP XADDs whose fate is unknown and that got no answer
 	// RESP counts the RESP door's good requests: sent, lost, duplicated
 	// (its own column: the Redis clients' door with no redis-server).
-	RESP struct{ Sent, Lost, Dup int }
-	Gap                            time.Duration
-	GapDoor                        Door
-	GapExempt                      bool // every door the fault stopped: no target
-	P99                            time.Duration
-	P99Door                        Door
-	GarbageSent, GarbageBad        int
-	Samples                        []string // a few error messages
+	RESP                    struct{ Sent, Lost, Dup int }
+	Gap                     time.Duration
+	GapDoor                 Door
+	GapExempt               bool // every door the fault stopped: no target
+	P99                     time.Duration
+	P99Door                 Door
+	GarbageSent, GarbageBad int
+	Samples                 []string // a few error messages
 }
 
 // Pass says whether the row meets the targets: nothing lost, no duplicate
