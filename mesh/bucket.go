@@ -73,6 +73,12 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 	var kv jetstream.KeyValue
 	err := retryTransient(ctx, func() (err error) {
 		kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+			// A server before 2.11: expired results leave no marker, and
+			// Watch's index keeps them until a Get finds them gone.
+			cfg.LimitMarkerTTL = 0
+			kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
+		}
 		return err
 	})
 	if err != nil {
