@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -165,10 +167,13 @@ func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bo
 	case st.value != nil:
 		return st.value, true, nil
 	}
+	// A key the bucket does not have stays in the index: kv.Get is a
+	// direct get, which a replica may answer before it stored a put the
+	// leader acknowledged. The index drops a key on its delete (this
+	// process's, or the watcher's event), never on a read.
 	e, err := b.kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		b.forget(key)
 		return nil, false, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("mesh: get result: %w", err)
@@ -176,23 +181,20 @@ func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bo
 	return e.Value(), true, nil
 }
 
-// Delete removes the result of uri and reports whether there was one
-// (as the index knows it while Watch runs, else as the bucket says).
+// Delete removes the result of uri and reports whether there was one.
 func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
 	key, err := BucketKey(uri)
+	if err != nil || !b.maybe(key) {
+		return false, nil
+	}
+	_, had, err := b.Get(ctx, uri)
 	if err != nil {
-		return false, nil
+		return false, err
 	}
-	_, known, present := b.lookup(key)
-	if !known {
-		if _, present, err = b.Get(ctx, uri); err != nil {
-			return false, err
-		}
-	}
-	if !present {
-		return false, nil
-	}
-	// kv.Delete's marker, published here to learn its revision.
+	// The marker goes whenever the index has the key, found or not: the
+	// replica that answered Get may not have the result yet, and a result
+	// a client read and deleted must not come back. It is kv.Delete's,
+	// published here to learn its revision.
 	m := nats.NewMsg(b.subject + key)
 	m.Header.Set(kvOperationHeader, "DEL")
 	ack, err := b.js.PublishMsg(ctx, m)
@@ -200,23 +202,33 @@ func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
 		return false, fmt.Errorf("mesh: delete result: %w", err)
 	}
 	b.note(key, ack.Sequence, false, nil)
-	return true, nil
+	return had, nil
 }
 
 // kvOperationHeader marks a key-value delete (jetstream's kv.Delete).
 const kvOperationHeader = "KV-Operation"
 
-// URIs lists the uris that have a result now. While Watch runs, a key
-// the index does not know yet is left for a later call, so that a uri
-// listed is one Get finds (OutputQueue.dequeue reads every key it lists).
+// URIs lists the uris that have a result now: the index's while Watch
+// serves it, else the bucket's. Clients poll KEYS many times a second,
+// and listing the bucket makes a consumer on its stream each time: load
+// on the stream's leader, which a stream electing one cannot serve.
 func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
+	if keys, ok := b.indexed(); ok {
+		out := make([]string, 0, len(keys))
+		for _, k := range keys {
+			if uri, err := URIOfBucketKey(k); err == nil {
+				out = append(out, uri)
+			}
+		}
+		return out, nil
+	}
 	l, err := b.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: list results: %w", err)
 	}
 	var out []string
 	for k := range l.Keys() {
-		if uri, err := URIOfBucketKey(k); err == nil && b.maybe(k) {
+		if uri, err := URIOfBucketKey(k); err == nil {
 			out = append(out, uri)
 		}
 	}
@@ -286,12 +298,14 @@ func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) 
 	b.keys[key] = st
 }
 
-// forget drops key: the bucket said it has no result.
-func (b *ResultBucket) forget(key string) {
-	b.mu.Lock()
-	b.cached -= len(b.keys[key].value)
-	delete(b.keys, key)
-	b.mu.Unlock()
+// indexed returns the keys of the index, sorted, and whether it serves.
+func (b *ResultBucket) indexed() ([]string, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if !b.ready {
+		return nil, false
+	}
+	return slices.Sorted(maps.Keys(b.keys)), true
 }
 
 // lookup is what the index knows of key: known is false before Watch
