@@ -47,10 +47,28 @@ type ResultBucket struct {
 	// keys maps the keys that have a result to the revision that put it,
 	// as Watch and this process's own puts and deletes learn them; ready
 	// while Watch runs and has read the bucket once.
-	mu    sync.RWMutex
-	keys  map[string]uint64
-	ready bool
+	mu     sync.RWMutex
+	keys   map[string]keyState
+	ready  bool
+	cached int // bytes of the values kept in keys
 }
+
+// keyState is what the index knows of a key that has a result: the
+// revision that put it and, when this process put it and it is small,
+// its value.
+type keyState struct {
+	rev   uint64
+	value []byte
+}
+
+// Bounds of the values an index keeps: a client reads a result right
+// after the door put it (HGETALL, then DEL), so the process that put it
+// answers from memory; larger values and those past the total are read
+// from the bucket.
+const (
+	maxCachedValue = 16 << 10
+	maxCachedBytes = 32 << 20
+)
 
 // ResultBucket creates or updates job's result bucket with the replicas
 // and storage of streams (StreamConfig's defaults for zero fields) and
@@ -75,12 +93,18 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 	var kv jetstream.KeyValue
 	err := retryTransient(ctx, func() (err error) {
 		kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+			// A server before 2.11: expired results leave no marker, and
+			// Watch's index keeps them until a Get finds them gone.
+			cfg.LimitMarkerTTL = 0
+			kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mesh: result bucket %s: %w", cfg.Bucket, err)
 	}
-	return &ResultBucket{js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + ".", keys: map[string]uint64{}}, nil
+	return &ResultBucket{js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + ".", keys: map[string]keyState{}}, nil
 }
 
 // Put keeps value under uri. msgID, the id of the record the result
@@ -97,7 +121,8 @@ func (b *ResultBucket) Put(ctx context.Context, uri string, value []byte, msgID 
 }
 
 // PutAsync starts a Put and returns the wait for its acknowledgement, so
-// that a batch of puts takes one round trip.
+// that a batch of puts takes one round trip. Put and PutAsync keep value
+// (Get may answer with it): the caller must not change it afterwards.
 func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait func(context.Context) error, err error) {
 	key, err := BucketKey(uri)
 	if err != nil {
@@ -116,7 +141,7 @@ func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait fu
 		select {
 		case ack := <-f.Ok():
 			if !ack.Duplicate {
-				b.note(key, ack.Sequence, true)
+				b.note(key, ack.Sequence, true, value)
 			}
 			return nil
 		case err := <-f.Err():
@@ -127,12 +152,20 @@ func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait fu
 	}, nil
 }
 
-// Get returns the result kept under uri; ok is false when there is none
-// (never put, deleted, expired, or a uri no result can have).
+// Get returns the result kept under uri, which the caller must not
+// change; ok is false when there is none (never put, deleted, expired, or
+// a uri no result can have).
 func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bool, err error) {
 	key, err := BucketKey(uri)
-	if err != nil || !b.maybe(key) {
+	if err != nil {
 		return nil, false, nil
+	}
+	st, known, present := b.lookup(key)
+	switch {
+	case known && !present:
+		return nil, false, nil
+	case st.value != nil:
+		return st.value, true, nil
 	}
 	// A key the bucket does not have stays in the index: kv.Get is a
 	// direct get, which a replica may answer before it stored a put the
@@ -168,7 +201,7 @@ func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("mesh: delete result: %w", err)
 	}
-	b.note(key, ack.Sequence, false)
+	b.note(key, ack.Sequence, false, nil)
 	return had, nil
 }
 
@@ -195,7 +228,7 @@ func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for k := range l.Keys() {
-		if uri, err := URIOfBucketKey(k); err == nil && b.maybe(k) {
+		if uri, err := URIOfBucketKey(k); err == nil {
 			out = append(out, uri)
 		}
 	}
@@ -231,7 +264,7 @@ func (b *ResultBucket) Watch(ctx context.Context) error {
 			case e == nil: // the bucket read once: the index serves
 				b.setReady(true)
 			default:
-				b.note(e.Key(), e.Revision(), e.Operation() == jetstream.KeyValuePut)
+				b.note(e.Key(), e.Revision(), e.Operation() == jetstream.KeyValuePut, nil)
 			}
 		}
 	}
@@ -243,18 +276,26 @@ func (b *ResultBucket) setReady(ready bool) {
 	b.mu.Unlock()
 }
 
-// note records that revision rev put (present) or deleted key, unless
-// the index knows a newer put.
-func (b *ResultBucket) note(key string, rev uint64, present bool) {
+// note records that revision rev put (present, with value when this
+// process put it) or deleted key, unless the index knows a newer put.
+func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, ok := b.keys[key]
-	switch {
-	case present && (!ok || rev > cur):
-		b.keys[key] = rev
-	case !present && ok && rev > cur:
-		delete(b.keys, key)
+	if ok && rev <= cur.rev || !ok && !present {
+		return
 	}
+	b.cached -= len(cur.value)
+	delete(b.keys, key)
+	if !present {
+		return
+	}
+	st := keyState{rev: rev}
+	if len(value) <= maxCachedValue && b.cached+len(value) <= maxCachedBytes {
+		st.value = value
+		b.cached += len(value)
+	}
+	b.keys[key] = st
 }
 
 // indexed returns the keys of the index, sorted, and whether it serves.
@@ -267,16 +308,20 @@ func (b *ResultBucket) indexed() ([]string, bool) {
 	return slices.Sorted(maps.Keys(b.keys)), true
 }
 
+// lookup is what the index knows of key: known is false before Watch
+// has read the bucket (then present says nothing).
+func (b *ResultBucket) lookup(key string) (st keyState, known, present bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	st, present = b.keys[key]
+	return st, b.ready, present
+}
+
 // maybe reports whether key may have a result: false only when the
 // index serves and has none.
 func (b *ResultBucket) maybe(key string) bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if !b.ready {
-		return true
-	}
-	_, ok := b.keys[key]
-	return ok
+	_, known, present := b.lookup(key)
+	return !known || present
 }
 
 // A bucket key must match [-/_=.A-Za-z0-9]+ with no empty dot-separated

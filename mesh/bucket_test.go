@@ -146,6 +146,18 @@ func TestResultBucketWatch(t *testing.T) {
 		t.Fatalf("Delete: %v, %v", ok, err)
 	}
 	meshtest.WaitFor(t, "the delete", func() bool { _, ok, _ := watched.Get(ctx, "after"); return !ok })
+	// A value this process put and keeps gives way to a newer one put
+	// by another process.
+	if err := watched.Put(ctx, "mine", []byte("old"), "m3"); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, _ := watched.Get(ctx, "mine"); !ok || string(v) != "old" {
+		t.Fatalf("Get of its own put: got %q, %v", v, ok)
+	}
+	if err := other.Put(ctx, "mine", []byte("new"), "m4"); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.WaitFor(t, "the newer value", func() bool { v, _, _ := watched.Get(ctx, "mine"); return string(v) == "new" })
 	if v, ok, err := watched.Get(ctx, "never"); ok || err != nil {
 		t.Errorf("Get of a uri never put: got %q, %v, %v", v, ok, err)
 	}

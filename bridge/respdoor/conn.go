@@ -76,11 +76,13 @@ func (d *Door) accept(c redcon.Conn) bool {
 		return false
 	}
 	c.SetContext(&session{lc: lc, authed: d.auth == nil, id: d.clients.Add(1)})
+	d.conns.Add(1)
 	return true
 }
 
-// closed ends a connection's session.
+// closed ends a connection's session: the last call of its goroutine.
 func (d *Door) closed(c redcon.Conn, err error) {
+	defer d.conns.Done()
 	if err != nil {
 		d.log.Debug("RESP connection ended", "remote", c.RemoteAddr(), "err", err)
 	}

@@ -1,6 +1,7 @@
 package respdoor
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -54,6 +55,7 @@ type Door struct {
 	lst      *door.Listener
 	inflight inflight
 	clients  atomic.Int64
+	conns    sync.WaitGroup // connections' goroutines (redcon's), waited for by Serve
 }
 
 // New checks cfg, loads its TLS and password files and returns a Door;
@@ -156,10 +158,8 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	door.WarnIfOpenKeys(d.log, "RESP door", ln.Addr(), d.auth == nil && (d.tls == nil || d.tls.ClientCAs == nil), "respPasswordFile (and respTlsCert/respTlsKey)")
 	var err error
 	select {
-	case err = <-errc:
-		if err != nil {
-			err = fmt.Errorf("resp door: serve: %w", err)
-		}
+	case err = <-errc: // the listener failed
+		err = fmt.Errorf("resp door: serve: %w", cmp.Or(err, net.ErrClosed))
 	case <-ctx.Done():
 	case <-gctx.Done(): // a results consumer could not start: its error below
 	}
@@ -168,6 +168,7 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 		_ = srv.Close()
 		<-errc
 	}
+	d.conns.Wait() // closed by redcon as it stopped: their reads fail
 	stopResults()
 	if gerr := g.Wait(); err == nil {
 		err = gerr

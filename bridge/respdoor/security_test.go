@@ -71,6 +71,7 @@ func TestAuth(t *testing.T) {
 			t.Errorf("%q: got %q, want %q", step[0], got, step[1])
 		}
 	}
+	s.stop() // the door's last lines written
 	if strings.Contains(logs.String(), testPassword) {
 		t.Errorf("the log holds the password:\n%s", logs.String())
 	}
