@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,22 +41,17 @@ type ResultBucket struct {
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 	subject string // $KV.<bucket>.
+	msgGet  string // the stream's leader get API subject
 
-	// keys maps the keys that have a result to the revision that put it,
-	// as Watch and this process's own puts and deletes learn them; ready
-	// while Watch runs and has read the bucket once.
-	mu     sync.RWMutex
-	keys   map[string]keyState
-	ready  bool
-	cached int // bytes of the values kept in keys
-}
-
-// keyState is what the index knows of a key that has a result: the
-// revision that put it and, when this process put it and it is small,
-// its value.
-type keyState struct {
-	rev   uint64
-	value []byte
+	// keys maps the keys the index knows to their last put or delete, as
+	// Watch and this process's own puts, reads and deletes learn them;
+	// ready while Watch runs and has read the bucket once.
+	mu      sync.RWMutex
+	keys    map[string]keyState
+	ready   bool
+	cached  int         // bytes of the values kept in keys
+	tombs   []tombstone // the landed deletes in keys, oldest first
+	pending map[string]*pendingDelete
 }
 
 // Bounds of the values an index keeps: a client reads a result right
@@ -104,7 +97,11 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 	if err != nil {
 		return nil, fmt.Errorf("mesh: result bucket %s: %w", cfg.Bucket, err)
 	}
-	return &ResultBucket{js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + ".", keys: map[string]keyState{}}, nil
+	return &ResultBucket{
+		js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + ".",
+		msgGet: cmp.Or(c.js.Options().APIPrefix, jetstream.DefaultAPIPrefix) + "STREAM.MSG.GET.KV_" + cfg.Bucket,
+		keys:   map[string]keyState{}, pending: map[string]*pendingDelete{},
+	}, nil
 }
 
 // Put keeps value under uri. msgID, the id of the record the result
@@ -140,9 +137,10 @@ func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait fu
 	return func(ctx context.Context) error {
 		select {
 		case ack := <-f.Ok():
-			if !ack.Duplicate {
-				b.note(key, ack.Sequence, true, value)
-			}
+			// A duplicate (a put again after its acknowledgement was
+			// lost) carries the first put's revision: the index learns
+			// its value, or keeps the tombstone of its delete.
+			b.note(key, ack.Sequence, true, value)
 			return nil
 		case err := <-f.Err():
 			return fmt.Errorf("mesh: put result: %w", err)
@@ -155,54 +153,66 @@ func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait fu
 // Get returns the result kept under uri, which the caller must not
 // change; ok is false when there is none (never put, deleted, expired, or
 // a uri no result can have).
+//
+// The index answers a key it has no result of, or whose value it keeps.
+// Any other key is read from the bucket's stream leader, never by a
+// direct get: a replica may answer that before it stored a put the
+// leader acknowledged, and a client that polls KEYS, HGET and DEL would
+// delete the result it was told of and never read. What the leader
+// gives is kept in the index for the DEL that follows.
 func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bool, err error) {
 	key, err := BucketKey(uri)
 	if err != nil {
 		return nil, false, nil
 	}
-	st, known, present := b.lookup(key)
+	st, known, ready := b.lookup(key)
 	switch {
-	case known && !present:
+	case st.gone && (ready || st.rev == pendingRev), ready && !known:
 		return nil, false, nil
 	case st.value != nil:
 		return st.value, true, nil
 	}
-	// A key the bucket does not have stays in the index: kv.Get is a
-	// direct get, which a replica may answer before it stored a put the
-	// leader acknowledged. The index drops a key on its delete (this
-	// process's, or the watcher's event), never on a read.
-	e, err := b.kv.Get(ctx, key)
+	m, err := b.last(ctx, key)
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil, false, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("mesh: get result: %w", err)
+	case m == nil, st.gone && m.Sequence <= st.rev:
+		return nil, false, nil
 	}
-	return e.Value(), true, nil
+	if op := m.Header.Get(kvOperationHeader); op != "" { // a delete or purge marker
+		b.note(key, m.Sequence, false, nil)
+		return nil, false, nil
+	}
+	b.note(key, m.Sequence, true, m.Data)
+	return m.Data, true, nil
 }
 
 // Delete removes the result of uri and reports whether there was one.
+// It reads the result first (Get) and fails when it cannot: a client
+// whose HGET failed must not lose the result to the DEL that followed.
+// While Watch serves the index, the key is hidden from then on and its
+// marker stored in the background (Watch publishes it again until it
+// lands): a NATS node electing a leader delays no DEL, and a result
+// read and deleted is never listed or read again here. A process killed
+// before the marker landed leaves the result in the bucket.
 func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
 	key, err := BucketKey(uri)
 	if err != nil || !b.maybe(key) {
 		return false, nil
 	}
 	_, had, err := b.Get(ctx, uri)
-	if err != nil {
+	if err != nil || !had {
 		return false, err
 	}
-	// The marker goes whenever the index has the key, found or not: the
-	// replica that answered Get may not have the result yet, and a result
-	// a client read and deleted must not come back. It is kv.Delete's,
-	// published here to learn its revision.
-	m := nats.NewMsg(b.subject + key)
-	m.Header.Set(kvOperationHeader, "DEL")
-	ack, err := b.js.PublishMsg(ctx, m)
+	if b.hide(key) {
+		return true, nil
+	}
+	ack, err := b.js.PublishMsg(ctx, b.marker(key))
 	if err != nil {
 		return false, fmt.Errorf("mesh: delete result: %w", err)
 	}
 	b.note(key, ack.Sequence, false, nil)
-	return had, nil
+	return true, nil
 }
 
 // kvOperationHeader marks a key-value delete (jetstream's kv.Delete).
@@ -228,6 +238,9 @@ func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for k := range l.Keys() {
+		if b.hidden(k) {
+			continue
+		}
 		if uri, err := URIOfBucketKey(k); err == nil {
 			out = append(out, uri)
 		}
@@ -253,10 +266,14 @@ func (b *ResultBucket) Watch(ctx context.Context) error {
 		return fmt.Errorf("mesh: watch results: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
+	tick := time.NewTicker(deleteSettleEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-tick.C:
+			b.settleDeletes()
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
@@ -274,54 +291,6 @@ func (b *ResultBucket) setReady(ready bool) {
 	b.mu.Lock()
 	b.ready = ready
 	b.mu.Unlock()
-}
-
-// note records that revision rev put (present, with value when this
-// process put it) or deleted key, unless the index knows a newer put.
-func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	cur, ok := b.keys[key]
-	if ok && rev <= cur.rev || !ok && !present {
-		return
-	}
-	b.cached -= len(cur.value)
-	delete(b.keys, key)
-	if !present {
-		return
-	}
-	st := keyState{rev: rev}
-	if len(value) <= maxCachedValue && b.cached+len(value) <= maxCachedBytes {
-		st.value = value
-		b.cached += len(value)
-	}
-	b.keys[key] = st
-}
-
-// indexed returns the keys of the index, sorted, and whether it serves.
-func (b *ResultBucket) indexed() ([]string, bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if !b.ready {
-		return nil, false
-	}
-	return slices.Sorted(maps.Keys(b.keys)), true
-}
-
-// lookup is what the index knows of key: known is false before Watch
-// has read the bucket (then present says nothing).
-func (b *ResultBucket) lookup(key string) (st keyState, known, present bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	st, present = b.keys[key]
-	return st, b.ready, present
-}
-
-// maybe reports whether key may have a result: false only when the
-// index serves and has none.
-func (b *ResultBucket) maybe(key string) bool {
-	_, known, present := b.lookup(key)
-	return !known || present
 }
 
 // A bucket key must match [-/_=.A-Za-z0-9]+ with no empty dot-separated

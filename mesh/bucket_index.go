@@ -1,0 +1,215 @@
+package mesh
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// keyState is what a ResultBucket's index knows of a key: the revision
+// that last put or deleted it and, for a put this process has the value
+// of (it put it, or read it), that value when small.
+type keyState struct {
+	rev   uint64
+	value []byte
+	// gone marks a deleted key (a tombstone), kept so that an older put
+	// learnt late (a watcher's event, a put's acknowledgement) does not
+	// bring back a result a client read and deleted.
+	gone bool
+}
+
+// pendingRev is the revision of a tombstone whose delete marker is not
+// stored yet: newer than anything, so nothing brings the key back.
+const pendingRev = math.MaxUint64
+
+// Bounds of the tombstones an index keeps. A put acknowledged late (a
+// batch put again after its acknowledgement was lost comes back as a
+// duplicate of the first, with the first's revision) arrives within the
+// bucket's duplicate window, DuplicateWindow at most.
+const (
+	tombstoneTTL  = DuplicateWindow
+	maxTombstones = 1 << 20
+)
+
+// tombstone is a landed delete in the order they were made, for pruning.
+type tombstone struct {
+	key string
+	rev uint64
+	at  time.Time
+}
+
+// A pending delete is a marker this process must still get stored; the
+// key is hidden meanwhile. Watch publishes it again until it lands.
+type pendingDelete struct {
+	ack  jetstream.PubAckFuture // nil before the first publish, or after a failed one
+	sent time.Time
+}
+
+// markerRetry is how long a delete marker's acknowledgement is awaited
+// before it is published again; deleteSettleEvery how often Watch looks.
+const (
+	markerRetry       = 2 * time.Second
+	deleteSettleEvery = 50 * time.Millisecond
+)
+
+// note records that revision rev put (present, with value when this
+// process has it) or deleted key, unless the index knows a newer change.
+// The same put learnt twice (the watcher's event, then the put's
+// acknowledgement) keeps the value the second one brings.
+func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur, ok := b.keys[key]
+	switch {
+	case ok && rev < cur.rev:
+		return
+	case ok && rev == cur.rev:
+		if present && !cur.gone && cur.value == nil {
+			b.keep(key, cur, value)
+		}
+		return
+	}
+	b.cached -= len(cur.value)
+	if present {
+		b.keep(key, keyState{rev: rev}, value)
+		return
+	}
+	b.bury(key, rev, time.Now())
+}
+
+// keep stores st under key with value when the cache bounds allow it.
+// Call it with mu held and st's old value already uncounted.
+func (b *ResultBucket) keep(key string, st keyState, value []byte) {
+	if value != nil && len(value) <= maxCachedValue && b.cached+len(value) <= maxCachedBytes {
+		st.value = value
+		b.cached += len(value)
+	}
+	b.keys[key] = st
+}
+
+// bury makes key a tombstone of revision rev and forgets the tombstones
+// past their time or count. Call it with mu held and key's old value
+// already uncounted.
+func (b *ResultBucket) bury(key string, rev uint64, now time.Time) {
+	b.keys[key] = keyState{rev: rev, gone: true}
+	b.tombs = append(b.tombs, tombstone{key: key, rev: rev, at: now})
+	n := 0
+	for n < len(b.tombs) && (len(b.tombs)-n > maxTombstones || now.Sub(b.tombs[n].at) > tombstoneTTL) {
+		t := b.tombs[n]
+		if st, ok := b.keys[t.key]; ok && st.gone && st.rev == t.rev {
+			delete(b.keys, t.key)
+		}
+		n++
+	}
+	if n > 0 {
+		b.tombs = slices.Delete(b.tombs, 0, n)
+	}
+}
+
+// hide makes key a pending tombstone, to be stored by settleDeletes, and
+// reports true; false (nothing done) while the index does not serve:
+// then no Watch runs to store the marker.
+func (b *ResultBucket) hide(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.ready {
+		return false
+	}
+	b.cached -= len(b.keys[key].value)
+	b.keys[key] = keyState{rev: pendingRev, gone: true}
+	b.pending[key] = &pendingDelete{}
+	return true
+}
+
+// settleDeletes turns the pending deletes whose marker landed into
+// tombstones of the marker's revision, and publishes again the markers
+// that failed, were never sent or are unanswered past markerRetry.
+func (b *ResultBucket) settleDeletes() {
+	now := time.Now()
+	var resend []string
+	b.mu.Lock()
+	for key, p := range b.pending {
+		if p.ack == nil {
+			resend = append(resend, key)
+			continue
+		}
+		select {
+		case ack := <-p.ack.Ok():
+			delete(b.pending, key)
+			if st := b.keys[key]; st.gone && st.rev == pendingRev {
+				b.bury(key, ack.Sequence, now)
+			}
+		case <-p.ack.Err():
+			resend = append(resend, key)
+		default:
+			if now.Sub(p.sent) > markerRetry {
+				resend = append(resend, key)
+			}
+		}
+	}
+	b.mu.Unlock()
+	for _, key := range resend {
+		f, err := b.js.PublishMsgAsync(b.marker(key))
+		if err != nil {
+			f = nil // tried again on the next round
+		}
+		b.mu.Lock()
+		if p := b.pending[key]; p != nil {
+			p.ack, p.sent = f, now
+		}
+		b.mu.Unlock()
+	}
+}
+
+// marker is the delete marker of key (kv.Delete's).
+func (b *ResultBucket) marker(key string) *nats.Msg {
+	m := nats.NewMsg(b.subject + key)
+	m.Header.Set(kvOperationHeader, "DEL")
+	return m
+}
+
+// indexed returns the keys the index has a result of, sorted, and
+// whether it serves.
+func (b *ResultBucket) indexed() ([]string, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if !b.ready {
+		return nil, false
+	}
+	var out []string
+	for k, st := range b.keys {
+		if !st.gone {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, true
+}
+
+// hidden reports whether the index hides key: a delete of this process
+// whose marker is not stored yet.
+func (b *ResultBucket) hidden(key string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	st := b.keys[key]
+	return st.gone && st.rev == pendingRev
+}
+
+// lookup is what the index knows of key (ok: it has an entry) and
+// whether the index serves.
+func (b *ResultBucket) lookup(key string) (st keyState, ok, ready bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	st, ok = b.keys[key]
+	return st, ok, b.ready
+}
+
+// maybe reports whether key may have a result: false when the index
+// serves and has none, or hides it.
+func (b *ResultBucket) maybe(key string) bool {
+	st, ok, ready := b.lookup(key)
+	return !(st.gone && st.rev == pendingRev) && (!ready || ok && !st.gone)
+}
