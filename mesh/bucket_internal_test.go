@@ -1,0 +1,154 @@
+package mesh
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
+)
+
+// watchedBucket opens job's result bucket on a fresh server and runs its
+// Watch until the index serves.
+func watchedBucket(t *testing.T) *ResultBucket {
+	t.Helper()
+	c, err := NewClient(meshtest.Connect(t, meshtest.StartServer(t)), ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	b, err := c.ResultBucket(context.Background(), "job", StreamConfig{Storage: jetstream.MemoryStorage}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Run(t, b.Watch)
+	meshtest.WaitFor(t, "the index", func() bool { _, ok := b.indexed(); return ok })
+	return b
+}
+
+// TestBucketIndexKeepsDeletes: the watcher's event of a put, or the put's
+// acknowledgement, may reach the index after the client read and deleted
+// the result (the delete's marker acknowledged first). Neither brings the
+// key back: the index keeps a tombstone of the delete. Without it the
+// door listed the key again and clients read the result twice.
+func TestBucketIndexKeepsDeletes(t *testing.T) {
+	b := watchedBucket(t)
+	ctx := context.Background()
+	if err := b.Put(ctx, "u", []byte("v"), "m1"); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := BucketKey("u")
+	put, _, _ := b.lookup(key)
+	if ok, err := b.Delete(ctx, "u"); !ok || err != nil {
+		t.Fatalf("Delete: got %v, %v, want true, nil", ok, err)
+	}
+	b.note(key, put.rev, true, nil)         // the watcher's event of the put, late
+	b.note(key, put.rev, true, []byte("v")) // a duplicate put's acknowledgement
+	if uris, err := b.URIs(ctx); err != nil || len(uris) != 0 {
+		t.Errorf("URIs after the delete and a late put event: got %q, %v, want none", uris, err)
+	}
+	if v, ok, err := b.Get(ctx, "u"); ok || err != nil {
+		t.Errorf("Get after the delete: got %q, %v, %v, want nothing", v, ok, err)
+	}
+	// The marker lands (Watch stores it): the bucket itself has no result.
+	meshtest.WaitFor(t, "the delete marker", func() bool {
+		_, err := b.kv.Get(ctx, key)
+		return err != nil
+	})
+}
+
+// TestBucketIndexLearnsLateValues: the watcher may list a put before its
+// acknowledgement reaches this process; the acknowledgement (same
+// revision) still gives the index the value, so that the client's HGET
+// is answered from memory. A key the index has no value of is read from
+// the stream's leader, never from a replica's direct get that may lag
+// the acknowledged put: an HGET that missed was followed by the DEL of
+// the client's pipeline, which deleted the unread result.
+func TestBucketIndexLearnsLateValues(t *testing.T) {
+	b := watchedBucket(t)
+	ctx := context.Background()
+	if err := b.Put(ctx, "late", []byte("v1"), "m1"); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := BucketKey("late")
+	st, _, _ := b.lookup(key)
+	b.mu.Lock()
+	b.cached -= len(st.value)
+	b.keys[key] = keyState{rev: st.rev} // as the watcher's event leaves it
+	b.mu.Unlock()
+	b.note(key, st.rev, true, []byte("v1")) // the put's acknowledgement
+	if got, _, _ := b.lookup(key); string(got.value) != "v1" {
+		t.Errorf("value after the acknowledgement of a put the watcher listed: got %q, want v1", got.value)
+	}
+
+	if err := b.Put(ctx, "other", []byte("v2"), "m2"); err != nil {
+		t.Fatal(err)
+	}
+	key, _ = BucketKey("other")
+	st, _, _ = b.lookup(key)
+	b.mu.Lock()
+	b.cached -= len(st.value)
+	b.keys[key] = keyState{rev: st.rev}
+	b.mu.Unlock()
+	if v, ok, err := b.Get(ctx, "other"); !ok || err != nil || string(v) != "v2" {
+		t.Fatalf("Get of a key the index has no value of: got %q, %v, %v, want v2", v, ok, err)
+	}
+	if got, _, _ := b.lookup(key); string(got.value) != "v2" {
+		t.Errorf("value kept after reading the leader: got %q, want v2", got.value)
+	}
+	if uris, _ := b.URIs(ctx); !slices.Equal(uris, []string{"late", "other"}) {
+		t.Errorf("URIs: got %q, want late and other", uris)
+	}
+}
+
+// TestResultBucketDeleteInElection kills the leader of a replicated
+// bucket's stream: a DEL during the election that follows answers at
+// once, the key is no longer listed nor read, and its marker lands once
+// a new leader is elected. A DEL that failed there left the key listed,
+// and clients polling KEYS read the result again.
+func TestResultBucketDeleteInElection(t *testing.T) {
+	cl := meshtest.StartCluster(t, 3)
+	ctx := context.Background()
+	open := func() *ResultBucket {
+		c, err := NewClient(cl.Connect(t), ClientConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		b, err := c.ResultBucket(ctx, "job", StreamConfig{Replicas: 3, Storage: jetstream.MemoryStorage}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b, other := open(), open()
+	meshtest.Run(t, b.Watch)
+	meshtest.WaitFor(t, "the index", func() bool { _, ok := b.indexed(); return ok })
+	if err := b.Put(ctx, "u", []byte("v"), "m1"); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(cl.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, "KV_"+BucketName("job"))
+	if err != nil || s.CachedInfo().Cluster == nil {
+		t.Fatalf("bucket stream: %v", err)
+	}
+	cl.Kill(cl.Index(s.CachedInfo().Cluster.Leader))
+	if ok, err := b.Delete(ctx, "u"); !ok || err != nil {
+		t.Fatalf("Delete in the election: got %v, %v, want true, nil", ok, err)
+	}
+	if uris, err := b.URIs(ctx); err != nil || len(uris) != 0 {
+		t.Errorf("URIs after the delete: got %q, %v, want none", uris, err)
+	}
+	if v, ok, err := b.Get(ctx, "u"); ok || err != nil {
+		t.Errorf("Get after the delete: got %q, %v, %v, want nothing", v, ok, err)
+	}
+	meshtest.WaitFor(t, "the delete marker after the election", func() bool {
+		_, ok, err := other.Get(ctx, "u")
+		return err == nil && !ok
+	})
+}
