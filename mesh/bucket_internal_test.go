@@ -28,6 +28,25 @@ func watchedBucket(t *testing.T) *ResultBucket {
 	return b
 }
 
+// putBare puts value under uri, then leaves the index's entry of it as
+// the watcher's event of the put does (no value) when bare, and returns
+// the key and the put's revision.
+func putBare(t *testing.T, b *ResultBucket, uri, value string, bare bool) (string, uint64) {
+	t.Helper()
+	if err := b.Put(context.Background(), uri, []byte(value), "id-"+uri); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := BucketKey(uri)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.keys[key]
+	if bare {
+		b.cached -= len(st.value)
+		b.keys[key] = keyState{rev: st.rev}
+	}
+	return key, st.rev
+}
+
 // TestBucketIndexKeepsDeletes: the watcher's event of a put, or the put's
 // acknowledgement, may reach the index after the client read and deleted
 // the result (the delete's marker acknowledged first). Neither brings the
@@ -36,16 +55,12 @@ func watchedBucket(t *testing.T) *ResultBucket {
 func TestBucketIndexKeepsDeletes(t *testing.T) {
 	b := watchedBucket(t)
 	ctx := context.Background()
-	if err := b.Put(ctx, "u", []byte("v"), "m1"); err != nil {
-		t.Fatal(err)
-	}
-	key, _ := BucketKey("u")
-	put, _, _ := b.lookup(key)
+	key, rev := putBare(t, b, "u", "v", false)
 	if ok, err := b.Delete(ctx, "u"); !ok || err != nil {
 		t.Fatalf("Delete: got %v, %v, want true, nil", ok, err)
 	}
-	b.note(key, put.rev, true, nil)         // the watcher's event of the put, late
-	b.note(key, put.rev, true, []byte("v")) // a duplicate put's acknowledgement
+	b.note(key, rev, true, nil)         // the watcher's event of the put, late
+	b.note(key, rev, true, []byte("v")) // a duplicate put's acknowledgement
 	if uris, err := b.URIs(ctx); err != nil || len(uris) != 0 {
 		t.Errorf("URIs after the delete and a late put event: got %q, %v, want none", uris, err)
 	}
@@ -69,29 +84,13 @@ func TestBucketIndexKeepsDeletes(t *testing.T) {
 func TestBucketIndexLearnsLateValues(t *testing.T) {
 	b := watchedBucket(t)
 	ctx := context.Background()
-	if err := b.Put(ctx, "late", []byte("v1"), "m1"); err != nil {
-		t.Fatal(err)
-	}
-	key, _ := BucketKey("late")
-	st, _, _ := b.lookup(key)
-	b.mu.Lock()
-	b.cached -= len(st.value)
-	b.keys[key] = keyState{rev: st.rev} // as the watcher's event leaves it
-	b.mu.Unlock()
-	b.note(key, st.rev, true, []byte("v1")) // the put's acknowledgement
+	key, rev := putBare(t, b, "late", "v1", true)
+	b.note(key, rev, true, []byte("v1")) // the put's acknowledgement
 	if got, _, _ := b.lookup(key); string(got.value) != "v1" {
 		t.Errorf("value after the acknowledgement of a put the watcher listed: got %q, want v1", got.value)
 	}
 
-	if err := b.Put(ctx, "other", []byte("v2"), "m2"); err != nil {
-		t.Fatal(err)
-	}
-	key, _ = BucketKey("other")
-	st, _, _ = b.lookup(key)
-	b.mu.Lock()
-	b.cached -= len(st.value)
-	b.keys[key] = keyState{rev: st.rev}
-	b.mu.Unlock()
+	key, _ = putBare(t, b, "other", "v2", true)
 	if v, ok, err := b.Get(ctx, "other"); !ok || err != nil || string(v) != "v2" {
 		t.Fatalf("Get of a key the index has no value of: got %q, %v, %v, want v2", v, ok, err)
 	}
