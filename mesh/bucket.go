@@ -120,10 +120,23 @@ func (b *ResultBucket) Put(ctx context.Context, uri string, value []byte, msgID 
 // PutAsync starts a Put and returns the wait for its acknowledgement, so
 // that a batch of puts takes one round trip. Put and PutAsync keep value
 // (Get may answer with it): the caller must not change it afterwards.
+//
+// A put that fails, or is not acknowledged within offerAfter (the
+// bucket's stream electing a leader takes seconds), still lists the
+// result in this process's index while Watch serves it: clients polling
+// this process read it from memory meanwhile, as the Redis door's
+// results ride over an election, and the caller puts it again later (a
+// result durable in JetStream until then). Once a client read and
+// deleted such a result, a put of it again (same msgID) does nothing.
 func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait func(context.Context) error, err error) {
 	key, err := BucketKey(uri)
 	if err != nil {
 		return nil, err
+	}
+	if b.served(key, msgID) {
+		// The client read and deleted this result, which this process
+		// served before the bucket stored it: no put brings it back.
+		return func(context.Context) error { return nil }, nil
 	}
 	m := nats.NewMsg(b.subject + key)
 	m.Data = value
@@ -132,20 +145,29 @@ func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait fu
 	}
 	f, err := b.js.PublishMsgAsync(m)
 	if err != nil {
+		b.offer(key, value, msgID)
 		return nil, fmt.Errorf("mesh: put result: %w", err)
 	}
 	return func(ctx context.Context) error {
-		select {
-		case ack := <-f.Ok():
-			// A duplicate (a put again after its acknowledgement was
-			// lost) carries the first put's revision: the index learns
-			// its value, or keeps the tombstone of its delete.
-			b.note(key, ack.Sequence, true, value)
-			return nil
-		case err := <-f.Err():
-			return fmt.Errorf("mesh: put result: %w", err)
-		case <-ctx.Done():
-			return fmt.Errorf("mesh: put result: %w", ctx.Err())
+		slow := time.NewTimer(offerAfter)
+		defer slow.Stop()
+		for {
+			select {
+			case ack := <-f.Ok():
+				// A duplicate (a put again after its acknowledgement was
+				// lost) carries the first put's revision: the index
+				// learns its value, or keeps the tombstone of its delete.
+				b.note(key, ack.Sequence, true, value)
+				return nil
+			case <-slow.C:
+				b.offer(key, value, msgID)
+			case err := <-f.Err():
+				b.offer(key, value, msgID)
+				return fmt.Errorf("mesh: put result: %w", err)
+			case <-ctx.Done():
+				b.offer(key, value, msgID)
+				return fmt.Errorf("mesh: put result: %w", ctx.Err())
+			}
 		}
 	}, nil
 }

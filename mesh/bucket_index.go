@@ -19,7 +19,16 @@ type keyState struct {
 	// learnt late (a watcher's event, a put's acknowledgement) does not
 	// bring back a result a client read and deleted.
 	gone bool
+	// unstored marks a result this process serves from memory while its
+	// put is not acknowledged (rev 0); msgID is its put's message id,
+	// kept by its tombstone so that the put is not made again.
+	unstored bool
+	msgID    string
 }
+
+// offerAfter is how long a put waits for its acknowledgement before the
+// index serves its value from memory.
+const offerAfter = 500 * time.Millisecond
 
 // pendingRev is the revision of a tombstone whose delete marker is not
 // stored yet: newer than anything, so nothing brings the key back.
@@ -77,7 +86,36 @@ func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) 
 		b.keep(key, keyState{rev: rev}, value)
 		return
 	}
-	b.bury(key, rev, time.Now())
+	b.bury(key, rev, "", time.Now())
+}
+
+// offer lists key with value, which this process could not get stored
+// yet (a failed or slow put of msgID), unless the index knows a stored
+// result of key, a delete of this very result, or a delete not stored
+// yet; or value is past the cache's bounds, or the index does not serve.
+func (b *ResultBucket) offer(key string, value []byte, msgID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur, ok := b.keys[key]
+	switch {
+	case !b.ready, len(value) > maxCachedValue, b.cached-len(cur.value)+len(value) > maxCachedBytes:
+		return
+	case ok && !cur.gone && (!cur.unstored || cur.msgID == msgID):
+		return
+	case ok && cur.gone && (cur.rev == pendingRev || msgID != "" && cur.msgID == msgID):
+		return
+	}
+	b.cached += len(value) - len(cur.value)
+	b.keys[key] = keyState{value: value, unstored: true, msgID: msgID}
+}
+
+// served reports whether the index has a delete of the result msgID
+// puts under key: a result a client read and deleted.
+func (b *ResultBucket) served(key, msgID string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	st := b.keys[key]
+	return msgID != "" && st.gone && st.msgID == msgID
 }
 
 // keep stores st under key with value when the cache bounds allow it.
@@ -93,8 +131,8 @@ func (b *ResultBucket) keep(key string, st keyState, value []byte) {
 // bury makes key a tombstone of revision rev and forgets the tombstones
 // past their time or count. Call it with mu held and key's old value
 // already uncounted.
-func (b *ResultBucket) bury(key string, rev uint64, now time.Time) {
-	b.keys[key] = keyState{rev: rev, gone: true}
+func (b *ResultBucket) bury(key string, rev uint64, msgID string, now time.Time) {
+	b.keys[key] = keyState{rev: rev, gone: true, msgID: msgID}
 	b.tombs = append(b.tombs, tombstone{key: key, rev: rev, at: now})
 	n := 0
 	for n < len(b.tombs) && (len(b.tombs)-n > maxTombstones || now.Sub(b.tombs[n].at) > tombstoneTTL) {
@@ -118,8 +156,9 @@ func (b *ResultBucket) hide(key string) bool {
 	if !b.ready {
 		return false
 	}
-	b.cached -= len(b.keys[key].value)
-	b.keys[key] = keyState{rev: pendingRev, gone: true}
+	cur := b.keys[key]
+	b.cached -= len(cur.value)
+	b.keys[key] = keyState{rev: pendingRev, gone: true, msgID: cur.msgID}
 	b.pending[key] = &pendingDelete{}
 	return true
 }
@@ -140,7 +179,7 @@ func (b *ResultBucket) settleDeletes() {
 		case ack := <-p.ack.Ok():
 			delete(b.pending, key)
 			if st := b.keys[key]; st.gone && st.rev == pendingRev {
-				b.bury(key, ack.Sequence, now)
+				b.bury(key, ack.Sequence, st.msgID, now)
 			}
 		case <-p.ack.Err():
 			resend = append(resend, key)

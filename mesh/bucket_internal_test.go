@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -106,7 +107,10 @@ func TestBucketIndexLearnsLateValues(t *testing.T) {
 // bucket's stream: a DEL during the election that follows answers at
 // once, the key is no longer listed nor read, and its marker lands once
 // a new leader is elected. A DEL that failed there left the key listed,
-// and clients polling KEYS read the result again.
+// and clients polling KEYS read the result again. A result put during
+// the election is listed and read from memory all the same (clients
+// waited out the election), and once read and deleted, putting it again
+// (its result delivered again) does not bring it back.
 func TestResultBucketDeleteInElection(t *testing.T) {
 	cl := meshtest.StartCluster(t, 3)
 	ctx := context.Background()
@@ -146,8 +150,27 @@ func TestResultBucketDeleteInElection(t *testing.T) {
 	if v, ok, err := b.Get(ctx, "u"); ok || err != nil {
 		t.Errorf("Get after the delete: got %q, %v, %v, want nothing", v, ok, err)
 	}
-	meshtest.WaitFor(t, "the delete marker after the election", func() bool {
-		_, ok, err := other.Get(ctx, "u")
-		return err == nil && !ok
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_ = b.Put(short, "w", []byte("v2"), "m2") // fails or is slow: listed anyway
+	if uris, err := b.URIs(ctx); err != nil || !slices.Equal(uris, []string{"w"}) {
+		t.Errorf("URIs after a put in the election: got %q, %v, want w", uris, err)
+	}
+	if v, ok, err := b.Get(ctx, "w"); !ok || err != nil || string(v) != "v2" {
+		t.Errorf("Get of a put in the election: got %q, %v, %v, want v2", v, ok, err)
+	}
+	if ok, err := b.Delete(ctx, "w"); !ok || err != nil {
+		t.Fatalf("Delete of a put in the election: got %v, %v, want true, nil", ok, err)
+	}
+	meshtest.WaitFor(t, "the put again and the delete markers after the election", func() bool {
+		if b.Put(ctx, "w", []byte("v2"), "m2") != nil {
+			return false
+		}
+		_, okU, errU := other.Get(ctx, "u")
+		_, okW, errW := other.Get(ctx, "w")
+		return errU == nil && errW == nil && !okU && !okW
 	})
+	if uris, err := b.URIs(ctx); err != nil || len(uris) != 0 {
+		t.Errorf("URIs at the end: got %q, %v, want none", uris, err)
+	}
 }
