@@ -58,9 +58,11 @@ type pendingDelete struct {
 }
 
 // markerRetry is how long a delete marker's acknowledgement is awaited
-// before it is published again; deleteSettleEvery how often Watch looks.
+// before it is published again, markerPause how long after a failed
+// publish; deleteSettleEvery how often Watch looks.
 const (
 	markerRetry       = 2 * time.Second
+	markerPause       = 250 * time.Millisecond
 	deleteSettleEvery = 50 * time.Millisecond
 )
 
@@ -172,7 +174,9 @@ func (b *ResultBucket) settleDeletes() {
 	b.mu.Lock()
 	for key, p := range b.pending {
 		if p.ack == nil {
-			resend = append(resend, key)
+			if now.Sub(p.sent) > markerPause {
+				resend = append(resend, key)
+			}
 			continue
 		}
 		select {
@@ -182,7 +186,7 @@ func (b *ResultBucket) settleDeletes() {
 				b.bury(key, ack.Sequence, st.msgID, now)
 			}
 		case <-p.ack.Err():
-			resend = append(resend, key)
+			p.ack = nil // sent again after markerPause, not at every round
 		default:
 			if now.Sub(p.sent) > markerRetry {
 				resend = append(resend, key)
