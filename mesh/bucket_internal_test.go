@@ -110,7 +110,8 @@ func TestBucketIndexLearnsLateValues(t *testing.T) {
 // and clients polling KEYS read the result again. A result put during
 // the election is listed and read from memory all the same (clients
 // waited out the election), and once read and deleted, putting it again
-// (its result delivered again) does not bring it back.
+// (its result delivered again) does not bring it back. The watcher goes
+// on after the election.
 func TestResultBucketDeleteInElection(t *testing.T) {
 	cl := meshtest.StartCluster(t, 3)
 	ctx := context.Background()
@@ -173,4 +174,13 @@ func TestResultBucketDeleteInElection(t *testing.T) {
 	if uris, err := b.URIs(ctx); err != nil || len(uris) != 0 {
 		t.Errorf("URIs at the end: got %q, %v, want none", uris, err)
 	}
+	// The watcher goes on past the election: another process's put is
+	// listed.
+	if err := other.Put(ctx, "x", []byte("v3"), "m3"); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.WaitFor(t, "another process's put after the election", func() bool {
+		keys, ok := b.indexed()
+		return ok && slices.Equal(keys, []string{"x"})
+	})
 }
