@@ -274,13 +274,16 @@ func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 // the bucket (keys only, no values), until ctx ends. Get answers a uri
 // with no result from it, with no request to JetStream: the polls of
 // clients waiting for a result cost a map lookup; a uri the index has is
-// read from the bucket. Each key keeps the revision that put it, so a
-// late event never undoes a newer one; this process's puts and deletes
-// enter the index as they are acknowledged, others' as the watcher
-// delivers them (a moment later: the next poll finds them). Expired
-// results leave markers (LimitMarkerTTL) the watcher sees. It returns nil
-// when ctx ends, or the error that stopped the watcher; then Get asks
-// the bucket for every uri again.
+// read from memory or the stream's leader. Each key keeps the revision
+// that last put or deleted it (deletes as tombstones, for
+// DuplicateWindow), so a late event never undoes a newer one; this
+// process's puts and deletes enter the index as they are made, others'
+// as the watcher delivers them (a moment later: the next poll finds
+// them). Expired results leave markers (LimitMarkerTTL) the watcher
+// sees. Watch also stores the markers of Delete in the background,
+// publishing each again until it lands. It returns nil when ctx ends, or
+// the error that stopped the watcher; then Get asks the bucket for every
+// uri again, and markers not stored yet wait for the next Watch.
 func (b *ResultBucket) Watch(ctx context.Context) error {
 	defer b.setReady(false)
 	w, err := b.kv.WatchAll(ctx, jetstream.MetaOnly())
