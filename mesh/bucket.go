@@ -226,7 +226,7 @@ func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
 	if err != nil || !had {
 		return false, err
 	}
-	if b.hide(key) {
+	if b.hide(ctx, key) {
 		return true, nil
 	}
 	ack, err := b.js.PublishMsg(ctx, b.marker(key))

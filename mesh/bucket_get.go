@@ -11,13 +11,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// bucketGetTimeout bounds a leader get whose ctx has no deadline.
-const bucketGetTimeout = 5 * time.Second
+// bucketGetTimeout bounds a leader get whose ctx has no deadline: a
+// client's poll waits for it (KEYS, then HGET and DEL of each key), and
+// a get that fails is asked again at the next poll.
+const bucketGetTimeout = time.Second
+
+// errDisconnected is last's error while the connection to NATS is down.
+var errDisconnected = errors.New("not connected to NATS (reconnecting)")
 
 // last reads the last message of key from the bucket's stream leader
 // (the JetStream API's STREAM.MSG.GET, which a replica never answers);
-// nil when the stream has none.
+// nil when the stream has none. It fails at once while the connection
+// reconnects, and within bucketGetTimeout unless ctx says otherwise.
 func (b *ResultBucket) last(ctx context.Context, key string) (*jetstream.RawStreamMsg, error) {
+	if !b.js.Conn().IsConnected() {
+		return nil, errDisconnected // fail now, not at the timeout
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, bucketGetTimeout)

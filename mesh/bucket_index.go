@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"math"
 	"slices"
 	"time"
@@ -62,6 +63,7 @@ type pendingDelete struct {
 // publish; deleteSettleEvery how often Watch looks.
 const (
 	markerRetry       = 2 * time.Second
+	markerWait        = time.Second
 	markerPause       = 250 * time.Millisecond
 	deleteSettleEvery = 50 * time.Millisecond
 )
@@ -149,20 +151,63 @@ func (b *ResultBucket) bury(key string, rev uint64, msgID string, now time.Time)
 	}
 }
 
-// hide makes key a pending tombstone, to be stored by settleDeletes, and
-// reports true; false (nothing done) while the index does not serve:
-// then no Watch runs to store the marker.
-func (b *ResultBucket) hide(key string) bool {
+// hide makes key a pending tombstone and publishes its marker, then
+// waits for the marker's acknowledgement or failure (a stream with no
+// leader fails it at once), up to markerWait or ctx's end: a process
+// killed right after a DEL answered has stored its marker, unless the
+// stream was electing a leader; then settleDeletes goes on. Only a
+// marker sent to a leader that just died waits the whole markerWait. It reports true; false (nothing done) while the index does
+// not serve: then no Watch runs to store the marker.
+func (b *ResultBucket) hide(ctx context.Context, key string) bool {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if !b.ready {
+		b.mu.Unlock()
 		return false
 	}
 	cur := b.keys[key]
 	b.cached -= len(cur.value)
 	b.keys[key] = keyState{rev: pendingRev, gone: true, msgID: cur.msgID}
-	b.pending[key] = &pendingDelete{}
+	p := &pendingDelete{sent: time.Now()}
+	b.pending[key] = p
+	b.mu.Unlock()
+	f, err := b.js.PublishMsgAsync(b.marker(key))
+	if err != nil {
+		return true // settleDeletes publishes it again
+	}
+	b.mu.Lock()
+	if b.pending[key] == p {
+		p.ack = f
+	}
+	b.mu.Unlock()
+	t := time.NewTimer(markerWait)
+	defer t.Stop()
+	select {
+	case ack := <-f.Ok():
+		b.mu.Lock()
+		b.landed(key, p, ack.Sequence, time.Now())
+		b.mu.Unlock()
+	case <-f.Err():
+		b.mu.Lock()
+		if p.ack == f {
+			p.ack = nil // sent again by settleDeletes after markerPause
+		}
+		b.mu.Unlock()
+	case <-t.C:
+	case <-ctx.Done():
+	}
 	return true
+}
+
+// landed makes the pending delete p of key, whose marker the bucket
+// stored at revision rev, a tombstone. Call it with mu held.
+func (b *ResultBucket) landed(key string, p *pendingDelete, rev uint64, now time.Time) {
+	if b.pending[key] != p {
+		return
+	}
+	delete(b.pending, key)
+	if st := b.keys[key]; st.gone && st.rev == pendingRev {
+		b.bury(key, rev, st.msgID, now)
+	}
 }
 
 // settleDeletes turns the pending deletes whose marker landed into
@@ -181,10 +226,7 @@ func (b *ResultBucket) settleDeletes() {
 		}
 		select {
 		case ack := <-p.ack.Ok():
-			delete(b.pending, key)
-			if st := b.keys[key]; st.gone && st.rev == pendingRev {
-				b.bury(key, ack.Sequence, st.msgID, now)
-			}
+			b.landed(key, p, ack.Sequence, now)
 		case <-p.ack.Err():
 			p.ack = nil // sent again after markerPause, not at every round
 		default:

@@ -68,11 +68,11 @@ func TestBucketIndexKeepsDeletes(t *testing.T) {
 	if v, ok, err := b.Get(ctx, "u"); ok || err != nil {
 		t.Errorf("Get after the delete: got %q, %v, %v, want nothing", v, ok, err)
 	}
-	// The marker lands (Watch stores it): the bucket itself has no result.
-	meshtest.WaitFor(t, "the delete marker", func() bool {
-		_, err := b.kv.Get(ctx, key)
-		return err != nil
-	})
+	// The marker is stored when Delete returns: a door killed right after
+	// the DEL does not bring the result back.
+	if m, err := b.last(ctx, key); err != nil || m == nil || m.Header.Get(kvOperationHeader) != "DEL" {
+		t.Errorf("the bucket's last message of the key after Delete: got %v, %v, want its delete marker", m, err)
+	}
 }
 
 // TestBucketIndexLearnsLateValues: the watcher may list a put before its
