@@ -30,6 +30,10 @@ var ErrBucketURI = fmt.Errorf("mesh: a result bucket keeps uris of 1 to %d bytes
 // RESP door: SERVING_<job>_RESP (its stream is KV_SERVING_<job>_RESP).
 func BucketName(job string) string { return StreamPrefix + job + "_RESP" }
 
+// errPutSlow is a put's error when its acknowledgement took longer than
+// offerAfter and the index serves its result from memory meanwhile.
+var errPutSlow = errors.New("not acknowledged in time: served from memory meanwhile, to be put again")
+
 // bucketMarkerTTL is how long the marker of a result that aged out stays.
 const bucketMarkerTTL = time.Minute
 
@@ -126,7 +130,9 @@ func (b *ResultBucket) Put(ctx context.Context, uri string, value []byte, msgID 
 // result in this process's index while Watch serves it: clients polling
 // this process read it from memory meanwhile, as the Redis door's
 // results ride over an election, and the caller puts it again later (a
-// result durable in JetStream until then). Once a client read and
+// result durable in JetStream until then). A slow put so listed returns
+// an error wrapping errPutSlow at once, so that the caller's next
+// results are not held up behind it. Once a client read and
 // deleted such a result, a put of it again (same msgID) does nothing.
 func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait func(context.Context) error, err error) {
 	key, err := BucketKey(uri)
@@ -160,7 +166,11 @@ func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait fu
 				b.note(key, ack.Sequence, true, value)
 				return nil
 			case <-slow.C:
-				b.offer(key, value, msgID)
+				if b.offer(key, value, msgID) {
+					// Served from memory: the caller puts it again later
+					// instead of holding its next results meanwhile.
+					return fmt.Errorf("mesh: put result: %w", errPutSlow)
+				}
 			case err := <-f.Err():
 				b.offer(key, value, msgID)
 				return fmt.Errorf("mesh: put result: %w", err)

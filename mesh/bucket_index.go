@@ -63,7 +63,7 @@ type pendingDelete struct {
 // publish; deleteSettleEvery how often Watch looks.
 const (
 	markerRetry       = 2 * time.Second
-	markerWait        = time.Second
+	markerWait        = 500 * time.Millisecond
 	markerPause       = 250 * time.Millisecond
 	deleteSettleEvery = 50 * time.Millisecond
 )
@@ -97,20 +97,27 @@ func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) 
 // yet (a failed or slow put of msgID), unless the index knows a stored
 // result of key, a delete of this very result, or a delete not stored
 // yet; or value is past the cache's bounds, or the index does not serve.
-func (b *ResultBucket) offer(key string, value []byte, msgID string) {
+// It reports whether the index serves this value from memory now, or
+// served it and saw it deleted.
+func (b *ResultBucket) offer(key string, value []byte, msgID string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, ok := b.keys[key]
 	switch {
+	case ok && !cur.gone && cur.unstored && cur.msgID == msgID:
+		return true
 	case !b.ready, len(value) > maxCachedValue, b.cached-len(cur.value)+len(value) > maxCachedBytes:
-		return
-	case ok && !cur.gone && (!cur.unstored || cur.msgID == msgID):
-		return
-	case ok && cur.gone && (cur.rev == pendingRev || msgID != "" && cur.msgID == msgID):
-		return
+		return false
+	case ok && !cur.gone && !cur.unstored:
+		return false
+	case ok && cur.gone && msgID != "" && cur.msgID == msgID:
+		return true // served, read and deleted already
+	case ok && cur.gone && cur.rev == pendingRev:
+		return false
 	}
 	b.cached += len(value) - len(cur.value)
 	b.keys[key] = keyState{value: value, unstored: true, msgID: msgID}
+	return true
 }
 
 // served reports whether the index has a delete of the result msgID

@@ -2,12 +2,15 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
@@ -15,7 +18,16 @@ import (
 // Watch until the index serves.
 func watchedBucket(t *testing.T) *ResultBucket {
 	t.Helper()
-	c, err := NewClient(meshtest.Connect(t, meshtest.StartServer(t)), ClientConfig{})
+	b, _, _ := watchedBucketOn(t, meshtest.StartServer(t))
+	return b
+}
+
+// watchedBucketOn is watchedBucket on s; it also returns the connection
+// and the stop of Watch.
+func watchedBucketOn(t *testing.T, s *embedded.Server) (*ResultBucket, *nats.Conn, func()) {
+	t.Helper()
+	nc := meshtest.Connect(t, s)
+	c, err := NewClient(nc, ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,9 +36,9 @@ func watchedBucket(t *testing.T) *ResultBucket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meshtest.Run(t, b.Watch)
+	stop := meshtest.Run(t, b.Watch)
 	meshtest.WaitFor(t, "the index", func() bool { _, ok := b.indexed(); return ok })
-	return b
+	return b, nc, stop
 }
 
 // putBare puts value under uri, then leaves the index's entry of it as
@@ -183,4 +195,20 @@ func TestResultBucketDeleteInElection(t *testing.T) {
 		keys, ok := b.indexed()
 		return ok && slices.Equal(keys, []string{"x"})
 	})
+}
+
+// TestBucketGetWhileReconnecting: a key the index has no value of is
+// read from the stream's leader; while the connection to NATS is down
+// that read fails at once. It waited for its timeout (5s then), and the
+// client's whole poll (KEYS, HGET, DEL) with it.
+func TestBucketGetWhileReconnecting(t *testing.T) {
+	s := meshtest.StartServer(t)
+	b, nc, stop := watchedBucketOn(t, s)
+	putBare(t, b, "u", "v", true)
+	stop()
+	s.Shutdown()
+	meshtest.WaitFor(t, "the disconnect", func() bool { return !nc.IsConnected() })
+	if v, ok, err := b.Get(context.Background(), "u"); !errors.Is(err, errDisconnected) {
+		t.Errorf("Get while disconnected: got %q, %v, %v, want %v", v, ok, err, errDisconnected)
+	}
 }
