@@ -236,7 +236,7 @@ func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
 	if err != nil || !had {
 		return false, err
 	}
-	if b.hide(ctx, key) {
+	if b.hide(key) {
 		return true, nil
 	}
 	ack, err := b.js.PublishMsg(ctx, b.marker(key))

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"context"
 	"math"
 	"slices"
 	"time"
@@ -63,7 +62,6 @@ type pendingDelete struct {
 // publish; deleteSettleEvery how often Watch looks.
 const (
 	markerRetry       = 2 * time.Second
-	markerWait        = 500 * time.Millisecond
 	markerPause       = 250 * time.Millisecond
 	deleteSettleEvery = 50 * time.Millisecond
 )
@@ -87,7 +85,14 @@ func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) 
 	}
 	b.cached -= len(cur.value)
 	if present {
-		b.keep(key, keyState{rev: rev}, value)
+		st := keyState{rev: rev}
+		if value == nil && cur.unstored {
+			// The watcher's event of a put this process serves from
+			// memory (its acknowledgement was lost or late): the value
+			// stays, and the client's HGET needs no read.
+			value, st.msgID = cur.value, cur.msgID
+		}
+		b.keep(key, st, value)
 		return
 	}
 	b.bury(key, rev, "", time.Now())
@@ -158,14 +163,16 @@ func (b *ResultBucket) bury(key string, rev uint64, msgID string, now time.Time)
 	}
 }
 
-// hide makes key a pending tombstone and publishes its marker, then
-// waits for the marker's acknowledgement or failure (a stream with no
-// leader fails it at once), up to markerWait or ctx's end: a process
-// killed right after a DEL answered has stored its marker, unless the
-// stream was electing a leader; then settleDeletes goes on. Only a
-// marker sent to a leader that just died waits the whole markerWait. It reports true; false (nothing done) while the index does
-// not serve: then no Watch runs to store the marker.
-func (b *ResultBucket) hide(ctx context.Context, key string) bool {
+// hide makes key a pending tombstone and publishes its marker at once
+// (a door killed right after the DEL answered has most likely sent it),
+// without waiting for its acknowledgement: a client pipelines HGET and
+// DEL for every key KEYS listed, and a DEL that waited for a stream
+// electing a leader held the whole pipeline past the client's read
+// timeout, losing the values it had read. settleDeletes learns the
+// marker's revision, or publishes it again. It reports true; false
+// (nothing done) while the index does not serve: then no Watch runs to
+// store the marker.
+func (b *ResultBucket) hide(key string) bool {
 	b.mu.Lock()
 	if !b.ready {
 		b.mu.Unlock()
@@ -186,22 +193,6 @@ func (b *ResultBucket) hide(ctx context.Context, key string) bool {
 		p.ack = f
 	}
 	b.mu.Unlock()
-	t := time.NewTimer(markerWait)
-	defer t.Stop()
-	select {
-	case ack := <-f.Ok():
-		b.mu.Lock()
-		b.landed(key, p, ack.Sequence, time.Now())
-		b.mu.Unlock()
-	case <-f.Err():
-		b.mu.Lock()
-		if p.ack == f {
-			p.ack = nil // sent again by settleDeletes after markerPause
-		}
-		b.mu.Unlock()
-	case <-t.C:
-	case <-ctx.Done():
-	}
 	return true
 }
 

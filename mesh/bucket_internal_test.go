@@ -80,11 +80,11 @@ func TestBucketIndexKeepsDeletes(t *testing.T) {
 	if v, ok, err := b.Get(ctx, "u"); ok || err != nil {
 		t.Errorf("Get after the delete: got %q, %v, %v, want nothing", v, ok, err)
 	}
-	// The marker is stored when Delete returns: a door killed right after
-	// the DEL does not bring the result back.
-	if m, err := b.last(ctx, key); err != nil || m == nil || m.Header.Get(kvOperationHeader) != "DEL" {
-		t.Errorf("the bucket's last message of the key after Delete: got %v, %v, want its delete marker", m, err)
-	}
+	// The marker lands (Watch settles it): the bucket has no result.
+	meshtest.WaitFor(t, "the delete marker", func() bool {
+		m, err := b.last(ctx, key)
+		return err == nil && m != nil && m.Header.Get(kvOperationHeader) == "DEL"
+	})
 }
 
 // TestBucketIndexLearnsLateValues: the watcher may list a put before its
@@ -210,5 +210,35 @@ func TestBucketGetWhileReconnecting(t *testing.T) {
 	meshtest.WaitFor(t, "the disconnect", func() bool { return !nc.IsConnected() })
 	if v, ok, err := b.Get(context.Background(), "u"); !errors.Is(err, errDisconnected) {
 		t.Errorf("Get while disconnected: got %q, %v, %v, want %v", v, ok, err, errDisconnected)
+	}
+}
+
+// TestBucketIndexKeepsOfferedValue: a result whose put was slow is
+// served from memory (offer); the watcher's event of that put, landed
+// after all, keeps the value, so that HGET needs no read from a stream
+// that may be electing a leader. Once the result is read and deleted,
+// putting it again does nothing.
+func TestBucketIndexKeepsOfferedValue(t *testing.T) {
+	b := watchedBucket(t)
+	ctx := context.Background()
+	key, _ := BucketKey("slow")
+	if !b.offer(key, []byte("v"), "m1") {
+		t.Fatal("offer of a new key: got false, want true")
+	}
+	if uris, _ := b.URIs(ctx); !slices.Equal(uris, []string{"slow"}) {
+		t.Errorf("URIs of an offered result: got %q, want slow", uris)
+	}
+	b.note(key, 7, true, nil) // the watcher's event of the put
+	if st, _, _ := b.lookup(key); string(st.value) != "v" || st.rev != 7 {
+		t.Errorf("index after the put's event: got %+v, want value v at revision 7", st)
+	}
+	if ok, err := b.Delete(ctx, "slow"); !ok || err != nil {
+		t.Fatalf("Delete: got %v, %v, want true, nil", ok, err)
+	}
+	if err := b.Put(ctx, "slow", []byte("v"), "m1"); err != nil {
+		t.Fatal(err)
+	}
+	if uris, _ := b.URIs(ctx); len(uris) != 0 {
+		t.Errorf("URIs after the result was read, deleted and put again: got %q, want none", uris)
 	}
 }
