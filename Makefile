@@ -41,7 +41,9 @@ build:
 
 ## run: build, fetch ONNX Runtime and the demo model, serve it on an embedded NATS.
 run: build ort demo-model
-	@test -f config.yaml || $(BIN) init -model $(DEMO_DIR) -o config.yaml
+	@# A new config.yaml gets the RESP door on loopback (redis-cli -p 6380 PING).
+	@test -f config.yaml || { $(BIN) init -model $(DEMO_DIR) -o config.yaml.new && \
+		sed 's/^respListen: ""/respListen: 127.0.0.1:6380/' config.yaml.new > config.yaml && rm config.yaml.new; }
 	$(BIN) start -c config.yaml
 
 ## test: install what the tests need, then vet and run every test against the real parts.
@@ -105,6 +107,8 @@ fuzz: deps
 	@echo "== FuzzModelOf"; $(GO) test ./bridge/grpcdoor -run '^$$' -fuzz '^FuzzModelOf$$' -fuzztime $(FUZZTIME)
 	@echo "== FuzzPlanSHM"; $(GO) test ./bridge/httpdoor -run '^$$' -fuzz '^FuzzPlanSHM$$' -fuzztime $(FUZZTIME)
 	@echo "== FuzzParse"; $(GO) test ./infer/modelconfig -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	@echo "== FuzzBucketKey"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzBucketKey$$' -fuzztime $(FUZZTIME)
+	@echo "== FuzzCommands"; $(GO) test ./bridge/respdoor -run '^$$' -fuzz '^FuzzCommands$$' -fuzztime $(FUZZTIME)
 
 ## chaos: the fault suite on real processes; prints the table and writes it to CHAOS_TABLE.
 CHAOS_TABLE ?= $(CACHE)/chaos-table.txt

@@ -28,6 +28,7 @@ const (
 // Values of AttrDoor.
 const (
 	DoorRedis = "redis"
+	DoorRESP  = "resp"
 	DoorNATS  = "nats"
 	DoorHTTP  = "http"
 	DoorGRPC  = "grpc"
@@ -67,4 +68,6 @@ const (
 	SpanResultWrite   = "result write"       // producer/client: store the result
 	SpanReply         = "reply"              // producer: respond to the NATS caller
 	SpanResultDeliver = "redis result write" // client: HSET at the Redis door
+	SpanDoorRESP      = "resp xadd"          // server: one XADD at the RESP door
+	SpanResultPut     = "resp result put"    // client: results put in the RESP door's bucket
 )

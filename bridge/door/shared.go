@@ -77,6 +77,12 @@ func Message(err error) string {
 // listening on addr beyond loopback, lets anyone in: open is true when it
 // has no token file and no client certificates.
 func WarnIfOpen(log *slog.Logger, door string, addr net.Addr, open bool) {
+	WarnIfOpenKeys(log, door, addr, open, "httpAuthTokenFile (and httpTlsCert/httpTlsKey)")
+}
+
+// WarnIfOpenKeys is WarnIfOpen for a door whose protection is set by
+// keys (the RESP door: respPasswordFile ...).
+func WarnIfOpenKeys(log *slog.Logger, door string, addr net.Addr, open bool, keys string) {
 	if !open {
 		return
 	}
@@ -89,7 +95,7 @@ func WarnIfOpen(log *slog.Logger, door string, addr net.Addr, open bool) {
 			where = net.JoinHostPort("0.0.0.0", strconv.Itoa(ta.Port))
 		}
 	}
-	log.Warn(fmt.Sprintf("%s on %s accepts requests from anyone: set httpAuthTokenFile (and httpTlsCert/httpTlsKey)", door, where))
+	log.Warn(fmt.Sprintf("%s on %s accepts requests from anyone: set %s", door, where, keys))
 }
 
 // Defaults both doors apply for zero Config fields.

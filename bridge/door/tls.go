@@ -36,15 +36,19 @@ var fileKeys = map[string]string{
 // KeyError is err, when it is a *FileError, as the error of the config
 // key that names the file (httpTlsCert, httpTlsKey, httpTlsClientCa or
 // httpAuthTokenFile); other errors pass unchanged.
-func KeyError(err error) error {
+func KeyError(err error) error { return KeyErrorIn(err, fileKeys) }
+
+// KeyErrorIn is KeyError for a door whose config keys are keys (a Config
+// field's name to its key), such as the RESP door's.
+func KeyErrorIn(err error, keys map[string]string) error {
 	var fe *FileError
-	if !errors.As(err, &fe) || fileKeys[fe.Field] == "" {
+	if !errors.As(err, &fe) || keys[fe.Field] == "" {
 		return err
 	}
 	if strings.Contains(fe.Err.Error(), fe.Path) { // an *fs.PathError
-		return fmt.Errorf("config key %q: %w", fileKeys[fe.Field], fe.Err)
+		return fmt.Errorf("config key %q: %w", keys[fe.Field], fe.Err)
 	}
-	return fmt.Errorf("config key %q: %s: %w", fileKeys[fe.Field], fe.Path, fe.Err)
+	return fmt.Errorf("config key %q: %s: %w", keys[fe.Field], fe.Path, fe.Err)
 }
 
 // ServerTLS loads a door's certificate and key and, with clientCAFile,

@@ -147,28 +147,40 @@ func (d *Door) ackAndDelete(ctx, actx context.Context, ids []string) {
 // header: W3C allows 55 and 512 bytes.
 const maxTraceField = 512
 
-// request builds the mesh request of one entry; ok is false without uri
-// or data, which it logs (an entry without fields was deleted already: it
-// is only acked).
-func (d *Door) request(ctx context.Context, m goredis.XMessage) (mesh.Request, bool) {
-	uri, _ := m.Values["uri"].(string)
-	data, _ := m.Values["data"].(string)
-	serde, _ := m.Values["serde"].(string)
-	req := mesh.Request{URI: uri, Body: []byte(data), MsgID: d.cfg.Job + ":" + m.ID, ContentType: wire.MediaTypeRedisArrow}
+// EntryRequest is the mesh request of a stream entry's fields (SPEC §2):
+// uri, data as it came, its content type from serde (stream: JSON
+// instances; otherwise base64 Arrow), and the optional traceparent and
+// tracestate fields as headers; msgID is its JetStream message id. A
+// field value that is not a string counts as absent. The RESP door builds
+// its XADDs' requests with it too.
+func EntryRequest(values map[string]any, msgID string) mesh.Request {
+	uri, _ := values["uri"].(string)
+	data, _ := values["data"].(string)
+	serde, _ := values["serde"].(string)
+	req := mesh.Request{URI: uri, Body: []byte(data), MsgID: msgID, ContentType: wire.MediaTypeRedisArrow}
 	if serde == "stream" {
 		req.ContentType = wire.MediaTypeRedisJSON
 	}
 	for _, k := range []string{mesh.HeaderTraceParent, mesh.HeaderTraceState} {
 		// A field a header cannot carry as it is would be changed or
 		// refused on the way: the record goes on without it.
-		if v, ok := m.Values[k].(string); ok && v != "" && len(v) <= maxTraceField && mesh.EncodeURI(v) == v {
+		if v, ok := values[k].(string); ok && v != "" && len(v) <= maxTraceField && mesh.EncodeURI(v) == v {
 			if req.Header == nil {
 				req.Header = map[string][]string{}
 			}
 			req.Header[k] = []string{v}
 		}
 	}
-	ok := uri != "" && data != ""
+	return req
+}
+
+// request builds the mesh request of one entry; ok is false without uri
+// or data, which it logs (an entry without fields was deleted already: it
+// is only acked).
+func (d *Door) request(ctx context.Context, m goredis.XMessage) (mesh.Request, bool) {
+	req := EntryRequest(m.Values, d.cfg.Job+":"+m.ID)
+	uri, data := req.URI, req.Body
+	ok := uri != "" && len(data) != 0
 	switch {
 	case ok || len(m.Values) == 0:
 	case uri == "":

@@ -42,6 +42,16 @@ const maxWriteOnce = 64
 // can be written twice. Each marker costs Redis about 100 bytes.
 const writtenTTL = mesh.DuplicateWindow
 
+// ResultValue is the value of a result's hash field (SPEC §2): the
+// result's body (base64 Arrow, or topN text) when it succeeded, NaN when
+// the record failed. The RESP door keeps the same bytes.
+func ResultValue(r mesh.Result) string {
+	if r.Status == status.OK {
+		return string(r.Body)
+	}
+	return NaN
+}
+
 // WrittenKey is the marker of a written result, by its record's message
 // id: cluster-serving-written:<msgid>. It does not match the result keys'
 // pattern cluster-serving_<job>:*, which clients list with KEYS.
@@ -65,10 +75,8 @@ func (d *Door) writeResults(ctx context.Context, rs []mesh.Result) error {
 		if r.URI == "" {
 			continue // not ours to answer: no key to write
 		}
-		v := NaN
-		if r.Status == status.OK {
-			v = string(r.Body)
-		} else {
+		v := ResultValue(r)
+		if r.Status != status.OK {
 			d.lim.Log(ctx, slog.LevelWarn, "record answered NaN", r.Err(), "uri", logURI(r.URI))
 		}
 		if id := r.Header.Get(mesh.HeaderMsgID); id != "" {

@@ -41,12 +41,18 @@ func spanURI(uri string) string {
 	return uri
 }
 
-// writeSpan starts the span of one pipelined HSET batch, linked to the
-// worker span of each result it writes. The links (a header parse each)
-// and attributes are built only when the span records: the ratio sampler
-// decides on the trace id alone.
+// writeSpan starts the span of one pipelined HSET batch (ResultSpan).
 func (d *Door) writeSpan(ctx context.Context, rs []mesh.Result) (context.Context, trace.Span) {
-	ctx, span := telemetry.Start(ctx, tracer, telemetry.SpanResultDeliver, trace.SpanKindClient)
+	return ResultSpan(ctx, tracer, telemetry.SpanResultDeliver, d.cfg.Job, rs)
+}
+
+// ResultSpan starts the span name of one batch of result writes of job,
+// linked to the worker span of each result it writes. The links (a header
+// parse each) and attributes are built only when the span records: the
+// ratio sampler decides on the trace id alone. The RESP door's puts use
+// it too.
+func ResultSpan(ctx context.Context, tracer trace.Tracer, name, job string, rs []mesh.Result) (context.Context, trace.Span) {
+	ctx, span := telemetry.Start(ctx, tracer, name, trace.SpanKindClient)
 	if !span.IsRecording() {
 		return ctx, span
 	}
@@ -55,14 +61,21 @@ func (d *Door) writeSpan(ctx context.Context, rs []mesh.Result) (context.Context
 			span.AddLink(l)
 		}
 	}
-	span.SetAttributes(attribute.Int("cluster_serving.results", len(rs)), telemetry.AttrJob.String(d.cfg.Job))
+	span.SetAttributes(attribute.Int("cluster_serving.results", len(rs)), telemetry.AttrJob.String(job))
 	return ctx, span
 }
 
-// recordResults counts written results by outcome, with the time from the
-// client's XADD (the entry id's milliseconds) to the write.
+// recordResults counts written results (RecordResults).
 func (d *Door) recordResults(ctx context.Context, rs []mesh.Result) {
-	if d.cfg.Metrics == nil {
+	RecordResults(ctx, d.cfg.Metrics, telemetry.DoorRedis, d.cfg.Job, rs)
+}
+
+// RecordResults counts the results of job that door wrote (those with a
+// uri) on m (nil: none) by outcome, with the time from the client's XADD
+// (EntryTime of the result's message id) to the write, and records the
+// failed ones' errors. The RESP door counts its results with it too.
+func RecordResults(ctx context.Context, m *telemetry.Metrics, door, job string, rs []mesh.Result) {
+	if m == nil {
 		return
 	}
 	now := time.Now()
@@ -71,18 +84,19 @@ func (d *Door) recordResults(ctx context.Context, rs []mesh.Result) {
 			continue
 		}
 		var took time.Duration
-		if added, ok := entryTime(r.Header.Get(mesh.HeaderMsgID)); ok {
+		if added, ok := EntryTime(r.Header.Get(mesh.HeaderMsgID)); ok {
 			took = now.Sub(added)
 		}
-		d.cfg.Metrics.RecordRequest(ctx, telemetry.DoorRedis, d.cfg.Job, telemetry.OutcomeOf(r.Status), took)
+		m.RecordRequest(ctx, door, job, telemetry.OutcomeOf(r.Status), took)
 		if r.Status >= 400 { // the record's own trace, from its result's traceparent
-			d.cfg.Metrics.RecordError(telemetry.Extract(ctx, r.Header), telemetry.DoorRedis, d.cfg.Job, r.Status, r.Message)
+			m.RecordError(telemetry.Extract(ctx, r.Header), door, job, r.Status, r.Message)
 		}
 	}
 }
 
-// entryTime reads the XADD time from a message id "<job>:<ms>-<seq>".
-func entryTime(msgID string) (time.Time, bool) {
+// EntryTime reads the XADD time from a message id that ends with
+// ":<ms>-<seq>" (the Redis door's <job>:<entry id>, and the RESP door's).
+func EntryTime(msgID string) (time.Time, bool) {
 	i := strings.LastIndexByte(msgID, ':')
 	ms, _, ok := strings.Cut(msgID[i+1:], "-")
 	if !ok {

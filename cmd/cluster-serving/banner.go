@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -61,10 +63,28 @@ Call it from another terminal:
 		}
 		fmt.Fprint(w, grpcurlLine(file))
 	}
+	if file.RESPListen != "" {
+		fmt.Fprint(w, redisCLILine(file))
+	}
 	fmt.Fprintf(w, `  %s status %s   # throughput, queue depth, latency, workers
 Stop with Ctrl-C (in-flight work goes back to the queue) or: %s shutdown %s
 
 `, self, cfg, self, cfg)
+}
+
+// redisCLILine is the banner's line for the RESP door: a redis-cli PING
+// with the flags its TLS and password need (the password asked for).
+func redisCLILine(file *serving.File) string {
+	host, port, _ := net.SplitHostPort(dialable(file.RESPListen))
+	words := []string{"redis-cli", "-h", host, "-p", port}
+	if file.RESPTLSCert != "" {
+		words = append(words, "--tls", "--cacert", absPath(file.RESPTLSCert))
+	}
+	if file.RESPPasswordFile != "" {
+		words = append(words, "--user", cmp.Or(file.RESPUser, "default"), "--askpass")
+	}
+	return fmt.Sprintf("  %s PING   # the RESP door, no redis-server: XADD %s * uri u data ..., then HGETALL %s\n",
+		shellJoin(words...), file.JobName, redisdoor.ResultKey(file.JobName, "u"))
 }
 
 // curlAuth is what the banner's curl line needs past the door's TLS and

@@ -148,7 +148,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	p := &process{role: "http", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node:  func(c *serving.Config) { c.Describe, c.Service = true, true },
-		doors: []doorBuilder{httpRunner, grpcRunner},
+		doors: []doorBuilder{httpRunner, grpcRunner, respRunner},
 		announce: func(d doorDeps) {
 			fmt.Fprintf(stdout, "HTTP door on %s://%s for %d model(s), queues on NATS %s\n",
 				httpScheme(file), httpAddr(file), len(d.node.Models()), telemetry.RedactURL(file.NatsURL))

@@ -2,76 +2,22 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"time"
 
 	"github.com/cluster-serving/cluster-serving/bridge/redisdoor"
+	"github.com/cluster-serving/cluster-serving/bridge/respdoor"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
-
-// redisConfig maps config.yaml's redis keys to the door's Config; a zero
-// timeout is the door's default. Its errors name the config key and never
-// hold a password.
-func redisConfig(file *serving.File) (redisdoor.Config, error) {
-	rc := redisdoor.Config{
-		Addr:    file.RedisURL,
-		Job:     file.JobName,
-		Timeout: time.Duration(file.RedisTimeout) * time.Millisecond,
-	}
-	tc, err := redisTLS(file)
-	if err != nil {
-		return rc, err
-	}
-	rc.TLS = tc
-	if err := rc.Validate(); err != nil {
-		return rc, fmt.Errorf("config key \"redisUrl\": %w", err)
-	}
-	return rc, nil
-}
-
-// redisTLS builds the Redis door's TLS from redisSecureTrustStorePath (a
-// PEM CA or a PKCS#12 trust store opened with
-// redisSecureTrustStorePassword) and redisTlsCert/redisTlsKey (a client
-// certificate for mutual TLS). TLS is on with redisSecureEnabled or a
-// rediss:// redisUrl; nil when it is off.
-func redisTLS(file *serving.File) (*tls.Config, error) {
-	rediss := strings.HasPrefix(strings.ToLower(file.RedisURL), "rediss://")
-	if !file.RedisSecureEnabled && !rediss {
-		if file.RedisTLSCert != "" {
-			return nil, errors.New("config key \"redisTlsCert\": a client certificate needs TLS: set redisSecureEnabled: true or use a rediss:// redisUrl")
-		}
-		return nil, nil
-	}
-	var roots *x509.CertPool
-	if path := file.RedisSecureTrustStorePath; path != "" {
-		var err error
-		roots, err = redisdoor.LoadTrustStore(path, file.RedisSecureTrustStorePassword)
-		switch {
-		case errors.Is(err, redisdoor.ErrTrustStorePassword):
-			return nil, fmt.Errorf("config key \"redisSecureTrustStorePassword\": %w", err)
-		case err != nil:
-			return nil, fmt.Errorf("config key \"redisSecureTrustStorePath\": %w", err)
-		}
-	}
-	tc, err := redisdoor.TLSConfig(roots, file.RedisTLSCert, file.RedisTLSKey)
-	if err != nil {
-		return nil, fmt.Errorf("config keys \"redisTlsCert\", \"redisTlsKey\": %w", err)
-	}
-	return tc, nil
-}
 
 // redisRunner builds the Redis door on the node, nil when redisUrl is empty.
 func redisRunner(d doorDeps) (func(context.Context) error, error) {
 	if d.p.file.RedisURL == "" {
 		return nil, nil
 	}
-	rc, err := redisConfig(d.p.file)
+	rc, err := redisdoor.FileConfig(d.p.file)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +27,23 @@ func redisRunner(d doorDeps) (func(context.Context) error, error) {
 		return nil, err
 	}
 	return door.Run, nil
+}
+
+// respListen is where the RESP door listens: respListen, likely held by
+// a redis-server.
+func respListen(file *serving.File) listenAddr {
+	return listenAddr{"respListen", file.RESPListen, "redis-server"}
+}
+
+// respRunner builds the RESP door on the node, nil when respListen is
+// empty; its file errors name their resp* config key.
+func respRunner(d doorDeps) (func(context.Context) error, error) {
+	return listenRunner(d.p.file.RESPListen != "", respListen(d.p.file), func() (*respdoor.Door, error) {
+		rc := respdoor.FileConfig(d.p.file, d.node.Models())
+		rc.Logger, rc.Metrics, rc.Version = d.log, d.metrics, semver(version)
+		door, err := respdoor.New(d.node.Client(), rc)
+		return door, respdoor.KeyError(err)
+	})
 }
 
 // cmdBridge runs the Redis door alone against an external NATS: it reads

@@ -173,7 +173,7 @@ func cmdStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	p := &process{role: "start", flags: f, file: file, stdout: stdout, stderr: stderr,
 		node:  func(c *serving.Config) { c.Serve, c.Service = true, true },
-		doors: []doorBuilder{redisRunner, httpRunner, grpcRunner, bannerRunner}}
+		doors: []doorBuilder{redisRunner, respRunner, httpRunner, grpcRunner, bannerRunner}}
 	return p.run(ctx)
 }
 

@@ -84,7 +84,7 @@ func TestTemplateStatesTheDoorDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := httpConfig(file, file.ServedModels())
-	rc, err := redisConfig(file)
+	rc, err := redisdoor.FileConfig(file)
 	if err == nil {
 		t.Fatal("redisConfig without redisUrl: got no error")
 	}
@@ -472,7 +472,7 @@ func TestRedisConfigKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc, err := redisConfig(&tt.file)
+			rc, err := redisdoor.FileConfig(&tt.file)
 			switch {
 			case tt.errorKey != "":
 				if err == nil || !strings.Contains(err.Error(), `"`+tt.errorKey+`"`) {

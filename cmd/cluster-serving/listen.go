@@ -34,6 +34,9 @@ func (p *process) listeners() []listenAddr {
 	if (p.role == "start" || p.role == "http") && grpcOn(p.file) {
 		out = append(out, grpcListen(p.file))
 	}
+	if (p.role == "start" || p.role == "http") && p.file.RESPListen != "" {
+		out = append(out, respListen(p.file))
+	}
 	return out
 }
 

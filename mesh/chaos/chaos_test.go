@@ -123,7 +123,7 @@ func runSuite(t *testing.T, c *chaos.Cluster, scenarios []chaos.Scenario, cfg ch
 
 // TestChaosShort is the part of the fault suite that `go test ./...` runs:
 // a worker killed with kill -9 holding a batch, and the NATS server that
-// leads the work queue killed with kill -9, under load on all three doors.
+// leads the work queue killed with kill -9, under load on all four doors.
 func TestChaosShort(t *testing.T) {
 	if *full {
 		t.Skip("-chaos.full runs TestChaosFull")
@@ -139,7 +139,7 @@ func TestChaosFull(t *testing.T) {
 		t.Skip("the whole fault suite runs with -chaos.full (make chaos)")
 	}
 	c := startCluster(t)
-	scenarios := []chaos.Scenario{chaos.WorkerKill(0), chaos.DoorKill(chaos.DoorHTTP), chaos.DoorKill(chaos.DoorRedis)}
+	scenarios := []chaos.Scenario{chaos.WorkerKill(0), chaos.DoorKill(chaos.DoorHTTP), chaos.DoorKill(chaos.DoorRedis), chaos.DoorKill(chaos.DoorRESP)}
 	if c.NATSDoor != nil {
 		scenarios = append(scenarios, chaos.DoorKill(chaos.DoorNATS))
 	}

@@ -43,6 +43,9 @@ type Cluster struct {
 	HTTP     *Proc
 	HTTPURL  string
 	Bridge   *Proc
+	// RESP is an `http` process serving the RESP door on RESPAddr.
+	RESP     *Proc
+	RESPAddr string
 	// NATSDoor is a `cluster-serving start` process (a worker too) that
 	// serves the NATS door when the workers do not (older code); nil when
 	// they do.

@@ -1,8 +1,9 @@
 // Package chaos is the fault suite and the soak of cluster-serving: it runs
 // the real thing (a 3-node nats-server cluster with JetStream, a real
 // redis-server with AOF, two `cluster-serving worker` processes, the HTTP
-// door and the Redis door, each a process of its own), puts steady load on
-// the three doors at once, injects faults (kill -9, restarts, Redis out of
+// door, the Redis door and the RESP door (Redis clients, no redis-server),
+// each a process of its own), puts steady load on the four doors (NATS,
+// HTTP, Redis, RESP) at once, injects faults (kill -9, restarts, Redis out of
 // memory, garbage beside good traffic) and accounts for every request:
 // answered, lost, answered twice, errors, the longest gap between answers
 // and the latency while the fault lasts.

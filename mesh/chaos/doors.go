@@ -152,9 +152,21 @@ func redisURI(r *Request) string {
 	return "g-" + strconv.FormatInt(r.ID, 10)
 }
 
-// doRedis adds r to the job's stream and waits for the poller to see its
-// result. The XADD is repeated only when Redis surely did not take it.
+// redisOf is the client of a Redis-protocol door (DoorRedis, DoorRESP)
+// and whether the server it talks to runs now.
+func (l *Load) redisOf(d Door) (*goredis.Client, func() bool) {
+	if d == DoorRESP {
+		return l.resp, l.c.RESP.Alive
+	}
+	return l.rdb, l.c.Redis.Alive
+}
+
+// doRedis adds r to the job's stream through its door (redis-server or
+// the RESP door) and waits for the poller to see its result. The XADD is
+// repeated only when it surely was not taken: the server was down, the
+// dial failed, or it answered OOM (a full queue).
 func (l *Load) doRedis(r *Request, deadline time.Time) {
+	rdb, alive := l.redisOf(r.Door)
 	values := []any{"uri", redisURI(r), "data", string(goodBody(r.ID)), "serde", "stream"}
 	if r.Garbage {
 		values = []any{"uri", redisURI(r), "data", "!! not base64 arrow !!"}
@@ -169,9 +181,9 @@ func (l *Load) doRedis(r *Request, deadline time.Time) {
 		}
 		// A command sent while no redis-server process runs cannot have
 		// been taken, whatever error the dead connection gives back.
-		down := !l.c.Redis.Alive()
+		down := !alive()
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err := l.rdb.XAdd(ctx, &goredis.XAddArgs{Stream: l.c.Job, Values: values}).Err()
+		err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: l.c.Job, Values: values}).Err()
 		cancel()
 		if err == nil {
 			break
@@ -201,22 +213,24 @@ func refused(err error) bool {
 	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, goredis.ErrPoolTimeout)
 }
 
-// pollRedis reads results as the Python clients do (KEYS, then HGET and
-// DEL), every 10 ms until ctx ends. A key that comes back after it was
-// read and deleted is a duplicate result, and counted as one.
-func (l *Load) pollRedis(ctx context.Context) {
-	every(ctx, 10*time.Millisecond, func() { l.readResults(ctx) })
+// pollRedis reads the results of door d (DoorRedis, DoorRESP) as the
+// Python clients do (KEYS, then HGET and DEL), every 10 ms until ctx
+// ends. A key that comes back after it was read and deleted is a
+// duplicate result, and counted as one.
+func (l *Load) pollRedis(ctx context.Context, d Door) {
+	rdb, _ := l.redisOf(d)
+	every(ctx, 10*time.Millisecond, func() { l.readResults(ctx, rdb, d) })
 }
 
-// readResults reads and deletes every result key there is.
-func (l *Load) readResults(ctx context.Context) {
+// readResults reads and deletes every result key door d has.
+func (l *Load) readResults(ctx context.Context, rdb *goredis.Client, d Door) {
 	prefix := "cluster-serving_" + l.c.Job + ":"
-	keys, err := l.rdb.Keys(ctx, prefix+"*").Result()
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
 	if err != nil || len(keys) == 0 {
 		return
 	}
 	vals := make([]*goredis.StringCmd, len(keys))
-	_, _ = l.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, k := range keys {
 			vals[i] = p.HGet(ctx, k, "value")
 			p.Del(ctx, k)
@@ -225,18 +239,18 @@ func (l *Load) readResults(ctx context.Context) {
 	})
 	for i, k := range keys {
 		if v, err := vals[i].Result(); err == nil {
-			l.redisResult(strings.TrimPrefix(k, prefix), v)
+			l.redisResult(d, strings.TrimPrefix(k, prefix), v)
 		}
 	}
 }
 
-// redisResult judges one result value read under uri.
-func (l *Load) redisResult(uri, v string) {
+// redisResult judges one result value read under uri at door d.
+func (l *Load) redisResult(d Door, uri, v string) {
 	kind, num, _ := strings.Cut(uri, "-")
 	id, err := strconv.ParseInt(num, 10, 64)
 	l.mu.Lock()
 	r := l.byID[id]
-	if err != nil || r == nil || r.Garbage != (kind == "junk") || r.Door != DoorRedis {
+	if err != nil || r == nil || r.Garbage != (kind == "junk") || r.Door != d {
 		l.strays++
 		l.mu.Unlock()
 		return

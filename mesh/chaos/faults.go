@@ -37,8 +37,8 @@ func WorkerKill(i int) Scenario {
 	}}
 }
 
-// DoorKill kills the HTTP door or the Redis door (kill -9) and starts it
-// again at once.
+// DoorKill kills the HTTP, Redis, RESP or NATS door's process (kill -9)
+// and starts it again at once.
 func DoorKill(d Door) Scenario {
 	s := Scenario{Name: d.String() + " door kill -9", Exempt: []Door{d}}
 	s.Fault = func(ctx context.Context, c *Cluster, _ *Load) (string, error) {
@@ -46,6 +46,8 @@ func DoorKill(d Door) Scenario {
 		switch d {
 		case DoorRedis:
 			p, wait = c.Bridge, c.WaitBridge
+		case DoorRESP:
+			p, wait = c.RESP, c.WaitRESP
 		case DoorNATS:
 			p, wait = c.NATSDoor, c.WaitNATSDoor
 		}
@@ -127,7 +129,7 @@ func (c *Cluster) WorkLeader(ctx context.Context) (leader string, streams []stri
 // NATSClusterRestart kills all three nats-servers with kill -9 and starts
 // them again after a second. Every door depends on NATS: no gap target.
 func NATSClusterRestart() Scenario {
-	return Scenario{Name: "nats cluster kill -9 + restart", Exempt: []Door{DoorNATS, DoorHTTP, DoorRedis},
+	return Scenario{Name: "nats cluster kill -9 + restart", Exempt: []Door{DoorNATS, DoorHTTP, DoorRedis, DoorRESP},
 		Fault: func(ctx context.Context, c *Cluster, _ *Load) (string, error) {
 			for _, n := range c.NATS {
 				n.Kill()

@@ -32,6 +32,7 @@ type Load struct {
 	nc    *nats.Conn // the clients' own connection
 	inbox string     // reply subjects are inbox.<id>
 	rdb   *goredis.Client
+	resp  *goredis.Client // the RESP door's clients
 	hc    *http.Client
 
 	nextID  atomic.Int64
@@ -43,7 +44,7 @@ type Load struct {
 	reqs    []*Request
 	byID    map[int64]*Request
 	pending map[int64]chan answer // answers routed to the waiting sender
-	strays  int                   // Redis results under no uri of ours
+	strays  int                   // Redis or RESP results under no uri of ours
 }
 
 // answer is what came back for one attempt: a status (200 when right,
@@ -83,9 +84,11 @@ func NewLoad(ctx context.Context, c *Cluster, cfg LoadConfig) (*Load, error) {
 		return nil, err
 	}
 	l.rdb = goredis.NewClient(&goredis.Options{Addr: c.RedisURL, MaxRetries: -1, PoolSize: 64})
+	l.resp = goredis.NewClient(&goredis.Options{Addr: c.RESPAddr, MaxRetries: -1, PoolSize: 64})
 	l.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	l.wg.Add(1)
-	go func() { defer l.wg.Done(); l.pollRedis(ctx) }()
+	l.wg.Add(2)
+	go func() { defer l.wg.Done(); l.pollRedis(ctx, DoorRedis) }()
+	go func() { defer l.wg.Done(); l.pollRedis(ctx, DoorRESP) }()
 	return l, nil
 }
 
@@ -95,6 +98,7 @@ func (l *Load) Close() {
 	l.wg.Wait()
 	l.nc.Close()
 	_ = l.rdb.Close()
+	_ = l.resp.Close()
 	l.hc.CloseIdleConnections()
 }
 
@@ -187,7 +191,7 @@ func (l *Load) do(r *Request) {
 		l.doNATS(r, deadline)
 	case DoorHTTP:
 		l.doHTTP(r, deadline)
-	case DoorRedis:
+	case DoorRedis, DoorRESP:
 		l.doRedis(r, deadline)
 	}
 	l.mu.Lock()

@@ -24,14 +24,17 @@ type Row struct {
 	Scenario                       string
 	Sent, Answered, Lost, Dup, Err int
 	Busy                           int // 503 answers (retried; not errors)
-	Unsure                         int // Redis XADDs whose fate is unknown and that got no answer
-	Gap                            time.Duration
-	GapDoor                        Door
-	GapExempt                      bool // every door the fault stopped: no target
-	P99                            time.Duration
-	P99Door                        Door
-	GarbageSent, GarbageBad        int
-	Samples                        []string // a few error messages
+	Unsure                         int // Redis or RESP XADDs whose fate is unknown and that got no answer
+	// RESP counts the RESP door's good requests: sent, lost, duplicated
+	// (its own column: the Redis clients' door with no redis-server).
+	RESP                    struct{ Sent, Lost, Dup int }
+	Gap                     time.Duration
+	GapDoor                 Door
+	GapExempt               bool // every door the fault stopped: no target
+	P99                     time.Duration
+	P99Door                 Door
+	GarbageSent, GarbageBad int
+	Samples                 []string // a few error messages
 }
 
 // Pass says whether the row meets the targets: nothing lost, no duplicate
@@ -85,6 +88,14 @@ func Account(name string, reqs []Request, w Window, exempt []Door, deadline time
 
 // count files one good request under answered, lost, duplicate or error.
 func (row *Row) count(r Request, deadline time.Duration) {
+	lost, dup := row.Lost, row.Dup
+	defer func() {
+		if r.Door == DoorRESP {
+			row.RESP.Sent++
+			row.RESP.Lost += row.Lost - lost
+			row.RESP.Dup += row.Dup - dup
+		}
+	}()
 	row.Sent++
 	row.Busy += r.Busy
 	if r.Answers > 1+r.Resent {
@@ -148,8 +159,8 @@ func p99(ls []time.Duration) time.Duration {
 
 // WriteTable prints the rows as one fixed-width table, then the notes.
 func WriteTable(w io.Writer, rows []Row, notes []string) {
-	fmt.Fprintf(w, "%-44s %6s %8s %5s %4s %6s %5s %14s %15s  %s\n",
-		"scenario", "sent", "answered", "lost", "dup", "errors", "503s", "longest gap", "p99 in fault", "targets")
+	fmt.Fprintf(w, "%-44s %6s %8s %5s %4s %6s %5s %14s %15s %18s  %s\n",
+		"scenario", "sent", "answered", "lost", "dup", "errors", "503s", "longest gap", "p99 in fault", "resp sent/lost/dup", "targets")
 	for _, r := range rows {
 		gap := fmt.Sprintf("%.2fs %s", r.Gap.Seconds(), r.GapDoor)
 		if r.GapExempt {
@@ -159,8 +170,9 @@ func WriteTable(w io.Writer, rows []Row, notes []string) {
 		if !r.Pass() {
 			verdict = "MISSED"
 		}
-		fmt.Fprintf(w, "%-44s %6d %8d %5d %4d %6d %5d %14s %15s  %s\n", trunc(r.Scenario, 44), r.Sent, r.Answered,
-			r.Lost, r.Dup, r.Err, r.Busy, gap, fmt.Sprintf("%.2fs %s", r.P99.Seconds(), r.P99Door), verdict)
+		fmt.Fprintf(w, "%-44s %6d %8d %5d %4d %6d %5d %14s %15s %18s  %s\n", trunc(r.Scenario, 44), r.Sent, r.Answered,
+			r.Lost, r.Dup, r.Err, r.Busy, gap, fmt.Sprintf("%.2fs %s", r.P99.Seconds(), r.P99Door),
+			fmt.Sprintf("%d/%d/%d", r.RESP.Sent, r.RESP.Lost, r.RESP.Dup), verdict)
 	}
 	fmt.Fprintln(w, "longest gap: the door with the longest gap among those the fault leaves alone; * every door is")
 	fmt.Fprintln(w, "  stopped by the fault itself (no target). Targets: 0 lost, 0 dup, 0 errors, gap < 2s, garbage answered 400/NaN.")
@@ -170,7 +182,7 @@ func WriteTable(w io.Writer, rows []Row, notes []string) {
 			parts = append(parts, fmt.Sprintf("garbage sent %d, not answered as bad input %d", r.GarbageSent, r.GarbageBad))
 		}
 		if r.Unsure > 0 {
-			parts = append(parts, fmt.Sprintf("%d Redis XADDs cut by the fault, fate unknown, unanswered (not counted lost)", r.Unsure))
+			parts = append(parts, fmt.Sprintf("%d Redis or RESP XADDs cut by the fault, fate unknown, unanswered (not counted lost)", r.Unsure))
 		}
 		parts = append(parts, r.Samples...)
 		if len(parts) > 0 {

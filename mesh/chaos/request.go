@@ -10,18 +10,20 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
-// Door is one of the three ways in.
+// Door is one of the four ways in.
 type Door int
 
-// The doors, in the order of the table.
+// The doors, in the order of the table. DoorRESP is the RESP door: the
+// Redis door's commands with no redis-server behind them.
 const (
 	DoorNATS Door = iota
 	DoorHTTP
 	DoorRedis
+	DoorRESP
 	numDoors
 )
 
-func (d Door) String() string { return [...]string{"nats", "http", "redis"}[d] }
+func (d Door) String() string { return [...]string{"nats", "http", "redis", "resp"}[d] }
 
 // Request is what the checker knows of one request. A good request asks
 // for y = 2x+1 of an x derived from its id, so every answer is checked

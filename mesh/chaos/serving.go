@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 )
@@ -84,10 +85,16 @@ func (c *Cluster) startServing(ctx context.Context) error {
 	if c.Bridge, err = c.serving("bridge", "bridge", "httpPort: -1\nredisUrl: "+c.RedisURL+"\n"); err != nil {
 		return err
 	}
+	if err := c.startRESP(); err != nil {
+		return err
+	}
 	if err := c.WaitHTTP(ctx); err != nil {
 		return err
 	}
 	if err := c.WaitBridge(ctx); err != nil {
+		return err
+	}
+	if err := c.WaitRESP(ctx); err != nil {
 		return err
 	}
 	return c.ensureNATSDoor(ctx)
@@ -174,10 +181,34 @@ func (c *Cluster) WaitBridge(ctx context.Context) error {
 	})
 }
 
+// startRESP starts the RESP door's process: `http` on a port of its own
+// (the command's HTTP door, unused by the load) with respListen, so that
+// killing it leaves the HTTP door alone.
+func (c *Cluster) startRESP() error {
+	ports, err := freeport.Take(2)
+	if err != nil {
+		return err
+	}
+	c.RESPAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	c.RESP, err = c.serving("resp", "http", fmt.Sprintf("httpInterface: 127.0.0.1\nhttpPort: %d\nrespListen: %s\n", ports[0], c.RESPAddr))
+	return err
+}
+
+// WaitRESP waits until the RESP door answers PING since its last start.
+func (c *Cluster) WaitRESP(ctx context.Context) error {
+	rdb := goredis.NewClient(&goredis.Options{Addr: c.RESPAddr, MaxRetries: -1})
+	defer rdb.Close()
+	return waitProc(ctx, c.RESP, 60*time.Second, func() bool {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return c.RESP.Alive() && rdb.Ping(pctx).Err() == nil
+	})
+}
+
 // ProcessesServing lists every cluster-serving process (for the soak).
 func (c *Cluster) ProcessesServing() []*Proc {
 	ps := append([]*Proc{}, c.Workers...)
-	ps = append(ps, c.HTTP, c.Bridge)
+	ps = append(ps, c.HTTP, c.Bridge, c.RESP)
 	if c.NATSDoor != nil {
 		ps = append(ps, c.NATSDoor)
 	}

@@ -100,6 +100,19 @@ type File struct {
 	// HTTP door's TLS, token file, httpRequestTimeout and httpMaxBodyBytes.
 	GRPCPort int `yaml:"grpcPort"`
 
+	// RESP door (bridge/respdoor): Redis clients with no Redis server, on
+	// respListen (host:port; "" the default: none). Durations: respResultTTL
+	// in seconds, respIdleTimeout in ms; 0 means the door's default.
+	RESPListen         string `yaml:"respListen"`
+	RESPUser           string `yaml:"respUser"`
+	RESPPasswordFile   string `yaml:"respPasswordFile"`
+	RESPTLSCert        string `yaml:"respTlsCert"`
+	RESPTLSKey         string `yaml:"respTlsKey"`
+	RESPTLSClientCA    string `yaml:"respTlsClientCa"`
+	RESPResultTTL      int    `yaml:"respResultTTL"`
+	RESPIdleTimeout    int    `yaml:"respIdleTimeout"`
+	RESPMaxConnections int    `yaml:"respMaxConnections"`
+
 	// Connection bounds of the HTTP and gRPC doors (ms; a count): 0
 	// means the door's default (bridge/door.Conns).
 	HTTPIdleTimeout    int `yaml:"httpIdleTimeout"`

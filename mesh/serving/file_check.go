@@ -69,6 +69,7 @@ func (f *File) validate() error {
 	f.validateDoors(&p)
 	f.validateTelemetry(&p)
 	f.validateSecurity(&p)
+	f.validateRESP(&p)
 	for key, v := range map[string]int{"coreNumberPerMachine": f.CoreNumberPerMachine, "modelParallelism": f.ModelParallelism,
 		"threadPerModel": f.ThreadPerModel, "maxBatch": f.MaxBatch, "maxWait": f.MaxWait, "redisTimeout": f.RedisTimeout,
 		"ackWait": f.AckWait, "maxDeliver": f.MaxDeliver, "resultTTL": f.ResultTTL, "workerInflight": f.WorkerInflight,

@@ -188,6 +188,30 @@ redisSecureTrustStorePassword: ""
 redisTlsCert: ""
 redisTlsKey: ""
 
+## RESP door (Redis clients with no Redis server; docs/resp.md) #######
+# Where the RESP door listens (host:port), speaking the Redis protocol
+# to the same clients as the Redis door (XADD to jobName, then HGETALL
+# cluster-serving_<jobName>:<uri>) with no redis-server: requests go
+# straight to JetStream and results are kept in a JetStream key-value
+# bucket per job. Empty: no RESP door.
+respListen: ""
+# AUTH: set respPasswordFile (a file holding the password) and every
+# command needs AUTH [respUser] <password> first (respUser: default).
+respUser: ""
+respPasswordFile: ""
+# TLS: certificate and key (PEM); with respTlsClientCa (a CA, PEM) every
+# client must present a certificate it signed.
+respTlsCert: ""
+respTlsKey: ""
+respTlsClientCa: ""
+# How long a result nobody read and deleted is kept (seconds; 0: 3600).
+respResultTTL: 0
+# A connection that sends nothing for respIdleTimeout (ms; 0: 300000) is
+# closed. At most respMaxConnections stay open (0: 4096, or a quarter of
+# the open-file limit when lower); past it the idlest is closed.
+respIdleTimeout: 0
+respMaxConnections: 0
+
 ## HTTP door (REST /predict and Open Inference Protocol /v2) ##########
 # Where the HTTP door listens. httpPort -1: no HTTP door.
 httpInterface: 0.0.0.0

@@ -136,21 +136,18 @@ func (r *runner) redisTiny(model string, d time.Duration) error {
 		return err
 	}
 	defer rs.stop()
-	c, err := r.startChild(model, map[string]string{"threadPerModel": "1", "redisUrl": rs.addr})
+	ports, err := freeport.Take(1)
+	if err != nil {
+		return err
+	}
+	respAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	c, err := r.startChild(model, map[string]string{"threadPerModel": "1", "redisUrl": rs.addr, "respListen": respAddr})
 	if err != nil {
 		return err
 	}
 	defer c.stop()
 	const clients = 50
-	many, closeMany := redisOp(rs.addr, c.job, tinyBody, "stream", 2*time.Millisecond, clients)
-	defer closeMany()
-	one, closeOne := redisOp(rs.addr, c.job, tinyBody, "stream", 0, 1)
-	defer closeOne()
-	runLoad(8, time.Second, 500, many) // warm-up
-	before := snapCPU(c, rs)
-	e2e := runLoad(clients, d, 0, many)
-	after := snapCPU(c, rs)
-	single := runLoad(1, d/2, 0, one)
+	e2e, single, before, after := clientRuns(c, rs, rs.addr, clients, d)
 	const trivialStream = "bench_trivial"
 	stopTrivial, err := trivialRedisDoor(rs.addr, trivialStream)
 	if err != nil {
@@ -178,8 +175,9 @@ func (r *runner) redisTiny(model string, d time.Duration) error {
 	fmt.Fprintf(w, "redis-benchmark XADD, 50 clients: %.0f req/s\n", xadd)
 	fmt.Fprintf(w, "trivial Redis door (XREADGROUP, HSET, XACK+XDEL; no mesh, no model) / XADD rate: %.3f: the Redis door's ceiling\n", trivial.rate()/xadd)
 	fmt.Fprintf(w, "records/s end to end / redis-benchmark XADD rate: %.3f (target >= 0.15)\n", e2e.rate()/xadd)
-	fmt.Fprintf(w, "XADD to readable result, 1 client: p50 %s, p99 %s (target p50 <= 1ms)\n\n",
+	fmt.Fprintf(w, "XADD to readable result, 1 client: p50 %s, p99 %s (target p50 <= 1ms)\n",
 		single.pct(0.5).Round(time.Microsecond), single.pct(0.99).Round(time.Microsecond))
+	respRows(w, c, rs, respAddr, clients, d)
 	return nil
 }
 

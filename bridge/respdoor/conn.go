@@ -1,0 +1,89 @@
+package respdoor
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// connListener wraps each accepted connection (over the door.Listener,
+// TLS included) in a limitConn.
+type connListener struct {
+	net.Listener
+	d *Door
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &limitConn{Conn: c, max: l.d.cfg.MaxCommandBytes, write: l.d.cfg.WriteTimeout}, nil
+}
+
+// errCommandTooLong ends a connection whose command passed MaxCommandBytes.
+var errCommandTooLong = errors.New("respdoor: command too long")
+
+// limitConn bounds what one command may take and how long one answer
+// may wait for a client that does not read. redcon buffers a command
+// whole before the handler sees it, growing its buffer as it must, so the
+// bound is on the bytes read since the last command was handled: reads
+// and handlers of a connection run on one goroutine, so no lock is needed.
+type limitConn struct {
+	net.Conn
+	max   int
+	read  int
+	write time.Duration
+}
+
+// Read fails once the bytes read since the last command pass the bound,
+// after telling the client why (Redis's own words for a query buffer
+// over its limit start the same way).
+func (c *limitConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read += n
+	if c.read > c.max {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.write))
+		_, _ = fmt.Fprintf(c.Conn, "-ERR Protocol error: command longer than %d bytes (the RESP door's MaxCommandBytes); closing the connection\r\n", c.max)
+		return 0, errCommandTooLong
+	}
+	return n, err
+}
+
+func (c *limitConn) Write(p []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.write))
+	return c.Conn.Write(p)
+}
+
+// handled resets the bound for the next command.
+func (c *limitConn) handled() { c.read = 0 }
+
+// session is one connection's state, its redcon context.
+type session struct {
+	lc     *limitConn
+	authed bool
+	name   string
+	id     int64
+}
+
+// accept starts a connection's session.
+func (d *Door) accept(c redcon.Conn) bool {
+	lc, _ := c.NetConn().(*limitConn)
+	if lc == nil {
+		return false
+	}
+	c.SetContext(&session{lc: lc, authed: d.auth == nil, id: d.clients.Add(1)})
+	d.conns.Add(1)
+	return true
+}
+
+// closed ends a connection's session: the last call of its goroutine.
+func (d *Door) closed(c redcon.Conn, err error) {
+	defer d.conns.Done()
+	if err != nil {
+		d.log.Debug("RESP connection ended", "remote", c.RemoteAddr(), "err", err)
+	}
+}

@@ -1,0 +1,298 @@
+package mesh
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// keyState is what a ResultBucket's index knows of a key: the revision
+// that last put or deleted it and, for a put this process has the value
+// of (it put it, or read it), that value when small.
+type keyState struct {
+	rev   uint64
+	value []byte
+	// gone marks a deleted key (a tombstone), kept so that an older put
+	// learnt late (a watcher's event, a put's acknowledgement) does not
+	// bring back a result a client read and deleted.
+	gone bool
+	// unstored marks a result this process serves from memory while its
+	// put is not acknowledged (rev 0); msgID is its put's message id,
+	// kept by its tombstone so that the put is not made again.
+	unstored bool
+	msgID    string
+}
+
+// offerAfter is how long a put waits for its acknowledgement before the
+// index serves its value from memory.
+const offerAfter = 500 * time.Millisecond
+
+// pendingRev is the revision of a tombstone whose delete marker is not
+// stored yet: newer than anything, so nothing brings the key back.
+const pendingRev = math.MaxUint64
+
+// Bounds of the tombstones an index keeps. A put acknowledged late (a
+// batch put again after its acknowledgement was lost comes back as a
+// duplicate of the first, with the first's revision) arrives within the
+// bucket's duplicate window, DuplicateWindow at most.
+const (
+	tombstoneTTL  = DuplicateWindow
+	maxTombstones = 1 << 20
+)
+
+// tombstone is a landed delete in the order they were made, for pruning.
+type tombstone struct {
+	key string
+	rev uint64
+	at  time.Time
+}
+
+// A pending delete is a marker this process must still get stored; the
+// key is hidden meanwhile. Watch publishes it again until it lands.
+type pendingDelete struct {
+	ack  jetstream.PubAckFuture // nil before the first publish, or after a failed one
+	sent time.Time
+}
+
+// markerRetry is how long a delete marker's acknowledgement is awaited
+// before it is published again, markerPause how long after a failed
+// publish; deleteSettleEvery how often Watch looks.
+const (
+	markerRetry       = 2 * time.Second
+	markerPause       = 250 * time.Millisecond
+	deleteSettleEvery = 50 * time.Millisecond
+)
+
+// note records that revision rev put (present, with value when this
+// process has it) or deleted key, unless the index knows a newer change.
+// The same put learnt twice (the watcher's event, then the put's
+// acknowledgement) keeps the value the second one brings.
+func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur, ok := b.keys[key]
+	switch {
+	case ok && rev < cur.rev:
+		return
+	case ok && rev == cur.rev:
+		if present && !cur.gone && cur.value == nil {
+			b.keep(key, cur, value)
+		}
+		return
+	}
+	b.cached -= len(cur.value)
+	if present {
+		st := keyState{rev: rev}
+		if value == nil && cur.unstored {
+			// The watcher's event of a put this process serves from
+			// memory (its acknowledgement was lost or late): the value
+			// stays, and the client's HGET needs no read.
+			value, st.msgID = cur.value, cur.msgID
+		}
+		b.keep(key, st, value)
+		return
+	}
+	b.bury(key, rev, "", time.Now())
+}
+
+// offer lists key with value, which this process could not get stored
+// yet (a failed or slow put of msgID), unless the index knows a stored
+// result of key, a delete of this very result, or a delete not stored
+// yet; or value is past the cache's bounds, or the index does not serve.
+// It reports whether the index serves this value from memory now, or
+// served it and saw it deleted.
+func (b *ResultBucket) offer(key string, value []byte, msgID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur, ok := b.keys[key]
+	switch {
+	case ok && !cur.gone && cur.unstored && cur.msgID == msgID:
+		return true
+	case !b.ready, len(value) > maxCachedValue, b.cached-len(cur.value)+len(value) > maxCachedBytes:
+		return false
+	case ok && !cur.gone && !cur.unstored:
+		return false
+	case ok && cur.gone && msgID != "" && cur.msgID == msgID:
+		return true // served, read and deleted already
+	case ok && cur.gone && cur.rev == pendingRev:
+		return false
+	}
+	b.cached += len(value) - len(cur.value)
+	b.keys[key] = keyState{value: value, unstored: true, msgID: msgID}
+	return true
+}
+
+// served reports whether the index has a delete of the result msgID
+// puts under key: a result a client read and deleted.
+func (b *ResultBucket) served(key, msgID string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	st := b.keys[key]
+	return msgID != "" && st.gone && st.msgID == msgID
+}
+
+// keep stores st under key with value when the cache bounds allow it.
+// Call it with mu held and st's old value already uncounted.
+func (b *ResultBucket) keep(key string, st keyState, value []byte) {
+	if value != nil && len(value) <= maxCachedValue && b.cached+len(value) <= maxCachedBytes {
+		st.value = value
+		b.cached += len(value)
+	}
+	b.keys[key] = st
+}
+
+// bury makes key a tombstone of revision rev and forgets the tombstones
+// past their time or count. Call it with mu held and key's old value
+// already uncounted.
+func (b *ResultBucket) bury(key string, rev uint64, msgID string, now time.Time) {
+	b.keys[key] = keyState{rev: rev, gone: true, msgID: msgID}
+	b.tombs = append(b.tombs, tombstone{key: key, rev: rev, at: now})
+	n := 0
+	for n < len(b.tombs) && (len(b.tombs)-n > maxTombstones || now.Sub(b.tombs[n].at) > tombstoneTTL) {
+		t := b.tombs[n]
+		if st, ok := b.keys[t.key]; ok && st.gone && st.rev == t.rev {
+			delete(b.keys, t.key)
+		}
+		n++
+	}
+	if n > 0 {
+		b.tombs = slices.Delete(b.tombs, 0, n)
+	}
+}
+
+// hide makes key a pending tombstone and publishes its marker at once
+// (a door killed right after the DEL answered has most likely sent it),
+// without waiting for its acknowledgement: a client pipelines HGET and
+// DEL for every key KEYS listed, and a DEL that waited for a stream
+// electing a leader held the whole pipeline past the client's read
+// timeout, losing the values it had read. settleDeletes learns the
+// marker's revision, or publishes it again. It reports true; false
+// (nothing done) while the index does not serve: then no Watch runs to
+// store the marker.
+func (b *ResultBucket) hide(key string) bool {
+	b.mu.Lock()
+	if !b.ready {
+		b.mu.Unlock()
+		return false
+	}
+	cur := b.keys[key]
+	b.cached -= len(cur.value)
+	b.keys[key] = keyState{rev: pendingRev, gone: true, msgID: cur.msgID}
+	p := &pendingDelete{sent: time.Now()}
+	b.pending[key] = p
+	b.mu.Unlock()
+	f, err := b.js.PublishMsgAsync(b.marker(key))
+	if err != nil {
+		return true // settleDeletes publishes it again
+	}
+	b.mu.Lock()
+	if b.pending[key] == p {
+		p.ack = f
+	}
+	b.mu.Unlock()
+	return true
+}
+
+// landed makes the pending delete p of key, whose marker the bucket
+// stored at revision rev, a tombstone. Call it with mu held.
+func (b *ResultBucket) landed(key string, p *pendingDelete, rev uint64, now time.Time) {
+	if b.pending[key] != p {
+		return
+	}
+	delete(b.pending, key)
+	if st := b.keys[key]; st.gone && st.rev == pendingRev {
+		b.bury(key, rev, st.msgID, now)
+	}
+}
+
+// settleDeletes turns the pending deletes whose marker landed into
+// tombstones of the marker's revision, and publishes again the markers
+// that failed, were never sent or are unanswered past markerRetry.
+func (b *ResultBucket) settleDeletes() {
+	now := time.Now()
+	var resend []string
+	b.mu.Lock()
+	for key, p := range b.pending {
+		if p.ack == nil {
+			if now.Sub(p.sent) > markerPause {
+				resend = append(resend, key)
+			}
+			continue
+		}
+		select {
+		case ack := <-p.ack.Ok():
+			b.landed(key, p, ack.Sequence, now)
+		case <-p.ack.Err():
+			p.ack = nil // sent again after markerPause, not at every round
+		default:
+			if now.Sub(p.sent) > markerRetry {
+				resend = append(resend, key)
+			}
+		}
+	}
+	b.mu.Unlock()
+	for _, key := range resend {
+		f, err := b.js.PublishMsgAsync(b.marker(key))
+		if err != nil {
+			f = nil // tried again on the next round
+		}
+		b.mu.Lock()
+		if p := b.pending[key]; p != nil {
+			p.ack, p.sent = f, now
+		}
+		b.mu.Unlock()
+	}
+}
+
+// marker is the delete marker of key (kv.Delete's).
+func (b *ResultBucket) marker(key string) *nats.Msg {
+	m := nats.NewMsg(b.subject + key)
+	m.Header.Set(kvOperationHeader, "DEL")
+	return m
+}
+
+// indexed returns the keys the index has a result of, sorted, and
+// whether it serves.
+func (b *ResultBucket) indexed() ([]string, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if !b.ready {
+		return nil, false
+	}
+	var out []string
+	for k, st := range b.keys {
+		if !st.gone {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, true
+}
+
+// hidden reports whether the index hides key: a delete of this process
+// whose marker is not stored yet.
+func (b *ResultBucket) hidden(key string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	st := b.keys[key]
+	return st.gone && st.rev == pendingRev
+}
+
+// lookup is what the index knows of key (ok: it has an entry) and
+// whether the index serves.
+func (b *ResultBucket) lookup(key string) (st keyState, ok, ready bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	st, ok = b.keys[key]
+	return st, ok, b.ready
+}
+
+// maybe reports whether key may have a result: false when the index
+// serves and has none, or hides it.
+func (b *ResultBucket) maybe(key string) bool {
+	st, ok, ready := b.lookup(key)
+	return !(st.gone && st.rev == pendingRev) && (!ready || ok && !st.gone)
+}
