@@ -203,7 +203,7 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 	}
 	m := resultMsg(r.To, h, a.status, a.body, a.message)
 	telemetry.Inject(ctx, m.Header)
-	if err := w.nc.PublishMsg(m); err != nil {
+	if err := w.bounce.publish(m, deadlineOf(h)); err != nil {
 		return fmt.Errorf("reply to %s: %w", r.To, err)
 	}
 	return nil

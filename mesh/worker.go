@@ -116,6 +116,7 @@ type Worker struct {
 	causes *causeLog // consume errors, once per cause
 	purge  *purger   // removes answered records; set by Run
 	spawn  *spawner  // the records' goroutines
+	bounce *bouncer  // answers for doors' inboxes, sent again when missed; set by Run
 	// confirming counts the answers to NATS callers waiting for their
 	// ack's confirmation (confirmAck); stop waits for them.
 	confirming sync.WaitGroup
@@ -200,6 +201,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	beating := make(chan struct{})
 	defer func() { cancelWork(); <-beating }()
 	go func() { defer close(beating); w.held.run(work, w.cfg.Stream.AckWait/3) }()
+
+	if w.bounce, err = newBouncer(w.nc, w.limit); err != nil {
+		return err
+	}
+	defer w.bounce.close()
+	bouncing := make(chan struct{})
+	go func() { defer close(bouncing); w.bounce.run(work) }()
+	defer func() { cancelWork(); <-bouncing }()
 
 	g := newGate(w.cfg.MaxInflight)
 	job := w.cfg.Stream.Job
@@ -397,21 +406,29 @@ func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (_ context
 // cannot hold the record for ever while the heartbeats (held) keep
 // JetStream from redelivering it.
 func (w *Worker) attemptContext(ctx context.Context, h nats.Header) (pctx context.Context, cancel context.CancelFunc, expired bool) {
-	v := h.Get(HeaderDeadline)
-	if v == "" {
+	if h.Get(HeaderDeadline) == "" {
 		pctx, cancel = context.WithTimeout(ctx, maxAttempt*w.cfg.Stream.AckWait)
 		return pctx, cancel, false
 	}
-	ns, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	dl := deadlineOf(h)
+	if dl.IsZero() {
 		return ctx, func() {}, false
 	}
-	dl := time.Unix(0, ns)
 	if !time.Now().Before(dl) {
 		return ctx, func() {}, true
 	}
 	pctx, cancel = context.WithDeadline(ctx, dl)
 	return pctx, cancel, false
+}
+
+// deadlineOf reads a work message's Cs-Deadline; zero when it has none
+// or it cannot be read.
+func deadlineOf(h nats.Header) time.Time {
+	ns, err := strconv.ParseInt(h.Get(HeaderDeadline), 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // settleOK answers out and acks the record; when the answer cannot be

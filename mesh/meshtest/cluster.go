@@ -123,6 +123,25 @@ func (c *Cluster) Connect(tb testing.TB, opts ...nats.Option) *nats.Conn {
 	return nc
 }
 
+// ConnectTo is Connect with server i tried first, and the others (in
+// order) after it: a test that kills server i knows the connection moves.
+func (c *Cluster) ConnectTo(tb testing.TB, i int, opts ...nats.Option) *nats.Conn {
+	tb.Helper()
+	urls := []string{"nats://" + c.clients[i].addr()}
+	for j, p := range c.clients {
+		if j != i {
+			urls = append(urls, "nats://"+p.addr())
+		}
+	}
+	opts = append([]nats.Option{nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(strings.Join(urls, ","), opts...)
+	if err != nil {
+		tb.Fatalf("nats.Connect: %v", err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
 // Index returns the index of the server named name, or -1.
 func (c *Cluster) Index(name string) int {
 	for i, s := range c.servers {
