@@ -81,7 +81,8 @@ func StartMesh(tb testing.TB, cfg *door.Config, models ...Served) *Mesh {
 		if sv.NoWorker {
 			continue
 		}
-		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
+		// The workers count on the door's Metrics, as in one `start`.
+		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second, Metrics: cfg.Metrics}, p)
 		if err != nil {
 			tb.Fatal(err)
 		}
