@@ -67,6 +67,20 @@ type session struct {
 	authed bool
 	name   string
 	id     int64
+	// failed holds the keys whose last read on this connection failed,
+	// which DEL leaves alone until a read succeeds.
+	failed map[string]bool
+}
+
+// maxUnread bounds a session's failed keys; past it they are forgotten.
+const maxUnread = 1024
+
+// unread notes that the read of key failed.
+func (s *session) unread(key []byte) {
+	if s.failed == nil || len(s.failed) >= maxUnread {
+		s.failed = map[string]bool{}
+	}
+	s.failed[string(key)] = true
 }
 
 // accept starts a connection's session.

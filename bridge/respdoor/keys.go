@@ -49,8 +49,8 @@ func (d *Door) keyError(key []byte) string {
 }
 
 // get reads the result of key; it writes an error and reports false when
-// it cannot.
-func (d *Door) get(c redcon.Conn, key []byte) (value []byte, found, ok bool) {
+// it cannot, and then s refuses to DEL key until a read of it succeeds.
+func (d *Door) get(c redcon.Conn, s *session, key []byte) (value []byte, found, ok bool) {
 	job, uri, ok := d.resultKey(key)
 	if !ok {
 		c.WriteError(d.keyError(key))
@@ -58,15 +58,17 @@ func (d *Door) get(c redcon.Conn, key []byte) (value []byte, found, ok bool) {
 	}
 	value, found, err := d.buckets[job].Get(cmdContext(), uri)
 	if err != nil {
+		s.unread(key)
 		c.WriteError("BUSY reading the result of " + printable(key) + ": " + err.Error() + ": retry")
 		return nil, false, false
 	}
+	delete(s.failed, string(key))
 	return value, found, true
 }
 
 // hgetall is HGETALL key: [value <v>], or empty.
-func (d *Door) hgetall(c redcon.Conn, _ *session, args [][]byte) {
-	v, found, ok := d.get(c, args[1])
+func (d *Door) hgetall(c redcon.Conn, s *session, args [][]byte) {
+	v, found, ok := d.get(c, s, args[1])
 	switch {
 	case !ok:
 	case !found:
@@ -79,8 +81,8 @@ func (d *Door) hgetall(c redcon.Conn, _ *session, args [][]byte) {
 }
 
 // hget is HGET key field.
-func (d *Door) hget(c redcon.Conn, _ *session, args [][]byte) {
-	v, found, ok := d.get(c, args[1])
+func (d *Door) hget(c redcon.Conn, s *session, args [][]byte) {
+	v, found, ok := d.get(c, s, args[1])
 	switch {
 	case !ok:
 	case !found || string(args[2]) != redisdoor.ResultField:
@@ -91,8 +93,8 @@ func (d *Door) hget(c redcon.Conn, _ *session, args [][]byte) {
 }
 
 // hmget is HMGET key field ….
-func (d *Door) hmget(c redcon.Conn, _ *session, args [][]byte) {
-	v, found, ok := d.get(c, args[1])
+func (d *Door) hmget(c redcon.Conn, s *session, args [][]byte) {
+	v, found, ok := d.get(c, s, args[1])
 	if !ok {
 		return
 	}
@@ -108,13 +110,13 @@ func (d *Door) hmget(c redcon.Conn, _ *session, args [][]byte) {
 
 // exists is EXISTS key …: how many of the keys have a result (a key named
 // twice counts twice, as in Redis).
-func (d *Door) exists(c redcon.Conn, _ *session, args [][]byte) {
+func (d *Door) exists(c redcon.Conn, s *session, args [][]byte) {
 	if !d.checkKeys(c, args[1:]) {
 		return
 	}
 	n := 0
 	for _, k := range args[1:] {
-		_, found, ok := d.get(c, k)
+		_, found, ok := d.get(c, s, k)
 		if !ok {
 			return
 		}
@@ -126,9 +128,18 @@ func (d *Door) exists(c redcon.Conn, _ *session, args [][]byte) {
 }
 
 // del is DEL key …: it deletes the results and counts those there were.
-func (d *Door) del(c redcon.Conn, _ *session, args [][]byte) {
+// A key whose last read on this connection failed is not deleted: a
+// client polls with HGET and DEL of each key pipelined, and would lose
+// the result it could not read.
+func (d *Door) del(c redcon.Conn, s *session, args [][]byte) {
 	if !d.checkKeys(c, args[1:]) {
 		return
+	}
+	for _, k := range args[1:] {
+		if s.failed[string(k)] {
+			c.WriteError("BUSY not deleting " + printable(k) + ": its last read on this connection failed: read it again, then DEL")
+			return
+		}
 	}
 	n := 0
 	for _, k := range args[1:] {
