@@ -30,14 +30,6 @@ var ErrBucketURI = fmt.Errorf("mesh: a result bucket keeps uris of 1 to %d bytes
 // RESP door: SERVING_<job>_RESP (its stream is KV_SERVING_<job>_RESP).
 func BucketName(job string) string { return StreamPrefix + job + "_RESP" }
 
-// bucketSubject is the subject prefix of the keys of job's result bucket.
-func bucketSubject(job string) string { return "$KV." + BucketName(job) + "." }
-
-// BucketErrorValue is the value a worker puts in a result bucket for a
-// record that failed (any status but 200): the original Cluster
-// Serving's result for a record it could not serve.
-const BucketErrorValue = "NaN"
-
 // errPutSlow is a put's error when its acknowledgement took longer than
 // offerAfter and the index serves its result from memory meanwhile.
 var errPutSlow = errors.New("not acknowledged in time: served from memory meanwhile, to be put again")
@@ -110,7 +102,7 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 		return nil, fmt.Errorf("mesh: result bucket %s: %w", cfg.Bucket, err)
 	}
 	return &ResultBucket{
-		js: c.js, kv: kv, subject: bucketSubject(job),
+		js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + ".",
 		msgGet: cmp.Or(c.js.Options().APIPrefix, jetstream.DefaultAPIPrefix) + "STREAM.MSG.GET.KV_" + cfg.Bucket,
 		keys:   map[string]keyState{}, pending: map[string]*pendingDelete{},
 	}, nil
@@ -289,13 +281,10 @@ func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 }
 
 // Watch keeps an index of the keys that have a result, from a watcher of
-// the bucket, until ctx ends. Get answers a uri with no result from it,
-// with no request to JetStream: the polls of clients waiting for a result
-// cost a map lookup. The watcher brings the values too, kept within the
-// index's bounds (maxCachedValue, maxCachedBytes): a worker puts a result
-// in the bucket itself (Client.EnqueueToBucket), and the client's HGETALL
-// and DEL that follow are answered from memory; a key whose value is not
-// kept is read from the stream's leader. Each key keeps the revision
+// the bucket (keys only, no values), until ctx ends. Get answers a uri
+// with no result from it, with no request to JetStream: the polls of
+// clients waiting for a result cost a map lookup; a uri the index has is
+// read from memory or the stream's leader. Each key keeps the revision
 // that last put or deleted it (deletes as tombstones, for
 // DuplicateWindow), so a late event never undoes a newer one; this
 // process's puts and deletes enter the index as they are made, others'
@@ -307,7 +296,7 @@ func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 // uri again, and markers not stored yet wait for the next Watch.
 func (b *ResultBucket) Watch(ctx context.Context) error {
 	defer b.setReady(false)
-	w, err := b.kv.WatchAll(ctx)
+	w, err := b.kv.WatchAll(ctx, jetstream.MetaOnly())
 	if err != nil {
 		return fmt.Errorf("mesh: watch results: %w", err)
 	}
@@ -327,12 +316,7 @@ func (b *ResultBucket) Watch(ctx context.Context) error {
 			case e == nil: // the bucket read once: the index serves
 				b.setReady(true)
 			default:
-				put := e.Operation() == jetstream.KeyValuePut
-				var value []byte
-				if put {
-					value = e.Value()
-				}
-				b.note(e.Key(), e.Revision(), put, value)
+				b.note(e.Key(), e.Revision(), e.Operation() == jetstream.KeyValuePut, nil)
 			}
 		}
 	}

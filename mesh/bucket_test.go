@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -161,52 +160,5 @@ func TestResultBucketWatch(t *testing.T) {
 	meshtest.WaitFor(t, "the newer value", func() bool { v, _, _ := watched.Get(ctx, "mine"); return string(v) == "new" })
 	if v, ok, err := watched.Get(ctx, "never"); ok || err != nil {
 		t.Errorf("Get of a uri never put: got %q, %v, %v", v, ok, err)
-	}
-}
-
-// TestEnqueueToBucket: a worker puts a record's result in the job's
-// bucket itself (the output, or NaN for a failed record), which the
-// index learns from its watcher, value and all; with the bucket's stream
-// gone, the result goes to the results subject instead, for the door to
-// put.
-func TestEnqueueToBucket(t *testing.T) {
-	sc := mesh.StreamConfig{Job: "kvjob", Storage: jetstream.MemoryStorage}
-	_, nc := startStreams(t, sc)
-	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, newFake())
-	c := newClient(t, nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := c.ResultBucket(ctx, sc.Job, sc, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meshtest.Run(t, b.Watch)
-	results := mesh.ResultsSubject(sc.Job, "resp")
-	for uri, body := range map[string]string{"ok": "hello", "bad": "bad input"} {
-		if err := c.EnqueueToBucket(ctx, sc.Job, mesh.Request{URI: uri, Body: []byte(body)}, results, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for uri, want := range map[string]string{"ok": "HELLO", "bad": mesh.BucketErrorValue} {
-		meshtest.WaitFor(t, "the result of "+uri, func() bool {
-			v, ok, err := b.Get(ctx, uri)
-			return err == nil && ok && string(v) == want
-		})
-	}
-
-	if err := newJS(t, nc).DeleteStream(ctx, "KV_"+mesh.BucketName(sc.Job)); err != nil {
-		t.Fatal(err)
-	}
-	fallback := collectResults(t, nc, sc.Job, "resp")
-	if err := c.EnqueueToBucket(ctx, sc.Job, mesh.Request{URI: "later", Body: []byte("later")}, results, b); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case r := <-fallback:
-		if r.URI != "later" || string(r.Body) != "LATER" {
-			t.Errorf("got %q %q on the results subject, want the record's result", r.URI, r.Body)
-		}
-	case <-ctx.Done():
-		t.Fatal("the result the bucket could not take never came on the results subject")
 	}
 }

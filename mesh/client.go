@@ -147,7 +147,7 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 
 	// The publish span covers the request's time in the mesh: from the
 	// publish to the reply. The worker's spans are its children.
-	ctx, m, end, err := c.begin(ctx, job, req, Reply{Mode: ReplyInbox, To: c.prefix + "." + id})
+	ctx, m, end, err := c.begin(ctx, job, req, Reply{ReplyInbox, c.prefix + "." + id})
 	if err != nil {
 		return Result{}, err
 	}
@@ -278,32 +278,13 @@ func (c *Client) startPublish(ctx context.Context, job string, req Request) (con
 // ErrInvalidJob, ErrInvalidConfig, status.ErrTooLarge, ErrUnavailable (503)
 // when no partition stored it before ctx ended, or a publish error.
 func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSubject string) error {
-	return c.enqueue(ctx, job, req, Reply{Mode: ReplyDurable, To: resultSubject})
-}
-
-// EnqueueToBucket is Enqueue with the result put by the worker straight
-// into b, job's result bucket, under req.URI (its value: the output, or
-// BucketErrorValue): one stored message and one delivery fewer than a
-// door that consumes the result and puts it. resultSubject takes the
-// result when the bucket does not store it in time (its stream electing
-// a leader); the door consuming it puts it then. ErrBucketURI for a uri
-// the bucket cannot key.
-func (c *Client) EnqueueToBucket(ctx context.Context, job string, req Request, resultSubject string, b *ResultBucket) error {
-	key, err := BucketKey(req.URI)
-	if err != nil {
-		return err
-	}
-	return c.enqueue(ctx, job, req, Reply{Mode: ReplyDurable, To: resultSubject, Key: b.subject + key})
-}
-
-func (c *Client) enqueue(ctx context.Context, job string, req Request, r Reply) error {
 	if err := checkRequest(job, req); err != nil {
 		return err
 	}
-	if !isResultsSubject(job, r.To) {
-		return fmt.Errorf("%w: result subject %q not under %s", ErrInvalidConfig, r.To, ResultsSubject(job, ">"))
+	if !isResultsSubject(job, resultSubject) {
+		return fmt.Errorf("%w: result subject %q not under %s", ErrInvalidConfig, resultSubject, ResultsSubject(job, ">"))
 	}
-	ctx, m, end, err := c.begin(ctx, job, req, r)
+	ctx, m, end, err := c.begin(ctx, job, req, Reply{ReplyDurable, resultSubject})
 	if err != nil {
 		return err
 	}
@@ -358,7 +339,7 @@ func (c *Client) Forward(ctx context.Context, job string, req Request, replyTo s
 	if replyTo == "" {
 		return fmt.Errorf("%w: no reply subject to forward the answer to", ErrInvalidConfig)
 	}
-	ctx, m, end, err := c.begin(ctx, job, req, Reply{Mode: ReplyCaller, To: replyTo})
+	ctx, m, end, err := c.begin(ctx, job, req, Reply{ReplyCaller, replyTo})
 	if err != nil {
 		return err
 	}

@@ -50,11 +50,6 @@ const (
 	// HeaderResultTo is a subject under the results stream; the worker
 	// publishes there with a PubAck before it acks the work.
 	HeaderResultTo = "Cs-Result-To"
-	// HeaderResultKey is the subject of a key in a job's result bucket
-	// ($KV.<bucket>.<key>) that the worker puts the result under first,
-	// as its value (the output, or BucketErrorValue); Cs-Result-To takes
-	// it when the bucket does not answer in time.
-	HeaderResultKey = "Cs-Result-Key"
 	// HeaderDeadline is the caller's deadline in unix nanoseconds; expired
 	// work is acked and dropped without inference.
 	HeaderDeadline = "Cs-Deadline"

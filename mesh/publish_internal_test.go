@@ -44,9 +44,9 @@ func TestRouterPinsACallersMessage(t *testing.T) {
 		reply  Reply
 		stored bool // on pin.b
 	}{
-		{"inbox", Reply{Mode: ReplyInbox, To: "_INBOX_cs.x.1"}, true},
-		{"durable", Reply{Mode: ReplyDurable, To: "serving.j.results.x"}, true},
-		{"caller", Reply{Mode: ReplyCaller, To: "_INBOX_app.caller.1"}, false},
+		{"inbox", Reply{ReplyInbox, "_INBOX_cs.x.1"}, true},
+		{"durable", Reply{ReplyDurable, "serving.j.results.x"}, true},
+		{"caller", Reply{ReplyCaller, "_INBOX_app.caller.1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRouter(100 * time.Millisecond)

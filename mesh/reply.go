@@ -2,15 +2,12 @@ package mesh
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/infer/status"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 
 	"github.com/nats-io/nats.go"
@@ -48,9 +45,6 @@ type Reply struct {
 	// To is the subject the answer goes to: the door's inbox, a subject
 	// under the job's results, or the caller's reply subject.
 	To string
-	// Key, for a durable result, is the subject of its key in the job's
-	// result bucket, tried before To (Client.EnqueueToBucket).
-	Key string
 }
 
 // set writes r into the headers of a work message.
@@ -60,9 +54,6 @@ func (r Reply) set(h nats.Header) {
 		h.Set(HeaderReplyTo, r.To)
 	case ReplyDurable:
 		h.Set(HeaderResultTo, r.To)
-		if r.Key != "" {
-			h.Set(HeaderResultKey, r.Key)
-		}
 	case ReplyCaller:
 		h.Set(HeaderReplyTo, r.To)
 		h.Set(HeaderReplyForm, ReplyFormMicro)
@@ -74,16 +65,16 @@ func (r Reply) set(h nats.Header) {
 // built) is a record whose answer must be kept.
 func replyOf(h nats.Header) Reply {
 	if to := h.Get(HeaderResultTo); to != "" {
-		return Reply{Mode: ReplyDurable, To: to, Key: h.Get(HeaderResultKey)}
+		return Reply{ReplyDurable, to}
 	}
 	to := h.Get(HeaderReplyTo)
 	switch {
 	case to == "":
 		return Reply{}
 	case h.Get(HeaderReplyForm) == ReplyFormMicro:
-		return Reply{Mode: ReplyCaller, To: to}
+		return Reply{ReplyCaller, to}
 	}
-	return Reply{Mode: ReplyInbox, To: to}
+	return Reply{ReplyInbox, to}
 }
 
 // answer is what a worker sends back for one record.
@@ -200,7 +191,7 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 	}()
 	switch r.Mode {
 	case ReplyDurable:
-		return w.storeResult(ctx, r, h, a)
+		return w.storeResult(ctx, r.To, resultMsg(r.To, h, a.status, a.body, a.message), h.Get(HeaderMsgID))
 	case ReplyCaller:
 		// The NATS door's caller, answered here rather than through the
 		// door: two crossings fewer (see Client.Forward).
@@ -228,75 +219,30 @@ func sinceReceived(h nats.Header) time.Duration {
 	return time.Since(time.Unix(0, ns))
 }
 
-// storeResult publishes the result of a durable record to a results
+// storeResult publishes m, the result of a durable record, to a results
 // partition that answers, first the one the record's Msg-Id hashes to:
 // the same id goes to the same partition, where JetStream drops a second
 // copy (from a retried attempt, or a second run of the record). Results
 // consumers drop the rare copy that lands in another partition. A subject
 // outside the job's results (a raw publish) goes to partition 0 as is.
-//
-// A result with a key in the job's result bucket (r.Key) is put there
-// first (putResult).
-func (w *Worker) storeResult(ctx context.Context, r Reply, h nats.Header, a answer) error {
+func (w *Worker) storeResult(ctx context.Context, to string, m *nats.Msg, id string) error {
 	pctx, cancel := context.WithTimeout(ctx, resultPublishTimeout)
 	defer cancel()
-	job, n := w.cfg.Stream.Job, max(w.parts, 1)
-	body := a.body
-	if r.Key != "" && a.status != status.OK {
-		body = []byte(BucketErrorValue)
-	}
-	m := resultMsg(r.To, h, a.status, body, a.message)
 	telemetry.Inject(ctx, m.Header) // the door's result write joins the trace
-	id := h.Get(HeaderMsgID)
 	if id == "" {
 		id = nuid.Next() // still, a retried attempt stores once
 	}
 	m.Header.Set(HeaderMsgID, id)
-	if done, err := w.putResult(pctx, r.Key, m); done {
-		if err == nil {
-			// In the bucket: no door sees this result, so it is counted here.
-			w.cfg.Metrics.RecordAnswer(ctx, telemetry.DoorRESP, job, a.status, a.message, sinceReceived(h))
-		}
-		return err
-	}
-	if !isResultsSubject(job, r.To) {
+	job, n := w.cfg.Stream.Job, max(w.parts, 1)
+	if !isResultsSubject(job, to) {
 		n = 1
 	}
 	subjects := make([]string, n)
 	for p := range n {
-		subjects[p] = ResultsPartitionSubject(job, p, r.To)
+		subjects[p] = ResultsPartitionSubject(job, p, to)
 	}
 	if _, err := w.route.publish(pctx, w.nc, w.js, subjects, firstPartition(id, n), m); err != nil {
-		return fmt.Errorf("result to %s: %w", r.To, err)
+		return fmt.Errorf("result to %s: %w", to, err)
 	}
 	return nil
-}
-
-// putResult puts m, a durable result, under key ($KV.<bucket>.<key> of
-// the job's own result bucket) as its value: the RESP door's clients
-// read it with no door in between. It reports done when that settles
-// the result: stored, or refused for good (too large). Otherwise (no key,
-// another bucket's, the bucket skipped or not storing m within an
-// attempt: its stream electing a leader) the result goes to the results
-// partitions, and the door puts it (ResultBucket.PutAsync, with the
-// same Msg-Id, which the bucket's stream drops if this attempt landed
-// after all); the bucket is then skipped for skipFor.
-func (w *Worker) putResult(ctx context.Context, key string, m *nats.Msg) (done bool, err error) {
-	if key == "" || !strings.HasPrefix(key, bucketSubject(w.cfg.Stream.Job)) || !w.nc.IsConnected() ||
-		time.Now().UnixNano() < w.bucketSkip.Load() {
-		return false, nil
-	}
-	m.Subject = key
-	actx, cancel := context.WithTimeout(ctx, w.route.attempt)
-	_, err = w.js.PublishMsg(actx, m, jetstream.WithRetryAttempts(0))
-	cancel()
-	if err == nil {
-		return true, nil
-	}
-	if err = mapPublishErr(err); errors.Is(err, status.ErrTooLarge) {
-		return true, fmt.Errorf("result to %s: %w", key, err)
-	}
-	w.bucketSkip.Store(time.Now().Add(skipFor).UnixNano())
-	w.limit.Log(ctx, slog.LevelWarn, "mesh: result bucket did not store a result; results go through the results stream meanwhile", err)
-	return false, nil
 }

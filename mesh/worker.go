@@ -117,9 +117,6 @@ type Worker struct {
 	purge  *purger   // removes answered records; set by Run
 	spawn  *spawner  // the records' goroutines
 	bounce *bouncer  // answers for doors' inboxes, sent again when missed; set by Run
-	// bucketSkip is when (unix ns) the job's result bucket is tried again
-	// after it failed to store a result (putResult).
-	bucketSkip atomic.Int64
 	// confirming counts the answers to NATS callers waiting for their
 	// ack's confirmation (confirmAck); stop waits for them.
 	confirming sync.WaitGroup

@@ -28,13 +28,11 @@ import (
 
 // Mesh is what the door needs from the mesh; *mesh.Client implements it.
 // Its methods must be safe for concurrent use. Beside the Redis door's
-// (Enqueue, ConsumeResultBatches) it opens a job's result bucket, stores
-// records whose results the workers put there, and reads how full a
-// job's work queue is (for INFO).
+// (Enqueue, ConsumeResultBatches) it opens a job's result bucket and
+// reads how full a job's work queue is (for INFO).
 type Mesh interface {
 	redisdoor.Mesh
 	ResultBucket(ctx context.Context, job string, streams mesh.StreamConfig, ttl time.Duration) (*mesh.ResultBucket, error)
-	EnqueueToBucket(ctx context.Context, job string, req mesh.Request, resultSubject string, b *mesh.ResultBucket) error
 	QueueBytes(ctx context.Context, job string) (used, limit int64, err error)
 }
 

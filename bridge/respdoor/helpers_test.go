@@ -16,7 +16,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/bridge/redisdoor/redistest"
 	"github.com/cluster-serving/cluster-serving/bridge/respdoor"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
-	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // These tests run the door on an embedded NATS server with workers on
@@ -38,18 +37,17 @@ type started struct {
 // (with opt's password and TLS, when set).
 func startDoor(tb testing.TB, cfg respdoor.Config, opt *goredis.Options, models ...doortest.Served) started {
 	tb.Helper()
-	m := startDoorMesh(tb, cfg.Metrics, models...)
+	m := startDoorMesh(tb, models...)
 	for _, mm := range m.Models {
 		cfg.Jobs = append(cfg.Jobs, mm.Job)
 	}
 	return startOn(tb, m, cfg, opt)
 }
 
-// startDoorMesh runs the mesh of models, its workers counting on metrics
-// (nil: none).
-func startDoorMesh(tb testing.TB, metrics *telemetry.Metrics, models ...doortest.Served) *doortest.Mesh {
+// startDoorMesh runs the mesh of models.
+func startDoorMesh(tb testing.TB, models ...doortest.Served) *doortest.Mesh {
 	tb.Helper()
-	dc := door.Config{Metrics: metrics}
+	var dc door.Config
 	return doortest.StartMesh(tb, &dc, models...)
 }
 

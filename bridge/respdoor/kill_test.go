@@ -38,7 +38,7 @@ func (s stuck) Predict(ctx context.Context, _ string, _ []byte) ([]byte, error) 
 func TestWorkerKilled(t *testing.T) {
 	const n = 20
 	sc := mesh.StreamConfig{Job: "add", AckWait: time.Second, Storage: jetstream.MemoryStorage}
-	m := startDoorMesh(t, nil, doortest.Served{Name: "add", File: "add_f32", NoWorker: true, Stream: sc})
+	m := startDoorMesh(t, doortest.Served{Name: "add", File: "add_f32", NoWorker: true, Stream: sc})
 	s := startOn(t, m, respdoor.Config{Jobs: []string{"add"}}, nil)
 	dying := connect(t, m)
 	st := stuck{took: make(chan struct{}, 1)}

@@ -130,7 +130,7 @@ func TestConfigErrors(t *testing.T) {
 // doortestMesh is the mesh of add, for tests that configure the door
 // themselves.
 func doortestMesh(tb testing.TB) *doortest.Mesh {
-	return startDoorMesh(tb, nil, add)
+	return startDoorMesh(tb, add)
 }
 
 // rawConn is a connection that speaks RESP by hand.

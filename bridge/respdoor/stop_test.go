@@ -17,7 +17,7 @@ import (
 // process of the same job (the bucket and the results are shared, and
 // the two processes' message ids never collide).
 func TestStopWhileWriting(t *testing.T) {
-	m := startDoorMesh(t, nil, add)
+	m := startDoorMesh(t, add)
 	first := startOn(t, m, respdoor.Config{Jobs: []string{"add"}}, nil)
 	second := startOn(t, m, respdoor.Config{Jobs: []string{"add"}}, nil)
 	ctx := context.Background()

@@ -11,9 +11,8 @@ import (
 )
 
 // TestTraceAndMetrics: an XADD with a traceparent field is a server span
-// of the caller's trace that the worker continues; the result is
-// written by the worker into the bucket in the same trace, and the door
-// counts its requests, outcomes and errors as
+// of the caller's trace that the worker continues; the result's put is
+// linked to it, and the door counts its requests, outcomes and errors as
 // door "resp".
 func TestTraceAndMetrics(t *testing.T) {
 	spans := meshtest.CaptureSpans(t)
@@ -29,10 +28,11 @@ func TestTraceAndMetrics(t *testing.T) {
 	bad := records(t)[2]
 	xadd(t, s.rdb, bad)
 	query(t, s.rdb, bad.job, bad.uri)
-	ended := spans.Wait(t, telemetry.SpanDoorRESP, telemetry.SpanPublish, telemetry.SpanProcess, telemetry.SpanResultWrite)
+	ended := spans.Wait(t, telemetry.SpanDoorRESP, telemetry.SpanPublish, telemetry.SpanProcess, telemetry.SpanResultPut)
 	doortest.CheckTraceContinued(t, ended, telemetry.SpanDoorRESP)
-	if w := ended.Find(telemetry.SpanResultWrite); w.SpanContext.TraceID().String() != doortest.TraceID {
-		t.Errorf("%s: got trace %s, want the record's", telemetry.SpanResultWrite, w.SpanContext.TraceID())
+	put := ended.Find(telemetry.SpanResultPut)
+	if len(put.Links) == 0 || put.Links[0].SpanContext.TraceID().String() != doortest.TraceID {
+		t.Errorf("%s: got links %v, want the record's trace", telemetry.SpanResultPut, put.Links)
 	}
 	doors, errs := m.Tally().Snapshot()
 	var got string

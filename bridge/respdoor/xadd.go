@@ -136,9 +136,7 @@ func (d *Door) store(x *xadd) string {
 		span.SetAttributes(telemetry.AttrJob.String(x.job), attribute.String("messaging.message.id", x.id),
 			telemetry.AttrURI.String(x.req.URI[:min(len(x.req.URI), 256)]))
 	}
-	// The worker puts the result in the bucket itself; the results
-	// subject takes those the bucket does not store in time (putResults).
-	err := d.m.EnqueueToBucket(sctx, x.job, x.req, mesh.ResultsSubject(x.job, DoorName), d.buckets[x.job])
+	err := d.m.Enqueue(sctx, x.job, x.req, mesh.ResultsSubject(x.job, DoorName))
 	telemetry.EndSpan(span, err)
 	if err == nil {
 		return ""

@@ -81,8 +81,7 @@ func StartMesh(tb testing.TB, cfg *door.Config, models ...Served) *Mesh {
 		if sv.NoWorker {
 			continue
 		}
-		// The workers count on the door's Metrics, as in one `start`.
-		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second, Metrics: cfg.Metrics}, p)
+		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
 		if err != nil {
 			tb.Fatal(err)
 		}
