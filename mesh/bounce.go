@@ -34,37 +34,42 @@ const bounceSweep = 250 * time.Millisecond
 // taken, its request's deadline passes or bounceRetention does. When
 // someone listens nothing comes back: no extra message per answer. An
 // answer is kept until a flush (a PING) shows the server has taken it
-// without a bounce.
+// without a bounce; those not shown taken when the worker's own
+// connection moves to another server (written to a server that died
+// before it read them) are sent again once it has.
 type bouncer struct {
 	nc     *nats.Conn
 	prefix string // the bounce inbox; an answer's reply is prefix.<token>
 	sub    *nats.Subscription
 	limit  *telemetry.LogLimit
 
-	mu      sync.Mutex
-	next    uint64
-	held    map[string]*bounced // by token
-	gen     uint64              // the sweep generation answers are sent in
-	flushed uint64              // answers sent in a generation below it reached the server
-	settled uint64              // ... and below it, their bounces were handled too
-	closed  bool
+	mu     sync.Mutex
+	next   uint64
+	held   map[string]*bounced // by token
+	sweep  uint64              // sweeps so far
+	closed bool
+	// reconnects is the connection's reconnect count the last sweep saw.
+	reconnects uint64
 }
 
 // bounced is one answer a bouncer keeps.
 type bounced struct {
-	msg      *nats.Msg
-	gen      uint64
-	until    time.Time
-	pause    time.Duration // before the next send after a bounce
-	resend   bool          // a send is scheduled
-	uri      string
-	attempts int
+	msg *nats.Msg
+	// conn is the connection's reconnect count when it was last sent;
+	// taken the sweep whose flush on that same connection showed the
+	// server read it (0: not yet).
+	conn, taken uint64
+	until       time.Time
+	pause       time.Duration // before the next send after a bounce
+	resend      bool          // a send is scheduled
+	uri         string
+	attempts    int
 }
 
 // newBouncer subscribes the bounce inbox on nc; the same connection must
 // send the answers (the server bounces to its publisher only).
 func newBouncer(nc *nats.Conn, limit *telemetry.LogLimit) (*bouncer, error) {
-	b := &bouncer{nc: nc, prefix: nc.NewInbox(), limit: limit, held: map[string]*bounced{}}
+	b := &bouncer{nc: nc, prefix: nc.NewInbox(), limit: limit, held: map[string]*bounced{}, reconnects: nc.Stats().Reconnects}
 	sub, err := nc.Subscribe(b.prefix+".*", b.onBounce)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: subscribe bounce inbox: %w", err)
@@ -90,7 +95,7 @@ func (b *bouncer) publish(m *nats.Msg, until time.Time) error {
 	b.next++
 	tok := strconv.FormatUint(b.next, 36)
 	m.Reply = b.prefix + "." + tok
-	b.held[tok] = &bounced{msg: m, gen: b.gen, until: until, pause: 25 * time.Millisecond, uri: m.Header.Get(HeaderURI)}
+	b.held[tok] = &bounced{msg: m, conn: b.nc.Stats().Reconnects, until: until, pause: 25 * time.Millisecond, uri: m.Header.Get(HeaderURI)}
 	b.mu.Unlock()
 	if err := b.nc.PublishMsg(m); err != nil {
 		b.forget(tok)
@@ -138,7 +143,7 @@ func (b *bouncer) resend(tok string) {
 		b.mu.Unlock()
 		return
 	}
-	e.resend, e.gen = false, b.gen
+	e.resend, e.taken, e.conn = false, 0, b.nc.Stats().Reconnects
 	e.attempts++
 	b.mu.Unlock()
 	if err := b.nc.PublishMsg(e.msg); err != nil {
@@ -147,9 +152,11 @@ func (b *bouncer) resend(tok string) {
 	}
 }
 
-// run forgets, every bounceSweep until ctx ends, the answers the server
-// took: those sent before a flush that came back, once the bounces read
-// before that flush's PONG had a sweep's time to be handled.
+// run, every bounceSweep until ctx ends, forgets the answers the server
+// took (shown by a flush on the connection they were sent on, a sweep
+// ago, so that a bounce read before the flush's PONG was handled), and
+// sends again those sent on a connection that is gone and never shown
+// taken: they may have died with the server they were written to.
 func (b *bouncer) run(ctx context.Context) {
 	t := time.NewTicker(bounceSweep)
 	defer t.Stop()
@@ -159,24 +166,41 @@ func (b *bouncer) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		conn := b.nc.Stats().Reconnects
 		b.mu.Lock()
+		b.sweep++
+		var lost, sent []string
 		for tok, e := range b.held {
-			if !e.resend && e.gen < b.settled {
+			switch {
+			case e.resend:
+			case e.taken != 0 && e.taken < b.sweep:
 				delete(b.held, tok)
+			case e.taken == 0 && e.conn != conn && conn != b.reconnects:
+				lost = append(lost, tok)
+			case e.taken == 0 && e.conn == conn:
+				sent = append(sent, tok)
 			}
 		}
-		b.settled = b.flushed
-		mark := b.gen
-		b.gen++
-		n := len(b.held)
+		b.reconnects = conn
+		sweep := b.sweep
 		b.mu.Unlock()
-		if n == 0 {
-			continue
+		for _, tok := range lost {
+			b.resend(tok)
 		}
-		if err := b.nc.FlushTimeout(time.Second); err == nil {
-			b.mu.Lock()
-			b.flushed = mark + 1
-			b.mu.Unlock()
+		if len(sent) > 0 && b.nc.FlushTimeout(time.Second) == nil && b.nc.Stats().Reconnects == conn {
+			b.taken(sent, conn, sweep)
+		}
+	}
+}
+
+// taken marks the answers toks, sent on connection conn, as taken by the
+// server at sweep, unless they were sent again since.
+func (b *bouncer) taken(toks []string, conn, sweep uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, tok := range toks {
+		if e := b.held[tok]; e != nil && !e.resend && e.conn == conn && e.taken == 0 {
+			e.taken = sweep
 		}
 	}
 }
