@@ -45,6 +45,7 @@ type ResultBucket struct {
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 	subject string // $KV.<bucket>.
+	stream  string // KV_<bucket>
 	msgGet  string // the stream's leader get API subject
 
 	// keys maps the keys the index knows to their last put or delete, as
@@ -102,7 +103,7 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 		return nil, fmt.Errorf("mesh: result bucket %s: %w", cfg.Bucket, err)
 	}
 	return &ResultBucket{
-		js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + ".",
+		js: c.js, kv: kv, subject: "$KV." + cfg.Bucket + ".", stream: "KV_" + cfg.Bucket,
 		msgGet: cmp.Or(c.js.Options().APIPrefix, jetstream.DefaultAPIPrefix) + "STREAM.MSG.GET.KV_" + cfg.Bucket,
 		keys:   map[string]keyState{}, pending: map[string]*pendingDelete{},
 	}, nil
@@ -201,7 +202,9 @@ func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bo
 	switch {
 	case st.gone && (ready || st.rev == pendingRev), ready && !known:
 		return nil, false, nil
-	case st.value != nil:
+	case st.value != nil && ready:
+		// A value kept is right while Watch serves the index: without
+		// it, a delete by another process would go unseen.
 		return st.value, true, nil
 	}
 	m, err := b.last(ctx, key)
@@ -228,23 +231,39 @@ func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bo
 // read and deleted is never listed or read again here. A process killed
 // before the marker landed leaves the result in the bucket.
 func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
+	deleted, commit, err := b.DeleteLater(ctx, uri)
+	commit(true)
+	return deleted, err
+}
+
+// DeleteLater is Delete with the marker held back until commit: the key
+// is hidden at once, and commit(true) stores its marker (as Delete
+// does), commit(false) shows the key again. The RESP door commits once
+// the client's answer is written: a client polls with HGET and DEL
+// pipelined, and a door killed after it stored the marker but before the
+// client read the value lost the result; killed before the commit, the
+// result stays in the bucket, to be read again. commit is never nil;
+// call it once. While the index does not serve, the marker is stored
+// before DeleteLater returns and commit does nothing.
+func (b *ResultBucket) DeleteLater(ctx context.Context, uri string) (deleted bool, commit func(sent bool), err error) {
+	none := func(bool) {}
 	key, err := BucketKey(uri)
 	if err != nil || !b.maybe(key) {
-		return false, nil
+		return false, none, nil
 	}
 	_, had, err := b.Get(ctx, uri)
 	if err != nil || !had {
-		return false, err
+		return false, none, err
 	}
-	if b.hide(key) {
-		return true, nil
+	if p := b.hold(key); p != nil {
+		return true, func(sent bool) { b.commit(key, p, sent) }, nil
 	}
 	ack, err := b.js.PublishMsg(ctx, b.marker(key))
 	if err != nil {
-		return false, fmt.Errorf("mesh: delete result: %w", err)
+		return false, none, fmt.Errorf("mesh: delete result: %w", err)
 	}
 	b.note(key, ack.Sequence, false, nil)
-	return true, nil
+	return true, none, nil
 }
 
 // kvOperationHeader marks a key-value delete (jetstream's kv.Delete).
@@ -278,48 +297,6 @@ func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// Watch keeps an index of the keys that have a result, from a watcher of
-// the bucket (keys only, no values), until ctx ends. Get answers a uri
-// with no result from it, with no request to JetStream: the polls of
-// clients waiting for a result cost a map lookup; a uri the index has is
-// read from memory or the stream's leader. Each key keeps the revision
-// that last put or deleted it (deletes as tombstones, for
-// DuplicateWindow), so a late event never undoes a newer one; this
-// process's puts and deletes enter the index as they are made, others'
-// as the watcher delivers them (a moment later: the next poll finds
-// them). Expired results leave markers (LimitMarkerTTL) the watcher
-// sees. Watch also stores the markers of Delete in the background,
-// publishing each again until it lands. It returns nil when ctx ends, or
-// the error that stopped the watcher; then Get asks the bucket for every
-// uri again, and markers not stored yet wait for the next Watch.
-func (b *ResultBucket) Watch(ctx context.Context) error {
-	defer b.setReady(false)
-	w, err := b.kv.WatchAll(ctx, jetstream.MetaOnly())
-	if err != nil {
-		return fmt.Errorf("mesh: watch results: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	tick := time.NewTicker(deleteSettleEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			b.settleDeletes()
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return errors.New("mesh: watch results: the watcher stopped")
-			case e == nil: // the bucket read once: the index serves
-				b.setReady(true)
-			default:
-				b.note(e.Key(), e.Revision(), e.Operation() == jetstream.KeyValuePut, nil)
-			}
-		}
-	}
 }
 
 func (b *ResultBucket) setReady(ready bool) {

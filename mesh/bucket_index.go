@@ -55,6 +55,10 @@ type tombstone struct {
 type pendingDelete struct {
 	ack  jetstream.PubAckFuture // nil before the first publish, or after a failed one
 	sent time.Time
+	// held: not published before its commit (DeleteLater), which shows
+	// prev again when the client did not get the value.
+	held bool
+	prev keyState
 }
 
 // markerRetry is how long a delete marker's acknowledgement is awaited
@@ -163,37 +167,58 @@ func (b *ResultBucket) bury(key string, rev uint64, msgID string, now time.Time)
 	}
 }
 
-// hide makes key a pending tombstone and publishes its marker at once
-// (a door killed right after the DEL answered has most likely sent it),
-// without waiting for its acknowledgement: a client pipelines HGET and
-// DEL for every key KEYS listed, and a DEL that waited for a stream
-// electing a leader held the whole pipeline past the client's read
-// timeout, losing the values it had read. settleDeletes learns the
-// marker's revision, or publishes it again. It reports true; false
-// (nothing done) while the index does not serve: then no Watch runs to
-// store the marker.
-func (b *ResultBucket) hide(key string) bool {
+// hold makes key a pending tombstone, held (its marker not published)
+// until commit, and returns its pending delete; nil (nothing done) while
+// the index does not serve: then no Watch runs to store the marker.
+func (b *ResultBucket) hold(key string) *pendingDelete {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if !b.ready {
-		b.mu.Unlock()
-		return false
+		return nil
 	}
 	cur := b.keys[key]
+	p := &pendingDelete{sent: time.Now(), held: true, prev: cur}
 	b.cached -= len(cur.value)
 	b.keys[key] = keyState{rev: pendingRev, gone: true, msgID: cur.msgID}
-	p := &pendingDelete{sent: time.Now()}
 	b.pending[key] = p
+	return p
+}
+
+// commit ends the hold of the pending delete p of key: sent, it publishes
+// its marker at once (a door killed right after the DEL answered has
+// most likely sent it), without waiting for its acknowledgement: a
+// client pipelines HGET and DEL for every key KEYS listed, and a DEL
+// that waited for a stream electing a leader held the whole pipeline
+// past the client's read timeout, losing the values it had read.
+// settleDeletes learns the marker's revision, or publishes it again.
+// Not sent, it shows key as it was before the delete.
+func (b *ResultBucket) commit(key string, p *pendingDelete, sent bool) {
+	b.mu.Lock()
+	if b.pending[key] != p || !p.held {
+		b.mu.Unlock()
+		return
+	}
+	p.held = false
+	if !sent {
+		delete(b.pending, key)
+		if st := b.keys[key]; st.gone && st.rev == pendingRev {
+			b.keys[key] = p.prev
+			b.cached += len(p.prev.value)
+		}
+		b.mu.Unlock()
+		return
+	}
+	p.sent = time.Now()
 	b.mu.Unlock()
 	f, err := b.js.PublishMsgAsync(b.marker(key))
 	if err != nil {
-		return true // settleDeletes publishes it again
+		return // settleDeletes publishes it again
 	}
 	b.mu.Lock()
 	if b.pending[key] == p {
 		p.ack = f
 	}
 	b.mu.Unlock()
-	return true
 }
 
 // landed makes the pending delete p of key, whose marker the bucket
@@ -216,6 +241,9 @@ func (b *ResultBucket) settleDeletes() {
 	var resend []string
 	b.mu.Lock()
 	for key, p := range b.pending {
+		if p.held {
+			continue // its commit publishes it
+		}
 		if p.ack == nil {
 			if now.Sub(p.sent) > markerPause {
 				resend = append(resend, key)

@@ -242,3 +242,50 @@ func TestBucketIndexKeepsOfferedValue(t *testing.T) {
 		t.Errorf("URIs after the result was read, deleted and put again: got %q, want none", uris)
 	}
 }
+
+// TestBucketDeleteLater: a delete held for its commit hides the key at
+// once; committed unsent, the key and its value are back as they were
+// and no marker is stored; committed sent, the marker lands.
+func TestBucketDeleteLater(t *testing.T) {
+	b := watchedBucket(t)
+	ctx := context.Background()
+	if err := b.Put(ctx, "u", []byte("v"), "m1"); err != nil {
+		t.Fatal(err)
+	}
+	deleted, commit, err := b.DeleteLater(ctx, "u")
+	if !deleted || err != nil {
+		t.Fatalf("DeleteLater: got %v, %v, want true", deleted, err)
+	}
+	if uris, _ := b.URIs(ctx); len(uris) != 0 {
+		t.Errorf("URIs while the delete is held: got %q, want none", uris)
+	}
+	time.Sleep(2 * markerPause) // settleDeletes leaves a held delete alone
+	commit(false)
+	if v, ok, err := b.Get(ctx, "u"); !ok || err != nil || string(v) != "v" {
+		t.Errorf("Get after the answer was not sent: got %q, %v, %v, want v", v, ok, err)
+	}
+	if m, err := b.last(ctx, mustKey(t, "u")); err != nil || m == nil || m.Header.Get(kvOperationHeader) != "" {
+		t.Errorf("the bucket after an unsent delete: got %+v, %v, want the put", m, err)
+	}
+	deleted, commit, err = b.DeleteLater(ctx, "u")
+	if !deleted || err != nil {
+		t.Fatalf("DeleteLater again: got %v, %v, want true", deleted, err)
+	}
+	commit(true)
+	meshtest.WaitFor(t, "the marker", func() bool {
+		m, err := b.last(ctx, mustKey(t, "u"))
+		return err == nil && m != nil && m.Header.Get(kvOperationHeader) == "DEL"
+	})
+	if v, ok, _ := b.Get(ctx, "u"); ok {
+		t.Errorf("Get after the delete: got %q", v)
+	}
+}
+
+func mustKey(t *testing.T, uri string) string {
+	t.Helper()
+	k, err := BucketKey(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

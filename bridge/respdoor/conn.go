@@ -37,6 +37,21 @@ type limitConn struct {
 	max   int
 	read  int
 	write time.Duration
+	// commits run after the next write, told whether it went out: the
+	// deletes of the answers it carries (DEL). redcon writes a
+	// connection's answers once per pipeline, on its goroutine.
+	commits []func(sent bool)
+}
+
+// afterWrite runs commit after the next write.
+func (c *limitConn) afterWrite(commit func(sent bool)) { c.commits = append(c.commits, commit) }
+
+// settle runs the commits waiting for a write, told whether it went out.
+func (c *limitConn) settle(sent bool) {
+	for _, commit := range c.commits {
+		commit(sent)
+	}
+	c.commits = c.commits[:0]
 }
 
 // Read fails once the bytes read since the last command pass the bound,
@@ -55,7 +70,9 @@ func (c *limitConn) Read(p []byte) (int, error) {
 
 func (c *limitConn) Write(p []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.write))
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	c.settle(err == nil)
+	return n, err
 }
 
 // handled resets the bound for the next command.
@@ -97,6 +114,9 @@ func (d *Door) accept(c redcon.Conn) bool {
 // closed ends a connection's session: the last call of its goroutine.
 func (d *Door) closed(c redcon.Conn, err error) {
 	defer d.conns.Done()
+	if s, ok := c.Context().(*session); ok {
+		s.lc.settle(false) // answers never written: their deletes undone
+	}
 	if err != nil {
 		d.log.Debug("RESP connection ended", "remote", c.RemoteAddr(), "err", err)
 	}

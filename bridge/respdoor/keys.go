@@ -128,9 +128,11 @@ func (d *Door) exists(c redcon.Conn, s *session, args [][]byte) {
 }
 
 // del is DEL key …: it deletes the results and counts those there were.
-// A key whose last read on this connection failed is not deleted: a
-// client polls with HGET and DEL of each key pipelined, and would lose
-// the result it could not read.
+// A client polls with HGET and DEL of each key pipelined, so DEL takes
+// care of the value the HGET before it answered: a key whose last read
+// on this connection failed is not deleted, and a delete is stored only
+// once the answers are written to the client (mesh's DeleteLater): a
+// door killed before that leaves the result to be read again, not lost.
 func (d *Door) del(c redcon.Conn, s *session, args [][]byte) {
 	if !d.checkKeys(c, args[1:]) {
 		return
@@ -144,7 +146,8 @@ func (d *Door) del(c redcon.Conn, s *session, args [][]byte) {
 	n := 0
 	for _, k := range args[1:] {
 		job, uri, _ := d.resultKey(k)
-		deleted, err := d.buckets[job].Delete(cmdContext(), uri)
+		deleted, commit, err := d.buckets[job].DeleteLater(cmdContext(), uri)
+		s.lc.afterWrite(commit)
 		if err != nil {
 			c.WriteError("BUSY deleting the result of " + printable(k) + ": " + err.Error() + ": retry")
 			return
