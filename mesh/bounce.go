@@ -158,38 +158,33 @@ func (b *bouncer) resend(tok string) {
 // sends again those sent on a connection that is gone and never shown
 // taken: they may have died with the server they were written to.
 func (b *bouncer) run(ctx context.Context) {
-	t := time.NewTicker(bounceSweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	every(ctx, bounceSweep, func(time.Time) { b.sweepOnce() })
+}
+
+func (b *bouncer) sweepOnce() {
+	conn := b.nc.Stats().Reconnects
+	b.mu.Lock()
+	b.sweep++
+	var lost, sent []string
+	for tok, e := range b.held {
+		switch {
+		case e.resend:
+		case e.taken != 0 && e.taken < b.sweep:
+			delete(b.held, tok)
+		case e.taken == 0 && e.conn != conn && conn != b.reconnects:
+			lost = append(lost, tok)
+		case e.taken == 0 && e.conn == conn:
+			sent = append(sent, tok)
 		}
-		conn := b.nc.Stats().Reconnects
-		b.mu.Lock()
-		b.sweep++
-		var lost, sent []string
-		for tok, e := range b.held {
-			switch {
-			case e.resend:
-			case e.taken != 0 && e.taken < b.sweep:
-				delete(b.held, tok)
-			case e.taken == 0 && e.conn != conn && conn != b.reconnects:
-				lost = append(lost, tok)
-			case e.taken == 0 && e.conn == conn:
-				sent = append(sent, tok)
-			}
-		}
-		b.reconnects = conn
-		sweep := b.sweep
-		b.mu.Unlock()
-		for _, tok := range lost {
-			b.resend(tok)
-		}
-		if len(sent) > 0 && b.nc.FlushTimeout(time.Second) == nil && b.nc.Stats().Reconnects == conn {
-			b.taken(sent, conn, sweep)
-		}
+	}
+	b.reconnects = conn
+	sweep := b.sweep
+	b.mu.Unlock()
+	for _, tok := range lost {
+		b.resend(tok)
+	}
+	if len(sent) > 0 && b.nc.FlushTimeout(time.Second) == nil && b.nc.Stats().Reconnects == conn {
+		b.taken(sent, conn, sweep)
 	}
 }
 

@@ -66,12 +66,17 @@ func (h *held) beat(now time.Time) {
 // beat waits up to one interval for its first: keep interval well under
 // AckWait (the worker uses a third).
 func (h *held) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	every(ctx, interval, h.beat)
+}
+
+// every calls fn with the time each period until ctx ends.
+func every(ctx context.Context, period time.Duration, fn func(time.Time)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case now := <-t.C:
-			h.beat(now)
+			fn(now)
 		case <-ctx.Done():
 			return
 		}

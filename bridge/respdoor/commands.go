@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tidwall/redcon"
 )
@@ -60,6 +61,7 @@ var supported string
 func (d *Door) handle(c redcon.Conn, cmd redcon.Command) {
 	s := c.Context().(*session)
 	s.lc.handled()
+	s.began = time.Now()
 	d.lst.Begin(s.lc.Conn)
 	defer d.lst.End(s.lc.Conn)
 	cmds := append([]redcon.Command{cmd}, c.ReadPipeline()...)

@@ -87,7 +87,14 @@ type session struct {
 	// failed holds the keys whose last read on this connection failed,
 	// which DEL leaves alone until a read succeeds.
 	failed map[string]bool
+	began  time.Time // when the pipeline being served began
 }
+
+// maxDelPipeline is how long a pipeline may have run for its DELs to be
+// done: past it (leader reads timing out in an election), its client may
+// have given up waiting (go-redis reads for 3 s), and the values its
+// HGETs read would be lost with the keys.
+const maxDelPipeline = time.Second
 
 // maxUnread bounds a session's failed keys; past it they are forgotten.
 const maxUnread = 1024

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tidwall/match"
 	"github.com/tidwall/redcon"
@@ -135,6 +136,10 @@ func (d *Door) exists(c redcon.Conn, s *session, args [][]byte) {
 // door killed before that leaves the result to be read again, not lost.
 func (d *Door) del(c redcon.Conn, s *session, args [][]byte) {
 	if !d.checkKeys(c, args[1:]) {
+		return
+	}
+	if time.Since(s.began) > maxDelPipeline {
+		c.WriteError("BUSY not deleting: this pipeline ran over " + maxDelPipeline.String() + " (NATS slow to answer): read the keys again, then DEL")
 		return
 	}
 	for _, k := range args[1:] {
