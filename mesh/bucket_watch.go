@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -169,7 +168,7 @@ func (w *bucketWatcher) learn(gen int, m jetstream.Msg) {
 	w.mu.Unlock()
 	h := m.Headers()
 	put := h.Get(kvOperationHeader) == "" && h.Get(jetstream.MarkerReasonHeader) == ""
-	w.b.note(strings.TrimPrefix(m.Subject(), w.b.subject), meta.Sequence.Stream, put, nil)
+	w.b.note(m.Subject()[len(w.b.subject):], meta.Sequence.Stream, put, nil)
 	if meta.NumPending == 0 {
 		w.b.setReady(true)
 	}

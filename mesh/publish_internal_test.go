@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
+	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
 // TestRouterPinsACallersMessage: when an attempt times out waiting for its
@@ -81,4 +82,99 @@ func TestRouterPinsACallersMessage(t *testing.T) {
 	if got := info.CachedInfo().State.Msgs; got != 2 {
 		t.Errorf("pin.b holds %d messages, want 2 (inbox and durable, not the caller's)", got)
 	}
+}
+
+// TestBouncer sends answers to three inboxes on a real server: one that
+// listens, one that starts listening 300 ms later (its answer is sent
+// again until taken), and one that never listens (given up at its
+// deadline). The bouncer keeps none of them in the end.
+func TestBouncer(t *testing.T) {
+	s := meshtest.StartServer(t)
+	nc := meshtest.Connect(t, s)
+	b, err := newBouncer(nc, telemetry.NewLogLimit(nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	meshtest.Run(t, func(ctx context.Context) error { b.run(ctx); return nil })
+
+	listener := meshtest.Connect(t, s)
+	now, err := listener.SubscribeSync("door.now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := listener.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	send := func(subject string, until time.Time) {
+		m := nats.NewMsg(subject)
+		m.Data = []byte(subject)
+		if err := b.publish(m, until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("door.now", time.Time{})
+	send("door.late", time.Time{})
+	send("door.never", time.Now().Add(time.Second))
+	time.Sleep(300 * time.Millisecond)
+	late, err := listener.SubscribeSync("door.late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []*nats.Subscription{now, late} {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", sub.Subject, err)
+		}
+		if string(m.Data) != sub.Subject {
+			t.Errorf("%s: got %q", sub.Subject, m.Data)
+		}
+		if extra, err := sub.NextMsg(300 * time.Millisecond); err == nil {
+			t.Errorf("%s: got a second copy %q once taken", sub.Subject, extra.Data)
+		}
+	}
+	meshtest.WaitFor(t, "every answer taken or given up", func() bool { return b.pending() == 0 })
+}
+
+// TestBouncerResendsAfterReconnect: an answer written to a server that
+// dies before it reads it gets no bounce and no flush confirms it; once
+// the worker's connection is back, the answer is sent again.
+func TestBouncerResendsAfterReconnect(t *testing.T) {
+	s := meshtest.StartServer(t)
+	p := meshtest.NewProxy(t, s.ClientURL()[len("nats://"):])
+	nc, err := nats.Connect("nats://"+p.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	b, err := newBouncer(nc, telemetry.NewLogLimit(nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	meshtest.Run(t, func(ctx context.Context) error { b.run(ctx); return nil })
+	sub, err := meshtest.Connect(t, s).SubscribeSync("door.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.Drop(true)
+	m := nats.NewMsg("door.x")
+	m.Data = []byte("answer")
+	if err := b.publish(m, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // a sweep's flush, unanswered
+	p.Drop(false)
+	p.Break()
+	got, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("the answer lost with its server: %v", err)
+	}
+	if string(got.Data) != "answer" {
+		t.Errorf("got %q", got.Data)
+	}
+	meshtest.WaitFor(t, "the answer forgotten once taken", func() bool { return b.pending() == 0 })
 }

@@ -3,11 +3,11 @@ package meshtest
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,6 +169,7 @@ func (c *Cluster) Kill(i int) {
 // them while it has none.
 type proxy struct {
 	ln     net.Listener
+	drop   atomic.Bool // clients' bytes are read and thrown away
 	mu     sync.Mutex
 	target string
 	conns  map[net.Conn]bool
@@ -217,8 +218,8 @@ func (p *proxy) accept() {
 		if !p.track(in, out) {
 			continue
 		}
-		go p.pipe(in, out)
-		go p.pipe(out, in)
+		go p.pipe(in, out, false)
+		go p.pipe(out, in, true)
 	}
 }
 
@@ -235,8 +236,20 @@ func (p *proxy) track(a, b net.Conn) bool {
 	return true
 }
 
-func (p *proxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+// pipe copies src to dst; from a client (up), nothing while drop is set.
+func (p *proxy) pipe(dst, src net.Conn, up bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !(up && p.drop.Load()) {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 }
@@ -244,11 +257,40 @@ func (p *proxy) pipe(dst, src net.Conn) {
 // cut closes the listener and every connection through it.
 func (p *proxy) cut() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.cutOff = true
 	p.ln.Close()
+	p.mu.Unlock()
+	p.closeConns()
+}
+
+// closeConns closes every connection through p.
+func (p *proxy) closeConns() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for c := range p.conns {
 		c.Close()
 	}
 	clear(p.conns)
 }
+
+// Proxy forwards TCP connections to one address, for tests that break a
+// client's connection the way a dying server does.
+type Proxy struct{ p *proxy }
+
+// NewProxy starts a Proxy to target (host:port), closed at cleanup.
+func NewProxy(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	p := newProxy(tb)
+	p.to(target)
+	return &Proxy{p}
+}
+
+// Addr is where clients connect.
+func (p *Proxy) Addr() string { return p.p.addr() }
+
+// Drop makes the proxy read and throw away what clients write (on) or
+// forward it again: written, never read, as by a server about to die.
+func (p *Proxy) Drop(on bool) { p.p.drop.Store(on) }
+
+// Break closes the connections the proxy carries; it accepts new ones.
+func (p *Proxy) Break() { p.p.closeConns() }

@@ -1,0 +1,85 @@
+package mesh_test
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
+)
+
+// gatedDialer dials at once the first time, then waits for open: a door
+// whose server died stays away until the test lets it back.
+type gatedDialer struct {
+	open  chan struct{}
+	first atomic.Bool
+}
+
+func (d *gatedDialer) Dial(network, address string) (net.Conn, error) {
+	if d.first.Swap(true) {
+		<-d.open
+	}
+	return net.Dial(network, address)
+}
+
+// TestInboxAnswerWhileDoorReconnects kills the NATS server a door (its
+// Client) is on while a worker on another server runs its request, and
+// lets the door reconnect only after the worker has answered: the answer
+// went out while nothing listened on the door's inbox, and must still
+// reach it (the worker's bouncer sends it again), not be lost with the
+// record acked.
+func TestInboxAnswerWhileDoorReconnects(t *testing.T) {
+	cl := meshtest.StartCluster(t, 3)
+	sc := mesh.StreamConfig{Job: "bounce", Replicas: 3}
+	admin := cl.Connect(t)
+	ensure(t, admin, sc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var leader string
+	meshtest.WaitFor(t, "stream leader", func() bool {
+		leader = streamLeaders(ctx, newJS(t, admin), sc.Job, 1)[0]
+		return leader != ""
+	})
+	li := cl.Index(leader)
+	door := (li + 1) % 3
+
+	fake := newFake()
+	fake.block, fake.started = make(chan struct{}), make(chan struct{}, 1)
+	runWorker(t, cl.ConnectTo(t, li), mesh.WorkerConfig{Stream: sc}, fake)
+	dial := &gatedDialer{open: make(chan struct{})}
+	c := newClient(t, cl.ConnectTo(t, door, nats.SetCustomDialer(dial)))
+
+	type outcome struct {
+		res mesh.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := c.Submit(ctx, sc.Job, mesh.Request{URI: "u", Body: []byte("while away")})
+		done <- outcome{res, err}
+	}()
+	<-fake.started
+	cl.Kill(door)
+	close(fake.block) // the worker answers while the door has no server
+	time.Sleep(500 * time.Millisecond)
+	close(dial.open)
+	select {
+	case o := <-done:
+		if o.err != nil {
+			t.Fatalf("Submit: %v", o.err)
+		}
+		if got, want := string(o.res.Body), "WHILE AWAY"; got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the answer sent while the door reconnected never came")
+	}
+	if got, want := fake.count("while away"), 1; got != want {
+		t.Errorf("got %d runs, want %d (the answer, not the record, is sent again)", got, want)
+	}
+}
