@@ -76,6 +76,7 @@ type bucketWatcher struct {
 
 	mu   sync.Mutex
 	cc   jetstream.ConsumeContext
+	name string // the consumer's, deleted when stopped
 	gen  int    // the consumers made so far; a stopped one's messages are ignored
 	next uint64 // the consumer sequence expected next
 	last uint64 // the last stream sequence noted
@@ -122,7 +123,7 @@ func (w *bucketWatcher) start(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	w.cc = cc
+	w.cc, w.name = cc, cons.CachedInfo().Name
 	w.mu.Unlock()
 	return nil
 }
@@ -134,14 +135,22 @@ func (w *bucketWatcher) breaks() {
 	}
 }
 
+// stop stops the consumer and deletes it in the background (a server
+// that cannot be reached drops it after its InactiveThreshold).
 func (w *bucketWatcher) stop() {
 	w.mu.Lock()
-	cc := w.cc
+	cc, name := w.cc, w.name
 	w.cc = nil
 	w.mu.Unlock()
-	if cc != nil {
-		cc.Stop()
+	if cc == nil {
+		return
 	}
+	cc.Stop()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), watchCreateTimeout)
+		defer cancel()
+		_ = w.b.js.DeleteConsumer(ctx, w.b.stream, name)
+	}()
 }
 
 // learn notes one message of the bucket's stream: a put, or a delete,

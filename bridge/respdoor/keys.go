@@ -149,17 +149,24 @@ func (d *Door) del(c redcon.Conn, s *session, args [][]byte) {
 		}
 	}
 	n := 0
+	commits := make([]func(bool), 0, len(args)-1)
 	for _, k := range args[1:] {
 		job, uri, _ := d.resultKey(k)
 		deleted, commit, err := d.buckets[job].DeleteLater(cmdContext(), uri)
-		s.lc.afterWrite(commit)
 		if err != nil {
+			for _, undo := range commits {
+				undo(false) // an error answers the whole DEL: none of its keys goes
+			}
 			c.WriteError("BUSY deleting the result of " + printable(k) + ": " + err.Error() + ": retry")
 			return
 		}
+		commits = append(commits, commit)
 		if deleted {
 			n++
 		}
+	}
+	for _, commit := range commits {
+		s.lc.afterWrite(commit)
 	}
 	c.WriteInt(n)
 }
