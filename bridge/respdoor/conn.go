@@ -84,9 +84,10 @@ type session struct {
 	authed bool
 	name   string
 	id     int64
-	// failed holds the keys whose last read on this connection failed,
-	// which DEL leaves alone until a read succeeds.
-	failed map[string]bool
+	// unread holds the keys whose last read on this connection did not
+	// give their value (readFailed, readMissing), which DEL leaves alone
+	// until a read gives it.
+	unread map[string]readOutcome
 	began  time.Time // when the pipeline being served began
 }
 
@@ -96,15 +97,31 @@ type session struct {
 // HGETs read would be lost with the keys.
 const maxDelPipeline = time.Second
 
-// maxUnread bounds a session's failed keys; past it they are forgotten.
+// readOutcome is what the last read of a key on a connection gave, when
+// not its value.
+type readOutcome uint8
+
+const (
+	readFailed  readOutcome = iota + 1 // an error (-BUSY)
+	readMissing                        // no result (yet)
+)
+
+// maxUnread bounds a session's unread keys; past it they are forgotten.
 const maxUnread = 1024
 
-// unread notes that the read of key failed.
-func (s *session) unread(key []byte) {
-	if s.failed == nil || len(s.failed) >= maxUnread {
-		s.failed = map[string]bool{}
+// read notes what a read of key gave: its value (found), none, or an error.
+func (s *session) read(key []byte, found bool, err error) {
+	if found && err == nil {
+		delete(s.unread, string(key))
+		return
 	}
-	s.failed[string(key)] = true
+	if s.unread == nil || len(s.unread) >= maxUnread {
+		s.unread = map[string]readOutcome{}
+	}
+	s.unread[string(key)] = readMissing
+	if err != nil {
+		s.unread[string(key)] = readFailed
+	}
 }
 
 // accept starts a connection's session.

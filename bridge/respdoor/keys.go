@@ -50,7 +50,7 @@ func (d *Door) keyError(key []byte) string {
 }
 
 // get reads the result of key; it writes an error and reports false when
-// it cannot, and then s refuses to DEL key until a read of it succeeds.
+// it cannot. s notes what it gave, for DEL.
 func (d *Door) get(c redcon.Conn, s *session, key []byte) (value []byte, found, ok bool) {
 	job, uri, ok := d.resultKey(key)
 	if !ok {
@@ -58,12 +58,11 @@ func (d *Door) get(c redcon.Conn, s *session, key []byte) (value []byte, found, 
 		return nil, false, false
 	}
 	value, found, err := d.buckets[job].Get(cmdContext(), uri)
+	s.read(key, found, err)
 	if err != nil {
-		s.unread(key)
 		c.WriteError("BUSY reading the result of " + printable(key) + ": " + err.Error() + ": retry")
 		return nil, false, false
 	}
-	delete(s.failed, string(key))
 	return value, found, true
 }
 
@@ -130,10 +129,14 @@ func (d *Door) exists(c redcon.Conn, s *session, args [][]byte) {
 
 // del is DEL key …: it deletes the results and counts those there were.
 // A client polls with HGET and DEL of each key pipelined, so DEL takes
-// care of the value the HGET before it answered: a key whose last read
-// on this connection failed is not deleted, and a delete is stored only
-// once the answers are written to the client (mesh's DeleteLater): a
-// door killed before that leaves the result to be read again, not lost.
+// care of the value the HGET before it answered. A key whose last read on
+// this connection failed is not deleted (-BUSY); one whose last read
+// found no result is left alone and not counted (a result stored between
+// the two, deleted, was lost: make chaos's whole-cluster restart); a key
+// never read on this connection is deleted as in Redis. A delete is
+// stored only once the answers are written to the client (mesh's
+// DeleteLater): a door killed before that leaves the result to be read
+// again, not lost.
 func (d *Door) del(c redcon.Conn, s *session, args [][]byte) {
 	if !d.checkKeys(c, args[1:]) {
 		return
@@ -143,7 +146,7 @@ func (d *Door) del(c redcon.Conn, s *session, args [][]byte) {
 		return
 	}
 	for _, k := range args[1:] {
-		if s.failed[string(k)] {
+		if s.unread[string(k)] == readFailed {
 			c.WriteError("BUSY not deleting " + printable(k) + ": its last read on this connection failed: read it again, then DEL")
 			return
 		}
@@ -151,6 +154,11 @@ func (d *Door) del(c redcon.Conn, s *session, args [][]byte) {
 	n := 0
 	commits := make([]func(bool), 0, len(args)-1)
 	for _, k := range args[1:] {
+		if s.unread[string(k)] == readMissing {
+			// This client was told there is no result: one stored since
+			// is not its to delete unread.
+			continue
+		}
 		job, uri, _ := d.resultKey(k)
 		deleted, commit, err := d.buckets[job].DeleteLater(cmdContext(), uri)
 		if err != nil {
