@@ -62,7 +62,6 @@ type bounced struct {
 	until       time.Time
 	pause       time.Duration // before the next send after a bounce
 	resend      bool          // a send is scheduled
-	uri         string
 	attempts    int
 }
 
@@ -95,7 +94,10 @@ func (b *bouncer) publish(m *nats.Msg, until time.Time) error {
 	b.next++
 	tok := strconv.FormatUint(b.next, 36)
 	m.Reply = b.prefix + "." + tok
-	b.held[tok] = &bounced{msg: m, conn: b.nc.Stats().Reconnects, until: until, pause: 25 * time.Millisecond, uri: m.Header.Get(HeaderURI)}
+	// The reconnect count the last sweep saw, not the connection's own
+	// (a lock of it per answer): an answer sent just after a reconnect
+	// the sweep has not seen yet is sent once more, which its door drops.
+	b.held[tok] = &bounced{msg: m, conn: b.reconnects, until: until, pause: 25 * time.Millisecond}
 	b.mu.Unlock()
 	if err := b.nc.PublishMsg(m); err != nil {
 		b.forget(tok)
@@ -128,7 +130,7 @@ func (b *bouncer) onBounce(m *nats.Msg) {
 		delete(b.held, tok)
 		b.mu.Unlock()
 		b.limit.Log(context.Background(), slog.LevelWarn, "mesh: answer lost: its door's inbox did not listen until the request's deadline", nil,
-			"uri", e.uri, "sends", e.attempts+1)
+			"uri", e.msg.Header.Get(HeaderURI), "sends", e.attempts+1)
 		return
 	}
 	e.resend, e.pause = true, min(2*pause, time.Second)
@@ -143,12 +145,12 @@ func (b *bouncer) resend(tok string) {
 		b.mu.Unlock()
 		return
 	}
-	e.resend, e.taken, e.conn = false, 0, b.nc.Stats().Reconnects
+	e.resend, e.taken, e.conn = false, 0, b.reconnects
 	e.attempts++
 	b.mu.Unlock()
 	if err := b.nc.PublishMsg(e.msg); err != nil {
 		b.forget(tok)
-		b.limit.Log(context.Background(), slog.LevelWarn, "mesh: answer lost: send again", err, "uri", e.uri)
+		b.limit.Log(context.Background(), slog.LevelWarn, "mesh: answer lost: send again", err, "uri", e.msg.Header.Get(HeaderURI))
 	}
 }
 

@@ -115,13 +115,17 @@ func (s *session) read(key []byte, found bool, err error) {
 		delete(s.unread, string(key))
 		return
 	}
-	if s.unread == nil || len(s.unread) >= maxUnread {
+	if s.unread == nil {
 		s.unread = map[string]readOutcome{}
 	}
-	s.unread[string(key)] = readMissing
-	if err != nil {
-		s.unread[string(key)] = readFailed
+	if len(s.unread) >= maxUnread {
+		clear(s.unread)
 	}
+	outcome := readMissing
+	if err != nil {
+		outcome = readFailed
+	}
+	s.unread[string(key)] = outcome
 }
 
 // accept starts a connection's session.

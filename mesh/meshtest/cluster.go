@@ -113,14 +113,7 @@ func (c *Cluster) URL() string {
 // short reconnect waits so that a test does not wait on the defaults.
 func (c *Cluster) Connect(tb testing.TB, opts ...nats.Option) *nats.Conn {
 	tb.Helper()
-	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond),
-		nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond)}, opts...)
-	nc, err := nats.Connect(c.URL(), opts...)
-	if err != nil {
-		tb.Fatalf("nats.Connect: %v", err)
-	}
-	tb.Cleanup(nc.Close)
-	return nc
+	return dial(tb, c.URL(), opts...)
 }
 
 // ConnectTo is Connect with server i tried first, and the others (in
@@ -133,8 +126,15 @@ func (c *Cluster) ConnectTo(tb testing.TB, i int, opts ...nats.Option) *nats.Con
 			urls = append(urls, "nats://"+p.addr())
 		}
 	}
-	opts = append([]nats.Option{nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)
-	nc, err := nats.Connect(strings.Join(urls, ","), opts...)
+	return dial(tb, strings.Join(urls, ","), append([]nats.Option{nats.DontRandomize()}, opts...)...)
+}
+
+// dial connects to urls with short reconnect waits, closed at cleanup.
+func dial(tb testing.TB, urls string, opts ...nats.Option) *nats.Conn {
+	tb.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond),
+		nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond)}, opts...)
+	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
 		tb.Fatalf("nats.Connect: %v", err)
 	}
