@@ -30,11 +30,15 @@ type ClientConfig struct {
 	// the publish goes to the next partition (and that partition is tried
 	// last for a few seconds). Default DefaultAttemptTimeout (750ms).
 	AttemptTimeout time.Duration
+	// Coalesce is the most requests Submit and Forward store in one work
+	// message while earlier stores of the job are in flight (see
+	// coalesce.go). Default DefaultCoalesce (64); 1 stores each alone.
+	Coalesce int
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
 func (c ClientConfig) Validate() error {
-	return CheckLimits(ErrInvalidConfig, Limit{"Timeout", c.Timeout}, Limit{"AttemptTimeout", c.AttemptTimeout})
+	return CheckLimits(ErrInvalidConfig, Limit{"Timeout", c.Timeout}, Limit{"AttemptTimeout", c.AttemptTimeout}, Limit{"Coalesce", c.Coalesce})
 }
 
 // Request is one record a door submits.
@@ -69,6 +73,11 @@ type Client struct {
 	route   *router
 	parts   partitionCache
 
+	// coalesce is ClientConfig.Coalesce; coalescers maps a job to its
+	// *coalescer.
+	coalesce   int
+	coalescers sync.Map
+
 	// fullUntil maps a job to when (time.Time) publishPurging may purge
 	// its work queue again after it found it full of unanswered records.
 	fullUntil sync.Map
@@ -91,13 +100,14 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("mesh: jetstream: %w", err)
 	}
 	c := &Client{
-		nc:      nc,
-		js:      js,
-		timeout: cfg.Timeout,
-		route:   newRouter(cfg.AttemptTimeout),
-		parts:   partitionCache{js: js, lookup: cfg.AttemptTimeout},
-		prefix:  nc.NewInbox(),
-		pending: make(map[string]chan *nats.Msg),
+		nc:       nc,
+		js:       js,
+		timeout:  cfg.Timeout,
+		route:    newRouter(cfg.AttemptTimeout),
+		coalesce: cmp.Or(cfg.Coalesce, DefaultCoalesce),
+		parts:    partitionCache{js: js, lookup: cfg.AttemptTimeout},
+		prefix:   nc.NewInbox(),
+		pending:  make(map[string]chan *nats.Msg),
 	}
 	c.sub, err = nc.Subscribe(c.prefix+".*", c.onReply)
 	if err != nil {
@@ -184,18 +194,27 @@ func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg
 	}
 }
 
-// store publishes m to a partition of job's work queue that answers:
-// first the one req.MsgID hashes to, else the next in round-robin. m
-// gets a generated Nats-Msg-Id when req has none.
+// store stores req's work message m in job's work queue: with other
+// requests in one message when it may be (see coalesce.go), else alone.
 func (c *Client) store(ctx context.Context, job string, req Request, m *nats.Msg) (stored, error) {
+	if c.coalescible(req, m) {
+		return c.coalescerFor(job).add(ctx, m)
+	}
+	return c.storeMsg(ctx, job, m, req.MsgID)
+}
+
+// storeMsg publishes m to a partition of job's work queue that answers:
+// first the one msgID hashes to, else the next in round-robin. m gets a
+// generated Nats-Msg-Id when msgID is "".
+func (c *Client) storeMsg(ctx context.Context, job string, m *nats.Msg, msgID string) (stored, error) {
 	n := c.parts.get(ctx, job)
 	subjects := make([]string, n)
 	for p := range n {
 		subjects[p] = PartitionSubject(job, p)
 	}
 	first := c.route.next(n)
-	if req.MsgID != "" {
-		first = firstPartition(req.MsgID, n)
+	if msgID != "" {
+		first = firstPartition(msgID, n)
 	} else {
 		m.Header.Set(HeaderMsgID, nuid.Next())
 	}

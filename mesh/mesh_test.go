@@ -659,3 +659,94 @@ func TestServiceStatsCountForwardsAndRefusals(t *testing.T) {
 		t.Errorf("INFO: got %v, %v; want micro info with the predict endpoint", m, err)
 	}
 }
+
+// TestCoalescedBatchAnswersEachCallerOnce fires a burst of NATS door
+// requests at once, so that the door coalesces them (coalesce.go): each
+// caller gets its own answer exactly once (200, a 400 for a bad record,
+// a 500 once the retried ones give up), the retried requests of a batch
+// whose others were answered run MaxDeliver times in all, and the queue
+// stored fewer messages than requests.
+func TestCoalescedBatchAnswersEachCallerOnce(t *testing.T) {
+	sc := mesh.StreamConfig{Job: "coalesce", MaxDeliver: 3, Backoff: 10 * time.Millisecond}
+	s, nc := startStreams(t, sc)
+	fake := newFake()
+	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
+	startService(t, meshtest.Connect(t, s), meshtest.Connect(t, s), mesh.ServiceConfig{Jobs: []string{"coalesce"}})
+	caller := meshtest.Connect(t, s)
+	meshtest.WaitFor(t, "endpoint", func() bool {
+		_, err := caller.Request(mesh.PredictSubject("coalesce"), []byte("warm"), 10*time.Second)
+		return err == nil
+	})
+	replies := make(chan *nats.Msg, 4096)
+	if _, err := caller.ChanSubscribe("answers.>", replies); err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	body := func(i int) string {
+		switch i % 100 {
+		case 7:
+			return fmt.Sprintf("bad-%d", i)
+		case 42:
+			return fmt.Sprintf("fail-%d", i)
+		}
+		return fmt.Sprintf("r-%d", i)
+	}
+	for i := range n {
+		m := &nats.Msg{Subject: mesh.PredictSubject("coalesce"), Reply: fmt.Sprintf("answers.%d", i), Data: []byte(body(i))}
+		if err := caller.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[int]int{}
+	deadline := time.After(30 * time.Second)
+	for len(got) < n {
+		select {
+		case m := <-replies:
+			i, _ := strconv.Atoi(strings.TrimPrefix(m.Subject, "answers."))
+			got[i]++
+			checkCoalescedAnswer(t, i, body(i), m)
+		case <-deadline:
+			t.Fatalf("%d of %d callers answered", len(got), n)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // a second answer would come now
+	for len(replies) > 0 {
+		m := <-replies
+		i, _ := strconv.Atoi(strings.TrimPrefix(m.Subject, "answers."))
+		got[i]++
+	}
+	for i, c := range got {
+		if c != 1 {
+			t.Errorf("caller %d (%s) answered %d times, want once", i, body(i), c)
+		}
+	}
+	if got, want := fake.count("fail-42"), 3; got != want {
+		t.Errorf("fail-42 ran %d times, want MaxDeliver %d", got, want)
+	}
+	info, err := newJS(t, nc).Stream(context.Background(), mesh.StreamName("coalesce"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := info.CachedInfo().State.LastSeq; seq >= n {
+		t.Errorf("stored %d messages for %d requests (and their retries), want fewer: nothing coalesced", seq, n)
+	} else {
+		t.Logf("stored %d messages for %d requests (retries included)", seq, n)
+	}
+}
+
+func checkCoalescedAnswer(t *testing.T, i int, body string, m *nats.Msg) {
+	t.Helper()
+	code := m.Header.Get("Nats-Service-Error-Code")
+	switch {
+	case strings.HasPrefix(body, "bad"):
+		if code != "400" {
+			t.Errorf("caller %d (%s): got code %q, want 400", i, body, code)
+		}
+	case strings.HasPrefix(body, "fail"):
+		if code != "500" || !strings.Contains(m.Header.Get("Nats-Service-Error"), "gave up after 3 deliveries") {
+			t.Errorf("caller %d (%s): got code %q %q, want 500 gave up after 3 deliveries", i, body, code, m.Header.Get("Nats-Service-Error"))
+		}
+	case code != "" || string(m.Data) != strings.ToUpper(body):
+		t.Errorf("caller %d: got %q (code %q), want %q", i, m.Data, code, strings.ToUpper(body))
+	}
+}

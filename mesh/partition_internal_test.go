@@ -204,3 +204,61 @@ func TestOneLineBoundsTheErrorHeader(t *testing.T) {
 		t.Fatalf("oneLine(a CRLF b) = %q", got)
 	}
 }
+
+// TestBatchRoundTrip encodes requests as a coalesced batch and decodes
+// them: every header value and body comes back, in order.
+func TestBatchRoundTrip(t *testing.T) {
+	var msgs []*nats.Msg
+	for i := range 3 {
+		m := nats.NewMsg("x")
+		m.Header.Set(HeaderURI, fmt.Sprintf("uri-%d", i))
+		m.Header.Add("Multi", "a")
+		m.Header.Add("Multi", "b")
+		m.Data = []byte(strings.Repeat("d", i*200)) // 0, 200, 400 bytes: varint widths
+		msgs = append(msgs, m)
+	}
+	got, err := decodeBatch(encodeBatch(msgs))
+	if err != nil {
+		t.Fatalf("decodeBatch: %v", err)
+	}
+	if len(got) != len(msgs) {
+		t.Fatalf("got %d requests, want %d", len(got), len(msgs))
+	}
+	for i, e := range got {
+		if e.h.Get(HeaderURI) != msgs[i].Header.Get(HeaderURI) || strings.Join(e.h.Values("Multi"), ",") != "a,b" || string(e.data) != string(msgs[i].Data) {
+			t.Errorf("request %d: got %v %q, want %v %q", i, e.h, e.data, msgs[i].Header, msgs[i].Data)
+		}
+	}
+	for _, bad := range [][]byte{nil, []byte("CSB1"), []byte("CSB1\x00"), []byte("CSB1\x01\x01\x05k"), append(encodeBatch(msgs), 0), []byte("XXXX\x01\x00\x00")} {
+		if _, err := decodeBatch(bad); !errors.Is(err, ErrBadBatch) {
+			t.Errorf("decodeBatch(%q): got %v, want ErrBadBatch", bad, err)
+		}
+	}
+}
+
+// FuzzDecodeBatch: any bytes decode to requests or ErrBadBatch, never a
+// panic, and what decodes encodes back to a body that decodes the same.
+func FuzzDecodeBatch(f *testing.F) {
+	m := nats.NewMsg("x")
+	m.Header.Set(HeaderURI, "u")
+	m.Data = []byte("body")
+	f.Add(encodeBatch([]*nats.Msg{m, m}))
+	f.Add([]byte("CSB1\x01\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeBatch(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadBatch) {
+				t.Fatalf("got %v, want ErrBadBatch", err)
+			}
+			return
+		}
+		msgs := make([]*nats.Msg, len(got))
+		for i, e := range got {
+			msgs[i] = &nats.Msg{Header: e.h, Data: e.data}
+		}
+		again, err := decodeBatch(encodeBatch(msgs))
+		if err != nil || len(again) != len(got) {
+			t.Fatalf("re-encoded batch: %d requests, %v; want %d", len(again), err, len(got))
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,9 +23,17 @@ import (
 // Defaults applied by ServiceConfig for zero fields.
 const (
 	DefaultServiceVersion = "0.0.0"
-	DefaultMaxConcurrent  = 1024
 	DefaultRequestTimeout = 30 * time.Second
+	// DefaultMaxConcurrent is MaxConcurrent's floor: the default is
+	// this or 256 per core (GOMAXPROCS), whichever is more.
+	DefaultMaxConcurrent = 1024
 )
+
+// defaultMaxConcurrent sizes the door's in-flight bound from the cores:
+// a request waiting for its store is a goroutine and its body, and how
+// many can be stored at once grows with the cores serving them. A fixed
+// 1,024 refused callers as busy on 16 cores with 6 idle (issue 23).
+func defaultMaxConcurrent() int { return max(DefaultMaxConcurrent, 256*runtime.GOMAXPROCS(0)) }
 
 // ServiceConfig configures a Service. The zero value, with Jobs set,
 // means all defaults.
@@ -36,7 +45,8 @@ type ServiceConfig struct {
 	Version string
 	// MaxConcurrent bounds requests the door is storing at once; beyond it
 	// requests get micro error 503 "busy". Once stored, the work queue's
-	// limits bound them (queueMaxMsgs: 503 "queue full"). Default 1024.
+	// limits bound them (queueMaxMsgs: 503 "queue full"). Default 256
+	// per core, at least DefaultMaxConcurrent (1024).
 	MaxConcurrent int
 	// RequestTimeout bounds storing each request and is its deadline
 	// (Cs-Deadline): a worker answers 504 unrun once it has passed.
@@ -105,7 +115,7 @@ func NewService(nc *nats.Conn, c *Client, cfg ServiceConfig) (*Service, error) {
 		return nil, fmt.Errorf("%w: Client is nil", ErrInvalidConfig)
 	}
 	cfg.Version = cmp.Or(cfg.Version, DefaultServiceVersion)
-	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, DefaultMaxConcurrent)
+	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, defaultMaxConcurrent())
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	return &Service{nc: nc, c: c, cfg: cfg}, nil
 }

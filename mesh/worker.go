@@ -218,6 +218,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			return w.js.Consumer(ctx, PartitionStreamName(job, p), WorkersConsumer)
 		},
 		handle: func(msg jetstream.Msg) {
+			if msg.Headers().Get(HeaderBatch) != "" {
+				w.dispatchBatch(work, g, msg) // several requests (coalesce.go)
+				return
+			}
 			w.held.add(msg) // beaten from now on, while it waits for the gate too
 			w.dispatch(work, g, msg)
 		},
@@ -394,6 +398,7 @@ func (w *Worker) startProcess(ctx context.Context, msg jetstream.Msg) (_ context
 			telemetry.AttrJob.String(job), telemetry.AttrMessagingDelivery.Int64(int64(delivered)),
 			telemetry.AttrQueueWaitMS.Float64(float64(queueWait.Microseconds())/1000))
 	}
+	delivered += attemptsOf(msg.Headers()) // a request of a batch stored again alone
 	if ns, err := strconv.ParseInt(msg.Headers().Get(HeaderReceived), 10, 64); err == nil && ns < arrived.UnixNano() {
 		arrived = time.Unix(0, ns) // the NATS door took it before it was stored
 	}

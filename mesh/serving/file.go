@@ -60,6 +60,7 @@ type File struct {
 	MaxBatch        int    `yaml:"maxBatch"`
 	MaxWait         int    `yaml:"maxWait"`
 	WorkerInflight  int    `yaml:"workerInflight"`
+	Coalesce        int    `yaml:"coalesce"`
 	ShutdownGrace   int    `yaml:"shutdownGrace"`
 	LogFormat       string `yaml:"logFormat"`
 	LogLevel        string `yaml:"logLevel"`

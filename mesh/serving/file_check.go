@@ -72,7 +72,7 @@ func (f *File) validate() error {
 	f.validateRESP(&p)
 	for key, v := range map[string]int{"coreNumberPerMachine": f.CoreNumberPerMachine, "modelParallelism": f.ModelParallelism,
 		"threadPerModel": f.ThreadPerModel, "maxBatch": f.MaxBatch, "maxWait": f.MaxWait, "redisTimeout": f.RedisTimeout,
-		"ackWait": f.AckWait, "maxDeliver": f.MaxDeliver, "resultTTL": f.ResultTTL, "workerInflight": f.WorkerInflight,
+		"ackWait": f.AckWait, "maxDeliver": f.MaxDeliver, "resultTTL": f.ResultTTL, "workerInflight": f.WorkerInflight, "coalesce": f.Coalesce,
 		"shutdownGrace": f.ShutdownGrace, "queueReplicas": f.QueueReplicas, "jetstreamPartitions": f.Partitions, "natsMaxPayload": f.NatsMaxPayload,
 		"httpRequestTimeout": f.HTTPRequestTimeout, "tokenAcquireTimeout": f.TokenAcquireTimeout,
 		"httpIdleTimeout": f.HTTPIdleTimeout, "httpReadTimeout": f.HTTPReadTimeout, "httpWriteTimeout": f.HTTPWriteTimeout, "httpMaxConnections": f.HTTPMaxConnections,

@@ -55,6 +55,7 @@ func (f *File) Node(getenv func(string) string) Config {
 		},
 		Library:    f.OnnxruntimeLib,
 		LibraryEnv: getenv("ONNXRUNTIME_LIB"),
+		Coalesce:   f.Coalesce,
 	}
 }
 

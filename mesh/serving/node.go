@@ -71,6 +71,9 @@ type Config struct {
 	// Version is the SemVer the NATS door and the workers announce.
 	// Default 0.0.0.
 	Version string
+	// Coalesce is the most requests the doors of the node store in one
+	// work message (mesh.ClientConfig.Coalesce). Default 64; 1: each alone.
+	Coalesce int
 	// Library and LibraryEnv find ONNX Runtime when the node loads or
 	// describes models (see InitRuntime): the config key onnxruntimeLib
 	// and the value of $ONNXRUNTIME_LIB, which the caller reads.
@@ -193,7 +196,7 @@ func (n *Node) start(ctx context.Context) error {
 			return n.refused(err)
 		}
 	}
-	if n.client, err = mesh.NewClient(n.nc, mesh.ClientConfig{}); err != nil {
+	if n.client, err = mesh.NewClient(n.nc, mesh.ClientConfig{Coalesce: n.cfg.Coalesce}); err != nil {
 		return err
 	}
 	if n.cfg.Service {

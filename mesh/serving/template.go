@@ -166,6 +166,11 @@ maxDeliver: 5
 resultTTL: 600
 # Requests one worker process holds at once (decoding, queued, running).
 workerInflight: 64
+# The most requests a door stores in one work message: those that arrive
+# while its earlier stores are on their way to JetStream go together, and
+# the worker splits them (a lone request is never held back). 0: 64;
+# 1: each request alone (workers older than this key run no batch).
+coalesce: 0
 # On shutdown, how long in-flight work may take to finish (seconds).
 shutdownGrace: 30
 
