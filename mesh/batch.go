@@ -37,6 +37,10 @@ type batch struct {
 	w   *Worker
 	ctx context.Context
 	msg jetstream.Msg
+	// md is msg's metadata, read once for all items (nats.go parses
+	// the reply subject on each call); mdErr when it cannot be read.
+	md    *jetstream.MsgMetadata
+	mdErr error
 
 	mu       sync.Mutex
 	left     int           // items not yet settled
@@ -84,6 +88,7 @@ func (w *Worker) dispatchBatch(ctx context.Context, g *gate, msg jetstream.Msg) 
 		w.held.bound(msg, dl)
 	}
 	b := &batch{w: w, ctx: ctx, msg: msg, left: len(entries)}
+	b.md, b.mdErr = msg.Metadata()
 	for i, e := range entries {
 		w.dispatch(ctx, g, &batchItem{b: b, i: i, h: e.h, data: e.data})
 	}
@@ -151,8 +156,8 @@ func (b *batch) finish() {
 		return
 	}
 	delivered := uint64(1)
-	if md, err := b.msg.Metadata(); err == nil {
-		delivered = md.NumDelivered
+	if b.mdErr == nil {
+		delivered = b.md.NumDelivered
 	}
 	delivered += attemptsOf(b.msg.Headers())
 	for _, it := range b.back {
@@ -199,7 +204,7 @@ func attemptsOf(h nats.Header) uint64 {
 // reply; the item's headers and body; settling reports to the batch;
 // InProgress does nothing (the batch message is beaten as one, see held).
 
-func (it *batchItem) Metadata() (*jetstream.MsgMetadata, error) { return it.b.msg.Metadata() }
+func (it *batchItem) Metadata() (*jetstream.MsgMetadata, error) { return it.b.md, it.b.mdErr }
 func (it *batchItem) Data() []byte                              { return it.data }
 func (it *batchItem) Headers() nats.Header                      { return it.h }
 func (it *batchItem) Subject() string                           { return it.b.msg.Subject() }

@@ -54,6 +54,12 @@ type ServiceConfig struct {
 	RequestTimeout time.Duration
 	// Metrics counts requests at this door; nil records none.
 	Metrics *telemetry.Metrics
+	// Conns are further connections the endpoints subscribe on, in the
+	// same queue group, so that the requests of a busy node arrive over
+	// several connections, each read and handed over by its own
+	// goroutine (one connection's read loop is one core). Optional;
+	// the caller keeps ownership.
+	Conns []*nats.Conn
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -128,6 +134,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mesh: add service: %w", err)
 	}
+	svc.more = s.cfg.Conns
 	// Requests in flight finish after ctx ends, bounded by RequestTimeout.
 	base := context.WithoutCancel(ctx)
 	sem := make(chan struct{}, s.cfg.MaxConcurrent)
@@ -160,7 +167,9 @@ func (s *Service) Run(ctx context.Context) error {
 	// The server has the subscriptions once a flush returns: from then on
 	// ID says the door serves (a caller reaches it), not just that it asked.
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_ = s.nc.FlushWithContext(fctx)
+	for _, nc := range append([]*nats.Conn{s.nc}, s.cfg.Conns...) {
+		_ = nc.FlushWithContext(fctx)
+	}
 	cancel()
 	id := svc.ident.ID
 	s.id.Store(&id)

@@ -32,7 +32,10 @@ import (
 //
 // Safe for concurrent use; stop is idempotent.
 type microService struct {
-	nc      *nats.Conn
+	nc *nats.Conn
+	// more are further connections each endpoint subscribes on too, in
+	// its queue group (ServiceConfig.Conns).
+	more    []*nats.Conn
 	ident   micro.ServiceIdentity
 	desc    string
 	started time.Time
@@ -46,7 +49,7 @@ type microService struct {
 type microEndpoint struct {
 	info  micro.EndpointInfo
 	stats micro.EndpointStats
-	sub   *nats.Subscription
+	subs  []*nats.Subscription // one per connection
 }
 
 // addMicroService subscribes the PING, INFO and STATS subjects of service
@@ -94,14 +97,19 @@ func (s *microService) addEndpoint(name, subject, queue string, metadata map[str
 		info:  micro.EndpointInfo{Name: name, Subject: subject, QueueGroup: queue, Metadata: metadata},
 		stats: micro.EndpointStats{Name: name, Subject: subject, QueueGroup: queue},
 	}
-	sub, err := s.nc.QueueSubscribe(subject, queue, func(m *nats.Msg) {
-		h(&microRequest{msg: m, svc: s, ep: e, start: time.Now()})
-	})
-	if err != nil {
-		return err
+	for _, nc := range append([]*nats.Conn{s.nc}, s.more...) {
+		sub, err := nc.QueueSubscribe(subject, queue, func(m *nats.Msg) {
+			h(&microRequest{msg: m, svc: s, ep: e, start: time.Now()})
+		})
+		if err != nil {
+			for _, sub := range e.subs {
+				_ = sub.Unsubscribe()
+			}
+			return err
+		}
+		e.subs = append(e.subs, sub)
 	}
 	s.mu.Lock()
-	e.sub = sub
 	s.endpoints = append(s.endpoints, e)
 	s.mu.Unlock()
 	return nil
@@ -178,14 +186,16 @@ func (s *microService) stop(wait time.Duration) error {
 	var errs []error
 	var closed []<-chan nats.SubStatus
 	for _, e := range eps {
-		ch := e.sub.StatusChanged(nats.SubscriptionClosed)
-		if err := e.sub.Drain(); err != nil {
-			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
-				errs = append(errs, fmt.Errorf("drain %s: %w", e.info.Subject, err))
+		for _, sub := range e.subs {
+			ch := sub.StatusChanged(nats.SubscriptionClosed)
+			if err := sub.Drain(); err != nil {
+				if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+					errs = append(errs, fmt.Errorf("drain %s: %w", e.info.Subject, err))
+				}
+				continue
 			}
-			continue
+			closed = append(closed, ch)
 		}
-		closed = append(closed, ch)
 	}
 	deadline := time.After(wait)
 wait:

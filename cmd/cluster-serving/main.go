@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -72,6 +73,12 @@ func usage() string {
 }
 
 func main() {
+	// The heap of a serving process is small and turns over per request:
+	// at Go's default GOGC=100 a 16-core node spent 13% of its CPU in GC
+	// and 5% regrowing the stacks GC shrank (issue 23). $GOGC still wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	// CLUSTER_SERVING_CPUPROFILE=prefix writes a CPU profile of the whole
 	// process life to prefix.<pid>, for `go tool pprof`.
 	if path := os.Getenv("CLUSTER_SERVING_CPUPROFILE"); path != "" {

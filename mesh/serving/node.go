@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,6 +145,10 @@ type Node struct {
 	client *mesh.Client
 	svc    *mesh.Service
 	queues metric.Registration
+	// doorConns are the doors' own connections (see openDoorConns); dial
+	// opens one more connection like nc.
+	doorConns []*nats.Conn
+	dial      func() (*nats.Conn, error)
 
 	probed    atomic.Bool   // the NATS door answers (or there is none)
 	ready     chan struct{} // closed once probed
@@ -196,7 +201,11 @@ func (n *Node) start(ctx context.Context) error {
 			return n.refused(err)
 		}
 	}
-	if n.client, err = mesh.NewClient(n.nc, mesh.ClientConfig{Coalesce: n.cfg.Coalesce}); err != nil {
+	doorNC, more, err := n.openDoorConns()
+	if err != nil {
+		return err
+	}
+	if n.client, err = mesh.NewClient(doorNC, mesh.ClientConfig{Coalesce: n.cfg.Coalesce}); err != nil {
 		return err
 	}
 	if n.cfg.Service {
@@ -204,7 +213,7 @@ func (n *Node) start(ctx context.Context) error {
 		for i, m := range n.models {
 			jobs[i] = m.Job
 		}
-		n.svc, err = mesh.NewService(n.nc, n.client, mesh.ServiceConfig{Jobs: jobs, Version: n.cfg.Version, Metrics: n.cfg.Metrics})
+		n.svc, err = mesh.NewService(doorNC, n.client, mesh.ServiceConfig{Jobs: jobs, Version: n.cfg.Version, Metrics: n.cfg.Metrics, Conns: more})
 		if err != nil {
 			return err
 		}
@@ -271,7 +280,6 @@ func (n *Node) connect() error {
 	opts := []nats.Option{
 		nats.Name(cmp.Or(n.cfg.Name, DefaultName)),
 		nats.MaxReconnects(-1),
-		nats.ClosedHandler(func(*nats.Conn) { close(n.connClose) }),
 		// Failover settings (docs/design.md "Failover"): reconnect to another
 		// server within a quarter second, not nats.go's 2 s, so a door
 		// whose server dies resumes inside the 2 s target; notice a dead
@@ -295,12 +303,35 @@ func (n *Node) connect() error {
 	} else {
 		opts = append(opts, n.cfg.Auth.Options()...)
 	}
-	nc, err := nats.Connect(url, opts...)
+	n.dial = func() (*nats.Conn, error) { return nats.Connect(url, opts...) }
+	nc, err := nats.Connect(url, append(opts, nats.ClosedHandler(func(*nats.Conn) { close(n.connClose) }))...)
 	if err != nil {
 		return ConnectError(n.URL(), err)
 	}
 	n.nc = nc
 	return nil
+}
+
+// openDoorConns gives the doors of a node with the NATS door connections
+// of their own on a machine of 4 cores or more, one per 4 cores: the
+// first carries the Client (stores, PubAcks, the HTTP door's answers),
+// and the NATS door's endpoint subscribes on each. On one connection a
+// 16-core node read every request, PubAck, pulled record and answer in
+// one goroutine on either side (issue 23). It returns the Client's
+// connection and the others.
+func (n *Node) openDoorConns() (*nats.Conn, []*nats.Conn, error) {
+	k := runtime.GOMAXPROCS(0) / 4
+	if !n.cfg.Service || k == 0 {
+		return n.nc, nil, nil
+	}
+	for range k {
+		nc, err := n.dial()
+		if err != nil {
+			return nil, nil, ConnectError(n.URL(), err)
+		}
+		n.doorConns = append(n.doorConns, nc)
+	}
+	return n.doorConns[0], n.doorConns[1:], nil
 }
 
 // startEmbedded starts the embedded server and returns the options of
@@ -608,6 +639,9 @@ func (n *Node) Close() error {
 		if n.queues != nil {
 			_ = n.queues.Unregister()
 		}
+		for _, nc := range n.doorConns {
+			_ = nc.Drain() // bounded by the drain timeout; Close waits no more
+		}
 		if n.nc != nil {
 			if err := n.nc.Drain(); err == nil {
 				<-n.connClose // bounded by the connection's drain timeout
@@ -617,6 +651,9 @@ func (n *Node) Close() error {
 		}
 		if n.client != nil {
 			_ = n.client.Close()
+		}
+		for _, nc := range n.doorConns {
+			nc.Close()
 		}
 		if n.nc != nil {
 			n.nc.Close()

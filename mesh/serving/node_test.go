@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,18 @@ import (
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
 
+// TestNodeServesTheNATSDoorAndDrains runs on the machine's cores and as
+// on 8, where the doors get connections of their own (openDoorConns).
 func TestNodeServesTheNATSDoorAndDrains(t *testing.T) {
+	for _, procs := range []int{runtime.GOMAXPROCS(0), 8} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			testNodeServesTheNATSDoorAndDrains(t)
+		})
+	}
+}
+
+func testNodeServesTheNATSDoorAndDrains(t *testing.T) {
 	cfg := addConfig(t, "node", "")
 	cfg.Serve, cfg.Service = true, true
 	n := runReady(t, cfg)
