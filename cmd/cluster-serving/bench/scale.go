@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"runtime"
@@ -40,7 +41,7 @@ func newScalePlan(o *options, cores int, quickEnv string) (scalePlan, error) {
 		d, extra, parts = 2*time.Second, 1, 2
 	}
 	var err error
-	if p.conc, err = parseInts("-scale-conc", cmpOr(o.scaleConc, conc)); err != nil {
+	if p.conc, err = parseInts("-scale-conc", cmp.Or(o.scaleConc, conc)); err != nil {
 		return p, err
 	}
 	if p.workers = workers; o.scaleWorkers != "" {
@@ -48,24 +49,8 @@ func newScalePlan(o *options, cores int, quickEnv string) (scalePlan, error) {
 			return p, err
 		}
 	}
-	if p.d <= 0 {
-		p.d = d
-	}
-	if p.extra <= 0 {
-		p.extra = extra
-	}
-	if p.partitions <= 0 {
-		p.partitions = parts
-	}
+	p.d, p.extra, p.partitions = cmp.Or(p.d, d), cmp.Or(p.extra, extra), cmp.Or(p.partitions, parts)
 	return p, nil
-}
-
-// cmpOr is s, or def when s is empty.
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // parseInts reads a comma-separated list of positive counts for flag.
