@@ -27,7 +27,7 @@ type scalePlan struct {
 }
 
 // newScalePlan sizes the plan: flags win over the defaults of the mode.
-// Full: runs of 5 s, callers 32,128,512, workers 1,2,4,8,14 capped at
+// Full: runs of 5 s (ResNet's twice as long), callers 32,128,512, workers 1,2,4,8,14 capped at
 // cores-2 (at least 1), 3 extra worker processes, 4 partitions. Quick:
 // runs of 2 s, callers 32,128, workers 1,2 (capped at the cores), 1
 // extra worker process, 2 partitions, fewer rows.

@@ -100,7 +100,7 @@ func resNetScaleTable(w io.Writer, rows []resNetScaleRow) {
 			one = r.serving / float64(r.workers)
 		}
 	}
-	fmt.Fprintf(w, "ResNet-50-shaped model, NATS door, JSON images, one intra-op thread per worker, maxBatch 1, 2 callers per worker\n")
+	fmt.Fprintf(w, "ResNet-50-shaped model, NATS door, JSON images, one intra-op thread per worker, maxBatch 1, 2 callers per worker, runs twice as long\n")
 	fmt.Fprintf(w, "%7s %10s %8s %6s %14s %13s %14s\n", "workers", "images/s", "p50", "errors", "÷ (N × one)", "raw N procs", "serving ÷ raw")
 	for _, r := range rows {
 		if r.note != "" {
