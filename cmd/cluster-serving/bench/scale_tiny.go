@@ -50,7 +50,7 @@ func scaleLayouts(p scalePlan) []scaleLayout {
 	}
 	return []scaleLayout{
 		{"start", base, 0, []string{wayTrivial, wayStored, wayNATS, wayHTTP}},
-		{"start, coalesceMax=1", with("coalesceMax", "1"), 0, []string{wayNATS}},
+		{"start, coalesce=1", with("coalesce", "1"), 0, []string{wayNATS}}, // each request its own stored message
 		{fmt.Sprintf("start + %d workers", p.extra), base, p.extra, moreWays},
 		{fmt.Sprintf("start, %d partitions", p.partitions), with("jetstreamPartitions", strconv.Itoa(p.partitions)), 0, []string{wayNATS}},
 	}
