@@ -32,7 +32,7 @@ LDFLAGS := -X main.version=$(VERSION)
 
 export ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: all build run test test-short bench fuzz lint tidy clean deps ort demo-model debs models docker chaos soak onnx-crash conformance manifests triton-clients
+.PHONY: all build run test test-short bench scale fuzz lint tidy clean deps ort demo-model debs models docker chaos soak onnx-crash conformance manifests triton-clients
 
 all: build
 
@@ -92,6 +92,10 @@ RESNET := $(CACHE)/models/resnet50/resnet50.onnx
 bench: deps build $(RESNET)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./infer ./infer/wire ./mesh ./bridge/httpdoor ./telemetry
 	$(BIN) bench -resnet $(RESNET) $(BENCH_FLAGS)
+
+## scale: issue 23's table: the tiny model's ceiling per layout at rising concurrency, ResNet-50 workers against raw ONNX Runtime processes (SCALE_QUICK=1: at most 3 minutes).
+scale: deps build $(RESNET)
+	SCALE_QUICK=$(SCALE_QUICK) $(BIN) bench -only scale -resnet $(RESNET) $(SCALE_FLAGS)
 
 # The ResNet-50-shaped model (random weights, ~100 MB) is generated, not committed.
 $(RESNET): infer/testdata/gen_models.py | debs

@@ -33,6 +33,11 @@ type options struct {
 	paths                           string
 	d                               time.Duration
 	batch, threads, soakSize, soakN int
+	// -only scale (make scale): see scalePlan.
+	scaleConc, scaleWorkers string
+	scaleQuick              bool
+	scaleD                  time.Duration
+	scaleExtra, scaleParts  int
 }
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
@@ -47,7 +52,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soakSize, "soak-size", 64, "image side of the memory soak requests (the model takes any H×W; 224 is the full size)")
 	fs.IntVar(&o.soakN, "soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	fs.StringVar(&o.storage, "storage", "file", "queueStorage of the serving process: file or memory")
-	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,redis,resnet,memory (tracing: the tracing rounds of tiny alone)")
+	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,redis,resnet,memory (scale: make scale's alone; tracing: the tracing rounds of tiny alone)")
+	fs.StringVar(&o.scaleConc, "scale-conc", "", "scale: callers of the tiny rows, comma-separated (default 32,128,512; quick 32,128)")
+	fs.StringVar(&o.scaleWorkers, "scale-workers", "", "scale: ResNet-50 worker counts (default 1,2,4,8,14 capped at cores-2; quick 1,2)")
+	fs.BoolVar(&o.scaleQuick, "quick", false, "scale: the version of at most 3 minutes (as SCALE_QUICK=1)")
+	fs.DurationVar(&o.scaleD, "scale-d", 0, "scale: each run's length (0: 5s; quick 2s)")
+	fs.IntVar(&o.scaleExtra, "scale-extra", 0, "scale: extra worker processes beside start (0: 3; quick 1)")
+	fs.IntVar(&o.scaleParts, "scale-partitions", 0, "scale: jetstreamPartitions of the partitioned layout (0: 4; quick 2)")
 	fs.StringVar(&o.paths, "paths", "", "run only the ResNet paths whose name holds one of these, comma-separated (e.g. NATS,Arrow)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -78,6 +89,12 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	r := &runner{w: stdout, bin: bin, storage: o.storage}
+	switch o.only {
+	case "rawchild": // hidden: one raw ONNX Runtime process of the scale part
+		return rawChild(o, os.Stdin, stdout)
+	case "scale":
+		return r.scale(o)
+	}
 	fmt.Fprintf(stdout, "cluster-serving bench — %d cores, %d intra-op threads, GOMAXPROCS default\n\n", runtime.NumCPU(), o.threads)
 	if o.want("tiny") {
 		if err := r.tiny(o.tiny, o.d); err != nil {
