@@ -196,7 +196,11 @@ func (w *Worker) requeue(ctx context.Context, msg jetstream.Msg, it *batchItem, 
 
 // attemptsOf reads HeaderAttempts: 0 when absent or unreadable.
 func attemptsOf(h nats.Header) uint64 {
-	n, _ := strconv.ParseUint(h.Get(HeaderAttempts), 10, 64)
+	v := h.Get(HeaderAttempts)
+	if v == "" {
+		return 0 // most records: no parse, no error to allocate
+	}
+	n, _ := strconv.ParseUint(v, 10, 64)
 	return n
 }
 

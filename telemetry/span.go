@@ -2,10 +2,15 @@ package telemetry
 
 import (
 	"context"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// tracesOff is set by Setup when it installs no SDK: Start then returns
+// noSpan.
+var tracesOff atomic.Bool
 
 // EndSpan records err on span, with status Error, and ends it; a nil err
 // ends it as it is. Every hop that returns an error from its span's work
@@ -38,6 +43,13 @@ func SampledOut(span trace.Span) bool {
 // sampled-out requests build none; End, SetStatus and the like are no-ops
 // on the parent. Safe for concurrent use, as tracers are.
 func Start(ctx context.Context, tracer trace.Tracer, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if tracesOff.Load() {
+		// No SDK (traces exporter none): ctx already carries the
+		// caller's span context, which Inject passes on as a no-op
+		// child would; finding the parent in a deep ctx cost 3% of a
+		// 16-core node's CPU (issue 23).
+		return ctx, noSpan
+	}
 	if p := trace.SpanFromContext(ctx); SampledOut(p) {
 		return ctx, p
 	}
