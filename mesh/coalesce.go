@@ -102,7 +102,10 @@ func (c *Client) coalescerFor(job string) *coalescer {
 // ctx must carry a deadline; it becomes m's bound in the batch.
 func (co *coalescer) add(ctx context.Context, m *nats.Msg) (stored, error) {
 	e := &coEntry{m: m, done: make(chan coResult, 1)}
-	e.deadline, _ = ctx.Deadline()
+	var ok bool
+	if e.deadline, ok = ctx.Deadline(); !ok {
+		e.deadline = time.Now().Add(DefaultSubmitTimeout) // begin bounds every ctx; in case
+	}
 	co.mu.Lock()
 	co.waiting = append(co.waiting, e)
 	co.size += entrySize(m)

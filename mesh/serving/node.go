@@ -312,8 +312,8 @@ func (n *Node) connect() error {
 	return nil
 }
 
-// openDoorConns gives the doors of a node with the NATS door connections
-// of their own on a machine of 4 cores or more, one per 4 cores: the
+// openDoorConns gives the doors of a node that runs the NATS door NATS
+// connections of their own on 4 cores or more, one per 4 cores: the
 // first carries the Client (stores, PubAcks, the HTTP door's answers),
 // and the NATS door's endpoint subscribes on each. On one connection a
 // 16-core node read every request, PubAck, pulled record and answer in
