@@ -93,6 +93,29 @@ func BenchmarkNATSDoor(b *testing.B) {
 	}
 }
 
+// BenchmarkNATSDoorParallel is BenchmarkNATSDoor with 32 callers per
+// core on one connection: the door coalesces what arrives while its
+// stores are in flight (coalesce.go), so its allocs/op are the batch
+// path's, server and worker included.
+func BenchmarkNATSDoorParallel(b *testing.B) {
+	s, nc := echoMesh(b, jetstream.FileStorage)
+	svc := startService(b, meshtest.Connect(b, s), nc, mesh.ServiceConfig{Jobs: []string{"bench"}})
+	caller := meshtest.Connect(b, s)
+	meshtest.WaitFor(b, "the door", func() bool { return svc.ID() != "" })
+	body := make([]byte, 256)
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m, err := caller.Request(mesh.PredictSubject("bench"), body, 10*time.Second)
+			if err != nil || len(m.Data) != len(body) {
+				b.Errorf("request: %v, %v", m, err)
+				return
+			}
+		}
+	})
+}
+
 // BenchmarkSubmitParallel is BenchmarkSubmit with concurrent callers.
 func BenchmarkSubmitParallel(b *testing.B) {
 	_, nc := echoMesh(b, jetstream.FileStorage)

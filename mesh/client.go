@@ -397,7 +397,10 @@ func (c *Client) Close() error {
 
 func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
+		// Bounded already (every door bounds its requests): a ctx of our
+		// own would cost a cancelCtx and a place in the parent's
+		// children per request, and release nothing the caller does not.
+		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, c.timeout)
 }

@@ -242,14 +242,23 @@ func decodeBatch(b []byte) ([]batchEntry, error) {
 	}
 	r := batchReader{b: b[len(batchMagic):]}
 	n := r.count()
-	var out []batchEntry
+	out := make([]batchEntry, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		e := batchEntry{h: nats.Header{}}
 		pairs := r.count()
+		// One map and one backing array of values per request; a key
+		// seen twice (rare) appends past its slice and copies.
+		e := batchEntry{h: make(nats.Header, pairs)}
+		vals := make([]string, pairs)
 		for j := uint64(0); j < pairs && r.err == nil; j++ {
 			k, v := r.bytes(), r.bytes()
 			if r.err == nil {
-				e.h[string(k)] = append(e.h[string(k)], string(v))
+				vals[j] = string(v)
+				key := headerKey(k)
+				if old, ok := e.h[key]; ok {
+					e.h[key] = append(old, vals[j])
+				} else {
+					e.h[key] = vals[j : j+1 : j+1]
+				}
 			}
 		}
 		e.data = r.bytes()
@@ -264,6 +273,21 @@ func decodeBatch(b []byte) ([]batchEntry, error) {
 		return nil, fmt.Errorf("%w: no request in it", ErrBadBatch)
 	}
 	return out, nil
+}
+
+// workHeaders are the keys every work message carries: decodeBatch
+// returns these strings rather than allocating a copy per request.
+var workHeaders = []string{HeaderURI, HeaderContentType, HeaderReplyTo, HeaderReplyForm, HeaderReceived,
+	HeaderDeadline, HeaderTraceParent, HeaderTraceState, HeaderMsgID}
+
+// headerKey is k as a string, one of workHeaders' when it is one.
+func headerKey(k []byte) string {
+	for _, h := range workHeaders {
+		if string(k) == h { // no allocation: the compiler compares in place
+			return h
+		}
+	}
+	return string(k)
 }
 
 // batchReader reads uvarints and length-prefixed bytes, keeping the first error.

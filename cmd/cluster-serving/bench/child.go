@@ -45,7 +45,9 @@ func (r *runner) startChild(model string, extra map[string]string) (*child, erro
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "modelPath: %s\njobName: %s\nnatsListen: 127.0.0.1:%d\nnatsStoreDir: %s\nlogLevel: warn\n",
 		model, job, port, filepath.Join(dir, "js"))
-	fmt.Fprintf(&cfg, "queueStorage: %s\n", r.storage)
+	if _, ok := extra["queueStorage"]; !ok {
+		fmt.Fprintf(&cfg, "queueStorage: %s\n", r.storage)
+	}
 	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\n", hp)
 	if _, ok := extra["metricsListen"]; !ok {
 		cfg.WriteString("metricsListen: off\n")

@@ -50,7 +50,8 @@ func scaleLayouts(p scalePlan) []scaleLayout {
 	}
 	return []scaleLayout{
 		{"start", base, 0, []string{wayTrivial, wayStored, wayNATS, wayHTTP}},
-		{"start, coalesce=1", with("coalesce", "1"), 0, []string{wayNATS}}, // each request its own stored message
+		{"start, coalesce=1", with("coalesce", "1"), 0, []string{wayNATS}},            // each request its own stored message
+		{"start, memory queue", with("queueStorage", "memory"), 0, []string{wayNATS}}, // the lever of a deployment that accepts losing queued work with the server
 		{fmt.Sprintf("start + %d workers", p.extra), base, p.extra, moreWays},
 		{fmt.Sprintf("start, %d partitions", p.partitions), with("jetstreamPartitions", strconv.Itoa(p.partitions)), 0, []string{wayNATS}},
 	}
