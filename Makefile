@@ -112,6 +112,7 @@ fuzz: deps
 	@echo "== FuzzPlanSHM"; $(GO) test ./bridge/httpdoor -run '^$$' -fuzz '^FuzzPlanSHM$$' -fuzztime $(FUZZTIME)
 	@echo "== FuzzParse"; $(GO) test ./infer/modelconfig -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	@echo "== FuzzBucketKey"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzBucketKey$$' -fuzztime $(FUZZTIME)
+	@echo "== FuzzDecodeBatch"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime $(FUZZTIME)
 	@echo "== FuzzCommands"; $(GO) test ./bridge/respdoor -run '^$$' -fuzz '^FuzzCommands$$' -fuzztime $(FUZZTIME)
 
 ## chaos: the fault suite on real processes; prints the table and writes it to CHAOS_TABLE.

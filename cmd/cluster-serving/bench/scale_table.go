@@ -40,7 +40,9 @@ func (r scaleRow) busyCores() float64 {
 // NATS door's over the stored trivial responder's at the same callers
 // (measured in the layout "start", the ceiling of one stored message per
 // request), the HTTP door's over the same layout's NATS door at the same
-// callers. Other rows, or a missing baseline, have none ("").
+// callers, the stored trivial HTTP door's over the stored trivial
+// responder (the ceiling of HTTP ÷ NATS when both store each request).
+// Other rows, or a missing baseline, have none ("").
 func scaleRatio(rows []scaleRow, i int) string {
 	r := rows[i]
 	var base, over string
@@ -49,6 +51,8 @@ func scaleRatio(rows []scaleRow, i int) string {
 		base, over = wayStored, "÷ stored"
 	case wayHTTP:
 		base, over = wayNATS, "÷ NATS"
+	case wayStoredHTTP:
+		base, over = wayStored, "÷ stored"
 	default:
 		return ""
 	}

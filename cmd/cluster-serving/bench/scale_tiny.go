@@ -21,8 +21,12 @@ import (
 const (
 	wayTrivial = "trivial responder"
 	wayStored  = "stored trivial"
-	wayNATS    = "NATS door"
-	wayHTTP    = "HTTP door"
+	// wayStoredHTTP is the stored trivial responder's door over HTTP
+	// (storedHTTPDoor): it waits for the answer as the HTTP door must,
+	// the ceiling of the HTTP door's ratio to the NATS door.
+	wayStoredHTTP = "stored trivial HTTP"
+	wayNATS       = "NATS door"
+	wayHTTP       = "HTTP door"
 )
 
 // scaleLayout is one way to run the serving side: a `start` with keys,
@@ -49,7 +53,7 @@ func scaleLayouts(p scalePlan) []scaleLayout {
 		moreWays = moreWays[:1]
 	}
 	return []scaleLayout{
-		{"start", base, 0, []string{wayTrivial, wayStored, wayNATS, wayHTTP}},
+		{"start", base, 0, []string{wayTrivial, wayStored, wayStoredHTTP, wayNATS, wayHTTP}},
 		{"start, coalesce=1", with("coalesce", "1"), 0, []string{wayNATS}},            // each request its own stored message
 		{"start, memory queue", with("queueStorage", "memory"), 0, []string{wayNATS}}, // the lever of a deployment that accepts losing queued work with the server
 		{fmt.Sprintf("start + %d workers", p.extra), base, p.extra, moreWays},
@@ -162,6 +166,13 @@ func openResponders(c *child, ways []string, cs *cleanups) (map[string]string, e
 			}
 			cs.add(closeStored)
 			subjects[way] = storedSubject
+		case wayStoredHTTP: // after wayStored, whose stream and consumer it uses
+			url, closeHTTP, err := storedHTTPDoor(c.url)
+			if err != nil {
+				return nil, err
+			}
+			cs.add(closeHTTP)
+			subjects[way] = url
 		}
 	}
 	return subjects, nil
@@ -172,9 +183,12 @@ func openResponders(c *child, ways []string, cs *cleanups) (map[string]string, e
 // to be idle again before it returns, so no row runs into the next.
 func measureWay(c *child, workers []*child, way, subject string, conc int, d time.Duration) (scaleRow, error) {
 	var do op
-	if way == wayHTTP {
+	switch way {
+	case wayHTTP:
 		do = httpOp(c.httpURL+"/predict", tinyBody, conc)
-	} else {
+	case wayStoredHTTP:
+		do = httpOp(subject, tinyBody, conc)
+	default:
 		spread, closeDo, err := spreadNATSOp(c.url, subject, tinyBody, conc)
 		if err != nil {
 			return scaleRow{}, err
