@@ -67,14 +67,14 @@ func scaleRatio(rows []scaleRow, i int) string {
 // scaleTable prints the tiny-model rows, with a legend.
 func scaleTable(w io.Writer, rows []scaleRow) {
 	fmt.Fprintf(w, "tiny model (add_f32), one table row per layout, way and callers; CPU in µs per answered request\n")
-	fmt.Fprintf(w, "%-22s %-17s %5s %9s %8s %8s %7s %6s %7s %7s %7s %6s  %s\n",
+	fmt.Fprintf(w, "%-22s %-19s %5s %9s %8s %8s %7s %6s %7s %7s %7s %6s  %s\n",
 		"layout", "way", "conc", "req/s", "p50", "p99", "refused", "errors", "start", "workers", "bench", "cores", "ratio")
 	for i, r := range rows {
 		if r.note != "" {
-			fmt.Fprintf(w, "%-22s %-17s %5s %s\n", r.layout, r.way, "", r.note)
+			fmt.Fprintf(w, "%-22s %-19s %5s %s\n", r.layout, r.way, "", r.note)
 			continue
 		}
-		fmt.Fprintf(w, "%-22s %-17s %5d %9.0f %8s %8s %7d %6d %7.0f %7.0f %7.0f %6.1f  %s\n",
+		fmt.Fprintf(w, "%-22s %-19s %5d %9.0f %8s %8s %7d %6d %7.0f %7.0f %7.0f %6.1f  %s\n",
 			r.layout, r.way, r.conc, r.res.rate(), r.res.pct(0.5).Round(time.Microsecond), r.res.pct(0.99).Round(time.Microsecond),
 			r.refused, r.otherErrors(), r.perRequest(r.cpu.start), r.perRequest(r.cpu.workers), r.perRequest(r.cpu.bench),
 			r.busyCores(), scaleRatio(rows, i))

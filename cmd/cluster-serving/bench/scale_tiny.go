@@ -139,7 +139,7 @@ func (r *runner) scaleLayoutRows(l scaleLayout, p scalePlan, t0 time.Time) ([]sc
 			}
 			row.layout = l.name
 			rows = append(rows, row)
-			r.progress(t0, "%-24s %-18s %4d callers: %8.0f req/s, p99 %s, %d refused, %d other errors",
+			r.progress(t0, "%-24s %-19s %4d callers: %8.0f req/s, p99 %s, %d refused, %d other errors",
 				l.name, way, conc, row.res.rate(), row.res.pct(0.99).Round(time.Microsecond), row.refused, row.otherErrors())
 		}
 	}
