@@ -120,7 +120,7 @@ func TestScaleSample(t *testing.T) {
 	var b strings.Builder
 	scaleTable(&b, rows)
 	want := ratio(rows[1].res.rate(), rows[0].res.rate()) + " ÷ stored"
-	for _, line := range []string{"sample                 NATS door", want, "sample, newKey=1       NATS door               n/a: key not known"} {
+	for _, line := range []string{"sample                 NATS door", want, "sample, newKey=1       NATS door                 n/a: key not known"} {
 		if !strings.Contains(b.String(), line) {
 			t.Errorf("table lacks %q:\n%s", line, b.String())
 		}
