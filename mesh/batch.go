@@ -146,6 +146,7 @@ func (b *batch) finish() {
 		if err := w.send(cr.ctx, cr.it.h, cr.r, cr.a); err != nil {
 			w.limit.Log(cr.ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", cr.it.h.Get(HeaderURI))
 			cr.count.Add(^uint64(0))
+			w.retried.Add(1) // as deliver counts a lone record's failed answer
 			b.back = append(b.back, cr.it)
 			continue
 		}
@@ -160,8 +161,7 @@ func (b *batch) finish() {
 		delivered = b.md.NumDelivered
 	}
 	delivered += attemptsOf(b.msg.Headers())
-	for _, it := range b.back {
-		w.retried.Add(1)
+	for _, it := range b.back { // each counted in retried when it went back
 		if err := w.requeue(b.ctx, b.msg, it, delivered); err != nil {
 			w.limit.Log(b.ctx, slog.LevelWarn, "mesh: store a request of a batch again; the batch runs again and its answered callers may be answered twice", err)
 			w.nak(b.msg, b.delay)

@@ -45,7 +45,8 @@ const (
 	// coalesceStores is how many stores of one job a Client keeps in
 	// flight before requests wait to be coalesced.
 	coalesceStores = 2
-	// coalesceBytes bounds a batch's body; a bigger request goes alone.
+	// coalesceBytes bounds a batch's body (see batchBytes); a bigger
+	// request goes alone.
 	coalesceBytes = 256 << 10
 	// batchMagic starts a batch body; the version is its last byte.
 	batchMagic = "CSB1"
@@ -86,7 +87,17 @@ func (c *Client) coalescible(req Request, m *nats.Msg) bool {
 		return false
 	}
 	mode := replyOf(m.Header).Mode
-	return (mode == ReplyCaller || mode == ReplyInbox) && entrySize(m) <= coalesceBytes
+	return (mode == ReplyCaller || mode == ReplyInbox) && entrySize(m) <= c.batchBytes()
+}
+
+// batchBytes bounds a batch's body: coalesceBytes, or half the server's
+// max_payload when that is less, so that no batch of requests that each
+// fit is refused as too large.
+func (c *Client) batchBytes() int {
+	if mp := int(c.nc.MaxPayload()) / 2; mp > 0 && mp < coalesceBytes {
+		return mp
+	}
+	return coalesceBytes
 }
 
 // coalescerFor returns job's coalescer, made on first use.
@@ -110,7 +121,7 @@ func (co *coalescer) add(ctx context.Context, m *nats.Msg) (stored, error) {
 	co.waiting = append(co.waiting, e)
 	co.size += entrySize(m)
 	var batch []*coEntry
-	if co.inflight < coalesceStores || len(co.waiting) >= co.max || co.size >= coalesceBytes {
+	if co.inflight < coalesceStores || len(co.waiting) >= co.max || co.size >= co.c.batchBytes() {
 		batch = co.take()
 		co.inflight++
 	}

@@ -670,7 +670,7 @@ func TestCoalescedBatchAnswersEachCallerOnce(t *testing.T) {
 	sc := mesh.StreamConfig{Job: "coalesce", MaxDeliver: 3, Backoff: 10 * time.Millisecond}
 	s, nc := startStreams(t, sc)
 	fake := newFake()
-	runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
+	w, _ := runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
 	startService(t, meshtest.Connect(t, s), meshtest.Connect(t, s), mesh.ServiceConfig{Jobs: []string{"coalesce"}})
 	caller := meshtest.Connect(t, s)
 	meshtest.WaitFor(t, "endpoint", func() bool {
@@ -722,6 +722,11 @@ func TestCoalescedBatchAnswersEachCallerOnce(t *testing.T) {
 	}
 	if got, want := fake.count("fail-42"), 3; got != want {
 		t.Errorf("fail-42 ran %d times, want MaxDeliver %d", got, want)
+	}
+	// 6 always-busy requests, each handed back twice; 6 of them and 6 bad
+	// ones failed; the rest and the warm-up answered.
+	if st := w.Stats(); st.Retried != 12 || st.Failed != 12 || st.Processed != n-12+1 {
+		t.Errorf("worker stats: retried %d, failed %d, processed %d; want 12, 12, %d", st.Retried, st.Failed, st.Processed, n-12+1)
 	}
 	info, err := newJS(t, nc).Stream(context.Background(), mesh.StreamName("coalesce"))
 	if err != nil {
