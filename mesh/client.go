@@ -198,7 +198,7 @@ func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg
 // requests in one message when it may be (see coalesce.go), else alone.
 func (c *Client) store(ctx context.Context, job string, req Request, m *nats.Msg) (stored, error) {
 	if c.coalescible(req, m) {
-		return c.coalescerFor(job).add(ctx, m)
+		return c.coalescerFor(job, m).add(ctx, m)
 	}
 	return c.storeMsg(ctx, job, m, req.MsgID)
 }

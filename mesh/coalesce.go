@@ -34,6 +34,9 @@ import (
 const (
 	// HeaderBatch marks a batch work message: the number of requests in it.
 	HeaderBatch = "Cs-Batch"
+	// HeaderBatchCallers is on a batch of NATS callers' requests: the
+	// door pins its publish as it pins a caller's (see router.publish).
+	HeaderBatchCallers = "Cs-Batch-Callers"
 	// HeaderAttempts is on a request a worker took out of a batch and
 	// stored again alone (its batch was answered but for it): the
 	// deliveries it had already had, so that MaxDeliver still bounds it.
@@ -61,6 +64,12 @@ type coalescer struct {
 	c   *Client
 	job string
 	max int
+	// callers: this coalescer's requests are NATS callers' (Forward),
+	// whose batches are pinned to their partition on an unknown fate, as
+	// a caller's lone request is; a door's inbox requests (Submit) have
+	// a coalescer of their own and move on (the door drops a second
+	// answer), so that a partition without a leader holds none of them.
+	callers bool
 
 	mu       sync.Mutex
 	waiting  []*coEntry
@@ -100,12 +109,21 @@ func (c *Client) batchBytes() int {
 	return coalesceBytes
 }
 
-// coalescerFor returns job's coalescer, made on first use.
-func (c *Client) coalescerFor(job string) *coalescer {
-	if co, ok := c.coalescers.Load(job); ok {
+// coalescerKey names a coalescer: a job, and NATS callers' requests or
+// a door's inbox requests.
+type coalescerKey struct {
+	job     string
+	callers bool
+}
+
+// coalescerFor returns the coalescer of job's requests answered the way
+// m's are (a NATS caller's or a door's inbox), made on first use.
+func (c *Client) coalescerFor(job string, m *nats.Msg) *coalescer {
+	k := coalescerKey{job, replyOf(m.Header).Mode == ReplyCaller}
+	if co, ok := c.coalescers.Load(k); ok {
 		return co.(*coalescer)
 	}
-	co, _ := c.coalescers.LoadOrStore(job, &coalescer{c: c, job: job, max: c.coalesce})
+	co, _ := c.coalescers.LoadOrStore(k, &coalescer{c: c, job: job, max: c.coalesce, callers: k.callers})
 	return co.(*coalescer)
 }
 
@@ -177,6 +195,9 @@ func (co *coalescer) store(batch []*coEntry) (stored, error) {
 	m := batch[0].m
 	if len(batch) > 1 {
 		m = batchMsg(co.job, batch, last)
+		if co.callers {
+			m.Header.Set(HeaderBatchCallers, "true")
+		}
 	}
 	return co.c.storeMsg(ctx, co.job, m, "")
 }

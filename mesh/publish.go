@@ -106,8 +106,8 @@ func (r *router) publish(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	tried := make([]bool, len(subjects))
 	var last error
 	pause := roundBackoff
-	// A batch may hold callers' requests: pinned as a caller's m is.
-	caller := replyOf(m.Header).Mode == ReplyCaller || m.Header.Get(HeaderBatch) != ""
+	// A batch of callers' requests is pinned as a caller's m is.
+	caller := replyOf(m.Header).Mode == ReplyCaller || m.Header.Get(HeaderBatchCallers) != ""
 	pinned := -1 // the partition that may hold m already, for a caller's m
 	for {
 		full := 0

@@ -17,8 +17,9 @@ import (
 // PubAck, the partition may have stored the message. A message answered
 // straight to a NATS caller (ReplyCaller) is then only tried again on that
 // partition, never stored as a second copy elsewhere (whose worker would
-// answer the caller twice); any other message moves on to a partition
-// that answers. The partition that times out here is a real subscriber on
+// answer the caller twice); so is a coalesced batch of callers'
+// requests; any other message (a batch of a door's inbox requests too)
+// moves on to a partition that answers. The partition that times out here is a real subscriber on
 // its subject that swallows the publish, as a stream whose leader died
 // after storing it would look to the publisher.
 func TestRouterPinsACallersMessage(t *testing.T) {
@@ -43,17 +44,23 @@ func TestRouterPinsACallersMessage(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		reply  Reply
-		stored bool // on pin.b
+		batch  map[string]string // the headers of a batch work message
+		stored bool              // on pin.b
 	}{
-		{"inbox", Reply{ReplyInbox, "_INBOX_cs.x.1"}, true},
-		{"durable", Reply{ReplyDurable, "serving.j.results.x"}, true},
-		{"caller", Reply{ReplyCaller, "_INBOX_app.caller.1"}, false},
+		{"inbox", Reply{ReplyInbox, "_INBOX_cs.x.1"}, nil, true},
+		{"durable", Reply{ReplyDurable, "serving.j.results.x"}, nil, true},
+		{"caller", Reply{ReplyCaller, "_INBOX_app.caller.1"}, nil, false},
+		{"inbox batch", Reply{}, map[string]string{HeaderBatch: "2"}, true},
+		{"callers batch", Reply{}, map[string]string{HeaderBatch: "2", HeaderBatchCallers: "true"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRouter(100 * time.Millisecond)
 			m := nats.NewMsg("")
 			m.Header.Set(HeaderMsgID, "pin-"+tc.name)
 			tc.reply.set(m.Header)
+			for k, v := range tc.batch {
+				m.Header.Set(k, v)
+			}
 			pctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 			defer cancel()
 			st, err := r.publish(pctx, nc, js, subjects, 0, m)
@@ -79,8 +86,8 @@ func TestRouterPinsACallersMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := info.CachedInfo().State.Msgs; got != 2 {
-		t.Errorf("pin.b holds %d messages, want 2 (inbox and durable, not the caller's)", got)
+	if got := info.CachedInfo().State.Msgs; got != 3 {
+		t.Errorf("pin.b holds %d messages, want 3 (inbox, durable and the inbox batch, not the callers')", got)
 	}
 }
 
