@@ -2,15 +2,12 @@ package telemetry
 
 import (
 	"context"
-	"sync/atomic"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
-
-// tracesOff is set by Setup when it installs no SDK: Start then returns
-// noSpan.
-var tracesOff atomic.Bool
 
 // EndSpan records err on span, with status Error, and ends it; a nil err
 // ends it as it is. Every hop that returns an error from its span's work
@@ -43,8 +40,10 @@ func SampledOut(span trace.Span) bool {
 // sampled-out requests build none; End, SetStatus and the like are no-ops
 // on the parent. Safe for concurrent use, as tracers are.
 func Start(ctx context.Context, tracer trace.Tracer, name string, kind trace.SpanKind) (context.Context, trace.Span) {
-	if tracesOff.Load() {
-		// No SDK (traces exporter none): ctx already carries the
+	if _, off := otel.GetTracerProvider().(tracenoop.TracerProvider); off {
+		// No SDK (Setup with traces exporter none installs the no-op
+		// provider; the global one, not a flag, so that a test's own
+		// provider is seen): ctx already carries the
 		// caller's span context, which Inject passes on as a no-op
 		// child would; finding the parent in a deep ctx cost 3% of a
 		// 16-core node's CPU (issue 23).

@@ -101,7 +101,6 @@ func newResource(cfg Config) (*resource.Resource, error) {
 
 func (t *Telemetry) setupTraces(ctx context.Context, cfg Config, res *resource.Resource) error {
 	var spanProcessor sdktrace.TracerProviderOption
-	tracesOff.Store(cfg.TracesExporter == ExporterNone)
 	switch cfg.TracesExporter {
 	case ExporterNone:
 		// No SDK at all: a no-op tracer costs a few ns per span and still
