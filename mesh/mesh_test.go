@@ -667,9 +667,8 @@ func TestServiceStatsCountForwardsAndRefusals(t *testing.T) {
 // whose others were answered run MaxDeliver times in all, and the queue
 // stored fewer messages than requests.
 func TestCoalescedBatchAnswersEachCallerOnce(t *testing.T) {
-	sc := mesh.StreamConfig{Job: "coalesce", MaxDeliver: 3, Backoff: 10 * time.Millisecond}
+	fake, sc := newFake(), mesh.StreamConfig{Job: "coalesce", MaxDeliver: 3, Backoff: 10 * time.Millisecond}
 	s, nc := startStreams(t, sc)
-	fake := newFake()
 	w, _ := runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
 	startService(t, meshtest.Connect(t, s), meshtest.Connect(t, s), mesh.ServiceConfig{Jobs: []string{"coalesce"}})
 	caller := meshtest.Connect(t, s)
