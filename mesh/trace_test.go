@@ -194,12 +194,20 @@ func TestTraceRequestDetail(t *testing.T) {
 		return m
 	}
 	var spans tracetest.SpanStubs
-	meshtest.WaitFor(t, "the second request's spans", func() bool {
+	// Both requests' door and process spans: a door span ends when its
+	// store's PubAck is back, which may be after the worker answered
+	// (and, coalesced, after a hand-over from the store's goroutine).
+	meshtest.WaitFor(t, "both requests' spans", func() bool {
 		spans = mem.GetSpans()
-		got := inTrace(spans, caller2.TraceID())
-		_, door := got[telemetry.SpanDoorNATS]
-		_, proc := got[telemetry.SpanProcess]
-		return door && proc
+		for _, sc := range []trace.SpanContext{caller1, caller2} {
+			got := inTrace(spans, sc.TraceID())
+			_, door := got[telemetry.SpanDoorNATS]
+			_, proc := got[telemetry.SpanProcess]
+			if !door || !proc {
+				return false
+			}
+		}
+		return true
 	})
 	got := inTrace(spans, caller1.TraceID())
 	door, proc := got[telemetry.SpanDoorNATS], got[telemetry.SpanProcess]
