@@ -184,10 +184,7 @@ func (w *Worker) requeue(ctx context.Context, msg jetstream.Msg, it *batchItem, 
 	m.Header.Set(HeaderMsgID, id)
 	m.Header.Set(HeaderAttempts, strconv.FormatUint(delivered, 10))
 	n := max(w.parts, 1)
-	subjects := make([]string, n)
-	for p := range n {
-		subjects[p] = PartitionSubject(w.cfg.Stream.Job, p)
-	}
+	subjects := workSubjects(w.cfg.Stream.Job, n)
 	pctx, cancel := context.WithTimeout(ctx, resultPublishTimeout)
 	defer cancel()
 	_, err := w.route.publish(pctx, w.nc, w.js, subjects, firstPartition(id, n), m)

@@ -197,8 +197,8 @@ func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg
 // store stores req's work message m in job's work queue: with other
 // requests in one message when it may be (see coalesce.go), else alone.
 func (c *Client) store(ctx context.Context, job string, req Request, m *nats.Msg) (stored, error) {
-	if c.coalescible(req, m) {
-		return c.coalescerFor(job, m).add(ctx, m)
+	if co, size := c.coalescerOf(job, req, m); co != nil {
+		return co.add(ctx, m, size)
 	}
 	return c.storeMsg(ctx, job, m, req.MsgID)
 }
@@ -208,10 +208,7 @@ func (c *Client) store(ctx context.Context, job string, req Request, m *nats.Msg
 // generated Nats-Msg-Id when msgID is "".
 func (c *Client) storeMsg(ctx context.Context, job string, m *nats.Msg, msgID string) (stored, error) {
 	n := c.parts.get(ctx, job)
-	subjects := make([]string, n)
-	for p := range n {
-		subjects[p] = PartitionSubject(job, p)
-	}
+	subjects := workSubjects(job, n)
 	first := c.route.next(n)
 	if msgID != "" {
 		first = firstPartition(msgID, n)

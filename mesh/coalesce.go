@@ -89,14 +89,19 @@ type coResult struct {
 	err error
 }
 
-// coalescible reports whether m, a work message built by begin, may be
-// stored in a batch: a request answered on core NATS, with no caller's id.
-func (c *Client) coalescible(req Request, m *nats.Msg) bool {
+// coalescerOf returns the coalescer for m, a work message built by begin,
+// and m's size in a batch; nil when m is stored alone: coalescing off, a
+// caller's id, a durable record, or too big.
+func (c *Client) coalescerOf(job string, req Request, m *nats.Msg) (*coalescer, int) {
 	if c.coalesce < 2 || req.MsgID != "" {
-		return false
+		return nil, 0
 	}
 	mode := replyOf(m.Header).Mode
-	return (mode == ReplyCaller || mode == ReplyInbox) && entrySize(m) <= c.batchBytes()
+	size := entrySize(m)
+	if (mode != ReplyCaller && mode != ReplyInbox) || size > c.batchBytes() {
+		return nil, 0
+	}
+	return c.coalescerFor(job, mode == ReplyCaller), size
 }
 
 // batchBytes bounds a batch's body: coalesceBytes, or half the server's
@@ -116,10 +121,10 @@ type coalescerKey struct {
 	callers bool
 }
 
-// coalescerFor returns the coalescer of job's requests answered the way
-// m's are (a NATS caller's or a door's inbox), made on first use.
-func (c *Client) coalescerFor(job string, m *nats.Msg) *coalescer {
-	k := coalescerKey{job, replyOf(m.Header).Mode == ReplyCaller}
+// coalescerFor returns the coalescer of job's NATS callers' requests
+// (callers) or its doors' inbox requests, made on first use.
+func (c *Client) coalescerFor(job string, callers bool) *coalescer {
+	k := coalescerKey{job, callers}
 	if co, ok := c.coalescers.Load(k); ok {
 		return co.(*coalescer)
 	}
@@ -127,9 +132,10 @@ func (c *Client) coalescerFor(job string, m *nats.Msg) *coalescer {
 	return co.(*coalescer)
 }
 
-// add stores m, alone or in a batch, and returns what its store did.
-// ctx must carry a deadline; it becomes m's bound in the batch.
-func (co *coalescer) add(ctx context.Context, m *nats.Msg) (stored, error) {
+// add stores m, of size in a batch, alone or in a batch, and returns
+// what its store did. ctx must carry a deadline; it becomes m's bound in
+// the batch.
+func (co *coalescer) add(ctx context.Context, m *nats.Msg, size int) (stored, error) {
 	e := &coEntry{m: m, done: make(chan coResult, 1)}
 	var ok bool
 	if e.deadline, ok = ctx.Deadline(); !ok {
@@ -137,7 +143,7 @@ func (co *coalescer) add(ctx context.Context, m *nats.Msg) (stored, error) {
 	}
 	co.mu.Lock()
 	co.waiting = append(co.waiting, e)
-	co.size += entrySize(m)
+	co.size += size
 	var batch []*coEntry
 	if co.inflight < coalesceStores || len(co.waiting) >= co.max || co.size >= co.c.batchBytes() {
 		batch = co.take()

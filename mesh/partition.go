@@ -48,6 +48,15 @@ func PartitionSubject(job string, p int) string {
 	return WorkSubject(job) + "." + strconv.Itoa(p)
 }
 
+// workSubjects are the subjects of job's n work partitions, in order.
+func workSubjects(job string, n int) []string {
+	subjects := make([]string, n)
+	for p := range n {
+		subjects[p] = PartitionSubject(job, p)
+	}
+	return subjects
+}
+
 // ResultsPartitionStreamName is the results stream of partition p of job.
 func ResultsPartitionStreamName(job string, p int) string {
 	if p == 0 {
