@@ -26,6 +26,8 @@ import (
 //     its other jetstream limits (max_mem, max_file) stay.
 //   - The file's max_payload wins over MaxPayload: Config cannot tell an
 //     explicit value from its default.
+//   - The file's jetstream sync_interval wins over Sync, for the same
+//     reason; without one, Sync (default always) applies.
 //   - Name sets server_name when given; NoSigs is always on (the process
 //     owns the signals); the logger is ours.
 //
@@ -46,6 +48,10 @@ func options(cfg Config, storeDir string) (*server.Options, error) {
 	}
 	if opts.MaxPayload == 0 {
 		opts.MaxPayload = cfg.MaxPayload
+	}
+	if opts.SyncInterval == 0 && !opts.SyncAlways {
+		// Validate checked it.
+		opts.SyncAlways, opts.SyncInterval, _ = syncPolicy(cfg.Sync)
 	}
 	if cfg.Name != "" {
 		opts.ServerName = cfg.Name

@@ -51,6 +51,29 @@ type Config struct {
 	// AllowAnonymous lets the server listen beyond loopback with no
 	// authentication; Start refuses that otherwise (*AnonymousError).
 	AllowAnonymous bool
+	// Sync is when the file store fsyncs what it wrote: SyncAlways
+	// (every write, before the server acknowledges it: what an
+	// acknowledged request needs to survive a power loss) or a Go
+	// duration such as "2m" (nats-server's own default: a power loss
+	// within that interval loses what was acknowledged meanwhile). The
+	// config file's jetstream sync_interval wins. Default SyncAlways.
+	Sync string
+}
+
+// SyncAlways is Config.Sync's default: fsync every write before its
+// acknowledgement (nats-server's sync_interval: always).
+const SyncAlways = "always"
+
+// syncPolicy parses a Config.Sync: always, or an interval > 0.
+func syncPolicy(v string) (always bool, interval time.Duration, err error) {
+	if v == "" || v == SyncAlways {
+		return true, 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return false, 0, fmt.Errorf("%w: Sync %q is neither %q nor a positive duration such as 2m", ErrInvalidConfig, v, SyncAlways)
+	}
+	return false, d, nil
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -61,7 +84,8 @@ func (c Config) Validate() error {
 	if c.MaxPayload < 0 {
 		return fmt.Errorf("%w: MaxPayload %d is negative", ErrInvalidConfig, c.MaxPayload)
 	}
-	return nil
+	_, _, err := syncPolicy(c.Sync)
+	return err
 }
 
 func (c Config) withDefaults() Config {
@@ -137,9 +161,21 @@ func Start(cfg Config) (*Server, error) {
 		s.Shutdown()
 		return nil, err
 	}
+	s.keepStoreLimits()
 	s.watch = watch // Shutdown stops and waits for it
 	go s.watchStore(cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)))
 	return s, nil
+}
+
+// keepStoreLimits records the store and memory limits JetStream settled
+// on at start, for restartJetStream: with none configured, nats-server
+// derives max_file from the disk space free at the moment it starts, and
+// a restart after the disk filled up would otherwise get a limit of
+// almost nothing and refuse every write once space came back.
+func (s *Server) keepStoreLimits() {
+	if c := s.ns.JetStreamConfig(); c != nil {
+		s.jsConfig.MaxStore, s.jsConfig.MaxMemory = c.MaxStore, c.MaxMemory
+	}
 }
 
 // checkListen binds the client address and lets it go again, so that a
@@ -183,6 +219,15 @@ func waitReady(ns *server.Server, fatal <-chan string) error {
 // nats://host:port, or tls://host:port when the config file has a tls
 // block. It holds no credentials.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Sync is the store's effective fsync policy: "always", or the interval
+// between syncs (the config file's sync_interval, else Config.Sync).
+func (s *Server) Sync() string {
+	if s.jsConfig.SyncAlways {
+		return SyncAlways
+	}
+	return cmp.Or(s.jsConfig.SyncInterval, 2*time.Minute).String() // nats-server's default
+}
 
 // StoreDir is the JetStream store directory the server uses (nats-server
 // keeps its files under StoreDir/jetstream): the config file's store_dir,

@@ -49,6 +49,7 @@ type File struct {
 	NatsListen      string `yaml:"natsListen"`
 	NatsStoreDir    string `yaml:"natsStoreDir"`
 	NatsMaxPayload  int    `yaml:"natsMaxPayload"`
+	NatsSync        string `yaml:"natsSync"`
 	QueueStorage    string `yaml:"queueStorage"`
 	QueueReplicas   int    `yaml:"queueReplicas"`
 	Partitions      int    `yaml:"jetstreamPartitions"`

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
@@ -186,6 +187,11 @@ func (f *File) validateSecurity(p *problems) {
 	}
 	if f.NatsServerConfig != "" && f.NatsURL != "" {
 		p.bad("natsServerConfig", "configures the embedded NATS server, which runs only when natsUrl is empty")
+	}
+	if err := (embedded.Config{Sync: f.NatsSync}).Validate(); err != nil {
+		p.bad("natsSync", "%q is neither always nor a duration such as 2m", f.NatsSync)
+	} else if f.NatsSync != "" && f.NatsSync != embedded.SyncAlways && f.NatsURL != "" {
+		p.bad("natsSync", "configures the embedded NATS server, which runs only when natsUrl is empty: set sync_interval in the external servers' jetstream block (docs/operate.md)")
 	}
 	if f.NatsAllowAnonymous && f.NatsURL != "" {
 		p.bad("natsAllowAnonymous", "applies to the embedded NATS server, which runs only when natsUrl is empty")

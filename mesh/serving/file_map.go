@@ -109,7 +109,7 @@ func (f *File) Stream() mesh.StreamConfig {
 	}
 }
 
-// Embedded maps natsListen, natsStoreDir, natsMaxPayload,
+// Embedded maps natsListen, natsStoreDir, natsMaxPayload, natsSync,
 // natsServerConfig and natsAllowAnonymous onto the embedded server's
 // Config (see embedded's options for how the nats-server file and the
 // keys combine: natsListen wins, the file's store_dir and max_payload win).
@@ -119,6 +119,7 @@ func (f *File) Embedded() embedded.Config {
 		MaxPayload:     int32(f.NatsMaxPayload),
 		ConfigFile:     f.NatsServerConfig,
 		AllowAnonymous: f.NatsAllowAnonymous,
+		Sync:           f.NatsSync,
 	}
 	if f.NatsListen != "" {
 		c.Host, c.Port, _ = splitHostPort(f.NatsListen) // validated with the file

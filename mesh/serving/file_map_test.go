@@ -36,6 +36,7 @@ func TestTemplateStatesThePackageDefaults(t *testing.T) {
 		{"natsListen", tmpl.NATSURL(), empty.NATSURL()},
 		{"natsMaxPayload", int32(tmpl.NatsMaxPayload), int32(embedded.DefaultMaxPayload)},
 		{"natsStoreDir", tmpl.Embedded().StoreDir, empty.Embedded().StoreDir},
+		{"natsSync", tmpl.NatsSync, embedded.SyncAlways},
 		{"queue keys", tmpl.Stream(), stream},
 		{"maxBatch", tmpl.MaxBatch, infer.DefaultMaxBatch},
 		{"workerInflight", tmpl.WorkerInflight, mesh.DefaultMaxInflight},

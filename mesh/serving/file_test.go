@@ -49,6 +49,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"tls key alone", "modelPath: m\nredisTlsKey: k.pem\n", `config key "redisTlsCert": required when redisTlsKey is set`},
 		{"client ca without tls", "modelPath: m\nhttpTlsClientCa: ca.pem\n", `config key "httpTlsClientCa": needs httpTlsCert`},
 		{"server config with url", "modelPath: m\nnatsUrl: nats://h:4222\nnatsServerConfig: n.conf\n", `config key "natsServerConfig"`},
+		{"sync not a duration", "modelPath: m\nnatsSync: sometimes\n", `config key "natsSync": "sometimes" is neither always nor a duration`},
+		{"sync interval with url", "modelPath: m\nnatsUrl: nats://h:4222\nnatsSync: 2m\n", `config key "natsSync": configures the embedded`},
 		{"inbox wildcard", "modelPath: m\nnatsInboxPrefix: _INBOX_cs.>\n", `config key "natsInboxPrefix": "_INBOX_cs.>" is not a subject prefix`},
 		{"inbox star", "modelPath: m\nnatsInboxPrefix: a.*.b\n", `config key "natsInboxPrefix"`},
 		{"inbox trailing dot", "modelPath: m\nnatsInboxPrefix: _INBOX_cs.\n", `config key "natsInboxPrefix"`},

@@ -360,7 +360,7 @@ func (n *Node) startEmbedded() ([]nats.Option, error) {
 	}
 	n.srv = srv
 	n.log.Info("embedded NATS server started", "url", telemetry.RedactURL(srv.ClientURL()), "store", srv.StoreDir(),
-		"auth", srv.AuthRequired())
+		"fsync", srv.Sync(), "auth", srv.AuthRequired())
 	opts := []nats.Option{srv.ConnectOption()}
 	if srv.InProcessAuth() {
 		return append(opts, n.cfg.Auth.Inbox()), nil

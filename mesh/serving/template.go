@@ -141,6 +141,11 @@ natsAllowAnonymous: false
 natsListen: 127.0.0.1:4222
 # JetStream store of the embedded server. Empty: ./data/jetstream.
 natsStoreDir: ""
+# When the embedded server's store fsyncs: always (every write, before it
+# is acknowledged: an acknowledged request survives a power loss) or an
+# interval such as 2m (nats-server's own default: faster, and a power loss
+# loses what was acknowledged within it). The file's sync_interval wins.
+natsSync: always
 # Largest NATS message the embedded server accepts (bytes).
 natsMaxPayload: 8388608
 # Work queue storage: file (survives restarts) or memory.
