@@ -203,9 +203,12 @@ func (s *Status) addProcesses(procs []ProcessInfo) {
 }
 
 // door is process p's door d as a DoorStatus; it adds d's jobs' rates
-// and outcomes to the jobs of s.
+// and outcomes to the jobs of s. Listen loses any user info
+// (telemetry.StripUserinfo) whatever the process published: a Redis
+// door's URL may hold its password, and the document goes to every
+// reader of the status page.
 func (s *Status) door(p ProcessInfo, d telemetry.DoorTally) DoorStatus {
-	ds := DoorStatus{Door: d.Door, Listen: d.Listen, Process: p.Name, Host: p.Host, PID: p.PID, Outcomes: map[string]uint64{}}
+	ds := DoorStatus{Door: d.Door, Listen: telemetry.StripUserinfo(d.Listen), Process: p.Name, Host: p.Host, PID: p.PID, Outcomes: map[string]uint64{}}
 	for _, jt := range d.Jobs {
 		ds.Rate += jt.Rate
 		ds.LatencyP50Ms = max(ds.LatencyP50Ms, jt.LatencyP50Ms)
@@ -226,12 +229,13 @@ func (s *Status) door(p ProcessInfo, d telemetry.DoorTally) DoorStatus {
 	return ds
 }
 
-// Print writes the job and worker tables. Every number is a count of
-// requests under its column's name, a rate (REQ/S) or a latency that
-// carries its unit (850µs, 4.44ms, 1.2s); the legend under the tables says
-// what each latency measures.
+// Print writes the job and worker tables under a title naming url, the
+// NATS server, without its user info (telemetry.StripUserinfo). Every
+// number is a count of requests under its column's name, a rate (REQ/S)
+// or a latency that carries its unit (850µs, 4.44ms, 1.2s); the legend
+// under the tables says what each latency measures.
 func (s *Status) Print(w io.Writer, url string) {
-	fmt.Fprintf(w, "cluster-serving status — %s — %s\n\n", url, s.At.Format("15:04:05"))
+	fmt.Fprintf(w, "cluster-serving status — %s — %s\n\n", telemetry.StripUserinfo(url), s.At.Format("15:04:05"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tREQ/S\tQUEUED\tIN FLIGHT\tREDELIVERED\tWORKERS\tLATENCY P50\tLATENCY P99")
 	for _, j := range s.Jobs {

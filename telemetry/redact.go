@@ -34,6 +34,33 @@ func RedactURL(s string) string {
 	return strings.Join(parts, ",")
 }
 
+// StripUserinfo removes the user info, user and password or token, of
+// each URL in raw, a comma-separated list as natsUrl takes:
+// rediss://u:pw@h:6379 becomes rediss://h:6379. Documents that name a
+// server to whoever reads them, such as the mesh's status document, show
+// no account at all, where RedactURL keeps the user name for logs. A part
+// that does not parse, or a host:port with an '@' (no scheme), loses
+// everything before its last '@' (after "://"), as in RedactURL, so that
+// a malformed URL leaks nothing either. A URL without user info is left
+// as written.
+func StripUserinfo(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || (!strings.Contains(p, "://") && strings.Contains(p, "@")) {
+			if start, at, ok := userinfo(p); ok {
+				parts[i] = p[:start] + p[at+1:]
+			}
+			continue
+		}
+		if u.User != nil {
+			u.User = nil
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 // URLSecrets are the passwords and tokens of a comma-separated URL list,
 // parsed or not: whatever stands in a part's user info after the user's
 // ':' (all of it when there is no ':'), as written and unescaped. A

@@ -68,13 +68,14 @@ type ErrorRecord struct {
 func NewTally() *Tally { return &Tally{doors: map[string]string{}} }
 
 // Open records that the process serves door, listening on listen (an
-// address or a subject; never a URL with credentials), until the
-// returned func is called. A door open twice (two jobs' NATS doors) is
-// one door.
+// address, a subject or a URL), until the returned func is called. A
+// URL's user info is removed (StripUserinfo): the process publishes its
+// Tally to the mesh. A door open twice (two jobs' NATS doors) is one door.
 func (t *Tally) Open(door, listen string) (closeDoor func()) {
 	if t == nil {
 		return func() {}
 	}
+	listen = StripUserinfo(listen)
 	t.setDoor(door, &listen)
 	return func() { t.setDoor(door, nil) }
 }

@@ -411,6 +411,7 @@ const plantedStorePW = "pl4nted-store-pw-77"
 // NATS URL, the job, the env of client commands, and the secrets.
 type secretsJob struct {
 	cfg, bridgeCfg, url, job, metrics string
+	redisPort                         string
 	env                               []string
 	pki                               *tlstest.PKI
 	rdb                               *goredis.Client
@@ -433,11 +434,14 @@ func newSecretsJob(t *testing.T) *secretsJob {
 	addr, rdb := redistest.StartTLS(t, redistest.TLS{Cert: j.pki.ServerCert, Key: j.pki.ServerKey, CA: j.pki.CA, AuthClients: true},
 		&goredis.Options{TLSConfig: j.pki.ClientTLS(t, true), Password: redisTestPassword}, "--requirepass", redisTestPassword)
 	j.rdb = rdb
-	port := addr[strings.LastIndex(addr, ":")+1:]
-	j.bridgeCfg = bridgeYAML(t, j.cfg, "redisUrl: rediss://:"+redisTestPassword+"@localhost:"+port,
+	j.redisPort = addr[strings.LastIndex(addr, ":")+1:]
+	// The bridge reaches NATS through natsUrl with the password in it.
+	withPW := strings.Replace(j.url, "nats://", "nats://a:"+plantedPW+"@", 1)
+	j.bridgeCfg = bridgeYAML(t, j.cfg, "natsUrl: "+withPW, "redisUrl: rediss://:"+redisTestPassword+"@localhost:"+j.redisPort,
 		"redisSecureEnabled: true", "redisSecureTrustStorePath: "+j.pki.TrustStore(t, pkcs12.Modern2023, "truststore.p12", plantedStorePW),
 		"redisSecureTrustStorePassword: "+plantedStorePW, "redisTlsCert: "+j.pki.ClientCert, "redisTlsKey: "+j.pki.ClientKey)
 	rewriteKey(t, j.bridgeCfg, "metricsListen", "off")
+	rewriteKey(t, j.bridgeCfg, "natsServerConfig", `""`) // natsUrl: no embedded server
 	j.env = append(j.env, serving.EnvSecretFile+"="+filepath.Join(dir, "secret"), serving.EnvSaltFile+"="+filepath.Join(dir, "salt"))
 	j.secrets = []string{plantedPW, plantedToken, redisTestPassword, plantedStorePW, plantedSecret, plantedSalt}
 	return j
@@ -445,11 +449,13 @@ func newSecretsJob(t *testing.T) *secretsJob {
 
 // TestNoSecretInAnyOutput runs every command of a deployment whose every
 // secret is planted (see secretsJob), at debug level, through good and
-// bad paths: start, predict, status, worker, bridge and http with the
-// password in -nats, a request over HTTPS with and without the token, a
-// record over mutual-TLS Redis, predict against a dead server with the
-// password in its URL, stop and shutdown. No secret may show in any
-// output, nor in the Prometheus metrics.
+// bad paths: start, predict, status, worker and http with the password
+// in -nats, bridge with it in natsUrl and redisUrl, a request over HTTPS
+// with and without the token, a record over mutual-TLS Redis, the status
+// document while the bridge serves (status -once, status -json, the
+// status page), predict against a dead server with the password in its
+// URL, stop and shutdown. No secret may show in any output, nor in the
+// Prometheus metrics, and no URL of the status document its user info.
 func TestNoSecretInAnyOutput(t *testing.T) {
 	skipIfShort(t)
 	j := newSecretsJob(t)
@@ -496,13 +502,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 // checked for the token too; start's log, checked later, records them.
 func (j *secretsJob) callHTTPS(t *testing.T) {
 	t.Helper()
-	data, _ := os.ReadFile(j.cfg)
-	var port string
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "httpPort: "); ok {
-			port = v
-		}
-	}
+	port := j.httpPort(t)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: j.pki.ClientTLS(t, true)}}
 	for _, tc := range []struct {
 		token string
@@ -525,13 +525,15 @@ func (j *secretsJob) callHTTPS(t *testing.T) {
 }
 
 // runDoors runs a worker, the Redis door (bridge) and the HTTP door
-// (http) as separate processes with the password in -nats, answers one
-// record over mutual-TLS Redis, and stops them.
+// (http) as separate processes, the worker and the HTTP door with the
+// password in -nats, the bridge with it in natsUrl; answers one record
+// over mutual-TLS Redis; reads the status document while they serve
+// (checkStatus); and stops them.
 func (j *secretsJob) runDoors(t *testing.T, withPW string) []*proc {
 	t.Helper()
 	worker := spawn(t, j.env, "worker", "-c", j.cfg, "-nats", withPW)
 	waitLog(t, worker, "joined nats://a:xxxxx@")
-	bridge := spawn(t, j.env, "bridge", "-c", j.bridgeCfg, "-nats", withPW)
+	bridge := spawn(t, j.env, "bridge", "-c", j.bridgeCfg)
 	waitLog(t, bridge, "serving redis stream")
 	ctx := context.Background()
 	if err := j.rdb.XAdd(ctx, &goredis.XAddArgs{Stream: j.job, Values: []any{"uri", "s", "data", `{"instances":[{"x":[1,2,3,4]}]}`, "serde", "stream"}}).Err(); err != nil {
@@ -545,10 +547,78 @@ func (j *secretsJob) runDoors(t *testing.T, withPW string) []*proc {
 	rewriteKey(t, httpCfg, "metricsListen", "off")
 	door := spawn(t, j.env, "http", "-c", httpCfg, "-nats", withPW)
 	waitLog(t, door, "HTTP door on https://")
+	status := j.checkStatus(t)
 	for _, p := range []*proc{worker, bridge, door} {
 		p.signalAndWait(t, syscall.SIGTERM)
 	}
-	return []*proc{worker, bridge, door}
+	return append([]*proc{worker, bridge, door}, status...)
+}
+
+// checkStatus reads the status document while the bridge serves the
+// Redis door, whose redisUrl holds the password: status -once and
+// -json -once with the bridge's config (natsUrl holds the password too)
+// and start's status page, GET /ui/status. Each must name the door by
+// its URL without user info, show no user info at all and no secret. It
+// returns the status commands, whose output the caller checks again.
+func (j *secretsJob) checkStatus(t *testing.T) []*proc {
+	t.Helper()
+	host := "localhost:" + j.redisPort
+	var once *proc
+	pollUntil(t, 60*time.Second, "the Redis door in status -once", func() bool {
+		once = runToEnd(t, j.env, "status", "-c", j.bridgeCfg, "-once")
+		return strings.Contains(once.logs(), host)
+	})
+	asJSON := runToEnd(t, j.env, "status", "-c", j.bridgeCfg, "-json", "-once")
+	var page string
+	pollUntil(t, 60*time.Second, "the Redis door on the status page", func() bool {
+		page = j.get(t, "/ui/status")
+		return strings.Contains(page, host)
+	})
+	for _, tc := range []struct{ name, out string }{
+		{"status -once", once.logs()}, {"status -json", asJSON.logs()}, {"GET /ui/status", page},
+	} {
+		if !strings.Contains(tc.out, "rediss://"+host) || strings.Contains(tc.out, "@localhost") || strings.Contains(tc.out, "@127.0.0.1") {
+			t.Errorf("%s: got\n%s\nwant the Redis door as rediss://%s and no user info in any URL", tc.name, tc.out, host)
+		}
+		for _, s := range j.secrets {
+			if strings.Contains(tc.out, s) {
+				t.Errorf("%s shows the planted secret %q:\n%s", tc.name, s, tc.out)
+			}
+		}
+	}
+	return []*proc{once, asJSON}
+}
+
+// get reads path from start's HTTPS door with the client certificate
+// and the token; the body, whatever the status.
+func (j *secretsJob) get(t *testing.T, path string) string {
+	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: j.pki.ClientTLS(t, true)}}
+	req, _ := http.NewRequest(http.MethodGet, "https://127.0.0.1:"+j.httpPort(t)+path, nil)
+	req.Header.Set("Authorization", "Bearer "+plantedToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	return string(got)
+}
+
+// httpPort is the httpPort of start's config.
+func (j *secretsJob) httpPort(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(j.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "httpPort: "); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s has no httpPort", j.cfg)
+	return ""
 }
 
 // scrapeMetrics reads start's Prometheus endpoint: no secret in any label.
