@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,8 +155,22 @@ func readPID(path string) (PIDFile, error) {
 	return p, err
 }
 
-// alive reports whether process pid runs (and may be signalled).
-func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+// alive reports whether process pid runs (and may be signalled). A
+// zombie, a process that exited and that its parent has not reaped yet
+// (a `shutdown` from the parent of the processes it stops, a test
+// harness), still takes signals and does not run.
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no /proc here: the signal is all there is
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
 
 // Signal sends sig to every live process of job in d and waits until
 // they all exit, for at most timeout, saying what it does on stdout.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPIDFileRole(t *testing.T) {
@@ -84,4 +85,29 @@ func TestPIDDirClaim(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("refusal shows the password: %v", err)
 	}
+}
+
+// TestAliveSkipsZombies kills a child this test does not reap yet: it
+// still takes signals, and alive must say it no longer runs (a
+// `shutdown` waiting on such a process waited its whole timeout).
+func TestAliveSkipsZombies(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep command: %v", err)
+	}
+	pid := cmd.Process.Pid
+	if !alive(pid) {
+		t.Fatalf("alive(%d) of a running child: false", pid)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(pid) {
+		t.Errorf("alive(%d) of a killed, unreaped child: true", pid)
+	}
+	_ = cmd.Wait()
 }
