@@ -17,6 +17,12 @@ var (
 	// because it reached its MaxMsgs or MaxBytes limit (DiscardNew). It
 	// wraps status.ErrBusy: a door answers 503.
 	ErrQueueFull error = &wireError{"mesh: queue full", status.ErrBusy}
+	// ErrNoStorage is returned when the NATS servers have no storage left
+	// for the work queue (a full disk, or JetStream's max_file reached:
+	// API errors 10047 and 10023): nothing was stored. It wraps status.ErrBusy: a
+	// door answers 503 at once, rather than after the caller's deadline,
+	// and serving resumes by itself once space comes back.
+	ErrNoStorage error = &wireError{"mesh: NATS servers out of storage", status.ErrBusy}
 	// ErrDuplicate is returned by Client.Submit when the work queue already
 	// held a request with the same MsgID: the answer went to the first caller.
 	ErrDuplicate = errors.New("mesh: duplicate request id")

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -752,5 +755,40 @@ func checkCoalescedAnswer(t *testing.T, i int, body string, m *nats.Msg) {
 		}
 	case code != "" || string(m.Data) != strings.ToUpper(body):
 		t.Errorf("caller %d: got %q (code %q), want %q", i, m.Data, code, strings.ToUpper(body))
+	}
+}
+
+// TestNoStorageFailsFast fills a server whose JetStream may use 1 MiB of
+// file storage: the request that finds no room gets ErrNoStorage, a 503
+// (status.Busy), long before its deadline, not ErrUnavailable after it.
+func TestNoStorageFailsFast(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte("jetstream { max_file: 1MB }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), ConfigFile: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc := meshtest.Connect(t, s)
+	ensure(t, nc, mesh.StreamConfig{Job: "disk", MaxBytes: -1})
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	body := make([]byte, 64<<10)
+	subj := mesh.ResultsSubject("disk", "door")
+	for i := range 64 {
+		err = c.Enqueue(ctx, "disk", mesh.Request{Body: body}, subj)
+		if err != nil {
+			t.Logf("request %d (%d KiB stored before it): %v", i, i*64, err)
+			break
+		}
+	}
+	if !errors.Is(err, mesh.ErrNoStorage) || status.Of(err) != status.Busy {
+		t.Fatalf("got %v, want ErrNoStorage (503)", err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the refusal waited out the deadline")
 	}
 }

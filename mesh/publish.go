@@ -100,7 +100,8 @@ type stored struct {
 // Nats-Msg-Id, so that a retry to a partition that stored it already
 // stores once. It waits while nc reconnects rather than pile copies into
 // the reconnect buffer. Errors: status.ErrTooLarge (never retried),
-// ErrQueueFull when every partition is full, ErrUnavailable when ctx
+// ErrQueueFull when every partition is full (ErrNoStorage when the last
+// one's server had no storage left), ErrUnavailable when ctx
 // ended before any partition stored it, or a permanent publish error.
 func (r *router) publish(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, subjects []string, first int, m *nats.Msg) (stored, error) {
 	tried := make([]bool, len(subjects))
@@ -131,7 +132,7 @@ func (r *router) publish(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 			switch {
 			case errors.Is(err, status.ErrTooLarge):
 				return stored{}, err
-			case errors.Is(err, ErrQueueFull):
+			case errors.Is(err, ErrQueueFull) || errors.Is(err, ErrNoStorage):
 				full++ // this partition is full; another may not be
 				if pinned >= 0 {
 					// A copy stored earlier would have been found first

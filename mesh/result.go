@@ -103,7 +103,8 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
-// mapPublishErr turns a DiscardNew rejection into ErrQueueFull, and a
+// mapPublishErr turns a DiscardNew rejection into ErrQueueFull, a server
+// out of storage into ErrNoStorage, and a
 // message larger than the NATS max payload (the client's
 // nats.ErrMaxPayload, or the server's "maximum payload exceeded"), or a
 // header or message the stream refuses as too large (API errors 10097,
@@ -116,6 +117,9 @@ func mapPublishErr(err error) error {
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrCodeHeaderTooLarge || apiErr.ErrorCode == jsErrCodeMsgTooLarge) {
 		return fmt.Errorf("%w: %w", status.ErrTooLarge, err)
 	}
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrCodeNoStorage || apiErr.ErrorCode == jsErrCodeNoResources) {
+		return fmt.Errorf("%w: %w", ErrNoStorage, err)
+	}
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStoreFailed {
 		d := apiErr.Description
 		if strings.Contains(d, "maximum messages") || strings.Contains(d, "maximum bytes") {
@@ -126,8 +130,14 @@ func mapPublishErr(err error) error {
 }
 
 // jsErrCodeStoreFailed is nats-server's JSStreamStoreFailedF, the code a
-// DiscardNew stream answers with when it is full.
-const jsErrCodeStoreFailed jetstream.ErrorCode = 10077
+// DiscardNew stream answers with when it is full; jsErrCodeNoStorage its
+// JSStorageResourcesExceededErr (the server's disk), jsErrCodeNoResources
+// its JSInsufficientResourcesErr (its max_file or max_mem reached).
+const (
+	jsErrCodeStoreFailed jetstream.ErrorCode = 10077
+	jsErrCodeNoStorage   jetstream.ErrorCode = 10047
+	jsErrCodeNoResources jetstream.ErrorCode = 10023
+)
 
 // nats-server's JSStreamHeaderExceedsMaximumErr (a header over 64 KiB) and
 // JSStreamMessageExceedsMaximumErr (a message over the stream's max): the

@@ -63,6 +63,8 @@ func Message(err error) string {
 		return we.Message
 	case errors.Is(err, mesh.ErrQueueFull):
 		return "queue full: retry later"
+	case errors.Is(err, mesh.ErrNoStorage):
+		return "NATS servers out of storage (disk full or max_file reached): retry later"
 	case errors.Is(err, mesh.ErrClosed):
 		return "shutting down"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -160,6 +160,8 @@ func xaddError(job string, err error) string {
 	switch st := status.Of(err); {
 	case errors.Is(err, mesh.ErrQueueFull):
 		return "OOM the work queue of job " + job + " is full (queueMaxMsgs, queueMaxBytes): retry once the workers caught up"
+	case errors.Is(err, mesh.ErrNoStorage):
+		return "BUSY the work queue of job " + job + " is out of storage (NATS servers' disk full or max_file reached): retry"
 	case st == status.BadInput || st == status.NotFound || st == status.TooLarge:
 		return "ERR record refused: " + door.Message(err)
 	case errors.Is(err, context.DeadlineExceeded):
