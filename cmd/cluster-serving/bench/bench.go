@@ -30,6 +30,7 @@ import (
 // options are the flags of `cluster-serving bench`.
 type options struct {
 	resnet, tiny, storage, only     string
+	sync                            string
 	paths                           string
 	d                               time.Duration
 	batch, threads, soakSize, soakN int
@@ -52,7 +53,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soakSize, "soak-size", 64, "image side of the memory soak requests (the model takes any H×W; 224 is the full size)")
 	fs.IntVar(&o.soakN, "soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	fs.StringVar(&o.storage, "storage", "file", "queueStorage of the serving process: file or memory")
-	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,redis,resnet,memory (scale: make scale's alone; tracing: the tracing rounds of tiny alone)")
+	fs.StringVar(&o.sync, "sync", "", "natsSync of the serving processes but the sync part's (default: the config default, always)")
+	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,sync,redis,resnet,memory (scale: make scale's alone; tracing: the tracing rounds of tiny alone)")
 	fs.StringVar(&o.scaleConc, "scale-conc", "", "scale: callers of the tiny rows, comma-separated (default 32,128,512; quick 32,128)")
 	fs.StringVar(&o.scaleWorkers, "scale-workers", "", "scale: ResNet-50 worker counts (default 1,2,4,8,14 capped at cores-2; quick 1,2)")
 	fs.BoolVar(&o.scaleQuick, "quick", false, "scale: the version of at most 3 minutes (as SCALE_QUICK=1)")
@@ -88,7 +90,7 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r := &runner{w: stdout, bin: bin, storage: o.storage}
+	r := &runner{w: stdout, bin: bin, storage: o.storage, sync: o.sync}
 	switch o.only {
 	case "rawchild": // hidden: one raw ONNX Runtime process of the scale part
 		return rawChild(o, os.Stdin, stdout)
@@ -110,6 +112,11 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "== allocations per request, tiny model (%s)\n", filepath.Base(o.tiny))
 		if err := r.tinyAllocs(o.tiny, o.d); err != nil {
 			return fmt.Errorf("allocations: %w", err)
+		}
+	}
+	if o.want("sync") {
+		if err := r.syncCost(o.tiny, o.d); err != nil {
+			return fmt.Errorf("durability cost: %w", err)
 		}
 	}
 	if o.want("redis") {
@@ -139,6 +146,7 @@ type runner struct {
 	w       io.Writer
 	bin     string // the cluster-serving binary
 	storage string // queueStorage of every child process
+	sync    string // natsSync of every child process that sets none; "" the default
 }
 
 // imageRequest is one {"instances":[{"input": 3×h×w}]} with 0–255 values,

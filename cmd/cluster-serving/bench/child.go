@@ -48,6 +48,9 @@ func (r *runner) startChild(model string, extra map[string]string) (*child, erro
 	if _, ok := extra["queueStorage"]; !ok {
 		fmt.Fprintf(&cfg, "queueStorage: %s\n", r.storage)
 	}
+	if _, ok := extra["natsSync"]; !ok && r.sync != "" {
+		fmt.Fprintf(&cfg, "natsSync: %s\n", r.sync)
+	}
 	fmt.Fprintf(&cfg, "httpInterface: 127.0.0.1\nhttpPort: %d\n", hp)
 	if _, ok := extra["metricsListen"]; !ok {
 		cfg.WriteString("metricsListen: off\n")

@@ -278,17 +278,9 @@ func (r *runner) tinyTracing(model string, d time.Duration) error {
 		t.row(st.name, median[i])
 		fmt.Fprintf(r.w, "  %s (all rounds; the bench's includes the OTLP receiver's)\n", cpu[i])
 	}
-	ratio := func(i int) (med, lo, hi float64) {
-		rs := make([]float64, rounds)
-		for k := range rounds {
-			rs[k] = perRound[i][k].rate() / perRound[0][k].rate()
-		}
-		slices.Sort(rs)
-		return rs[rounds/2], rs[0], rs[rounds-1]
-	}
-	m, lo, hi := ratio(1)
+	m, lo, hi := roundRatios(perRound, 1, 0)
 	fmt.Fprintf(r.w, "tracing ratio 1.0 / off:  %.3f (median of the rounds' ratios, %.3f-%.3f; target >= 0.85); spans received %d\n", m, lo, hi, recv.Count())
-	m, lo, hi = ratio(2)
+	m, lo, hi = roundRatios(perRound, 2, 0)
 	fmt.Fprintf(r.w, "tracing ratio 0.01 / off: %.3f (median of the rounds' ratios, %.3f-%.3f; target >= 0.97)\n\n", m, lo, hi)
 	return nil
 }
