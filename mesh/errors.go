@@ -31,7 +31,9 @@ var (
 	ErrClosed error = &wireError{"mesh: client closed", status.ErrBusy}
 	// ErrUnavailable is returned when no partition of a job's work queue
 	// (or results) stored a message before the caller's deadline: stream
-	// leaders being elected, NATS unreachable. It wraps status.ErrBusy: a
+	// leaders being elected, NATS unreachable, a server whose disk is full
+	// (nats-server does not answer a write its store failed). It wraps
+	// status.ErrBusy: a
 	// door answers 503 and the caller may retry.
 	ErrUnavailable error = &wireError{"mesh: work queue unavailable", status.ErrBusy}
 )

@@ -165,7 +165,7 @@ func xaddError(job string, err error) string {
 	case st == status.BadInput || st == status.NotFound || st == status.TooLarge:
 		return "ERR record refused: " + door.Message(err)
 	case errors.Is(err, context.DeadlineExceeded):
-		return "BUSY the work queue of job " + job + " did not store the record in time (NATS unreachable or electing a leader): retry"
+		return "BUSY the work queue of job " + job + " did not store the record in time (NATS unreachable, electing a leader, or out of disk): retry"
 	default:
 		return "BUSY the work queue of job " + job + " is unavailable: " + door.Message(err) + ": retry"
 	}
