@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -109,80 +108,6 @@ func (c *Client) ResultBucket(ctx context.Context, job string, streams StreamCon
 	}, nil
 }
 
-// Put keeps value under uri. msgID, the id of the record the result
-// answers, makes the bucket's stream drop a second put of the same
-// result within its duplicate window (DuplicateWindow, or the TTL when
-// shorter): a result delivered again after the client read and deleted
-// it does not come back. It returns ErrBucketURI or the publish error.
-func (b *ResultBucket) Put(ctx context.Context, uri string, value []byte, msgID string) error {
-	f, err := b.PutAsync(uri, value, msgID)
-	if err != nil {
-		return err
-	}
-	return f(ctx)
-}
-
-// PutAsync starts a Put and returns the wait for its acknowledgement, so
-// that a batch of puts takes one round trip. Put and PutAsync keep value
-// (Get may answer with it): the caller must not change it afterwards.
-//
-// A put that fails, or is not acknowledged within offerAfter (the
-// bucket's stream electing a leader takes seconds), still lists the
-// result in this process's index while Watch serves it: clients polling
-// this process read it from memory meanwhile, as the Redis door's
-// results ride over an election, and the caller puts it again later (a
-// result durable in JetStream until then). A slow put so listed returns
-// an error wrapping errPutSlow at once, so that the caller's next
-// results are not held up behind it. Once a client read and
-// deleted such a result, a put of it again (same msgID) does nothing.
-func (b *ResultBucket) PutAsync(uri string, value []byte, msgID string) (wait func(context.Context) error, err error) {
-	key, err := BucketKey(uri)
-	if err != nil {
-		return nil, err
-	}
-	if b.served(key, msgID) {
-		// The client read and deleted this result, which this process
-		// served before the bucket stored it: no put brings it back.
-		return func(context.Context) error { return nil }, nil
-	}
-	m := nats.NewMsg(b.subject + key)
-	m.Data = value
-	if msgID != "" {
-		m.Header.Set(jetstream.MsgIDHeader, msgID)
-	}
-	f, err := b.js.PublishMsgAsync(m)
-	if err != nil {
-		b.offer(key, value, msgID)
-		return nil, fmt.Errorf("mesh: put result: %w", err)
-	}
-	return func(ctx context.Context) error {
-		slow := time.NewTimer(offerAfter)
-		defer slow.Stop()
-		for {
-			select {
-			case ack := <-f.Ok():
-				// A duplicate (a put again after its acknowledgement was
-				// lost) carries the first put's revision: the index
-				// learns its value, or keeps the tombstone of its delete.
-				b.note(key, ack.Sequence, true, value)
-				return nil
-			case <-slow.C:
-				if b.offer(key, value, msgID) {
-					// Served from memory: the caller puts it again later
-					// instead of holding its next results meanwhile.
-					return fmt.Errorf("mesh: put result: %w", errPutSlow)
-				}
-			case err := <-f.Err():
-				b.offer(key, value, msgID)
-				return fmt.Errorf("mesh: put result: %w", err)
-			case <-ctx.Done():
-				b.offer(key, value, msgID)
-				return fmt.Errorf("mesh: put result: %w", ctx.Err())
-			}
-		}
-	}, nil
-}
-
 // Get returns the result kept under uri, which the caller must not
 // change; ok is false when there is none (never put, deleted, expired, or
 // a uri no result can have).
@@ -198,28 +123,35 @@ func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bo
 	if err != nil {
 		return nil, false, nil
 	}
+	value, _, ok, err = b.get(ctx, key)
+	return value, ok, err
+}
+
+// get is Get of key; it also returns the message id of the result.
+func (b *ResultBucket) get(ctx context.Context, key string) (value []byte, msgID string, ok bool, err error) {
 	st, known, ready := b.lookup(key)
 	switch {
 	case st.gone && (ready || st.rev == pendingRev), ready && !known:
-		return nil, false, nil
+		return nil, "", false, nil
 	case st.value != nil && ready:
 		// A value kept is right while Watch serves the index: without
 		// it, a delete by another process would go unseen.
-		return st.value, true, nil
+		return st.value, st.msgID, true, nil
 	}
 	m, err := b.last(ctx, key)
 	switch {
 	case err != nil:
-		return nil, false, fmt.Errorf("mesh: get result: %w", err)
+		return nil, "", false, fmt.Errorf("mesh: get result: %w", err)
 	case m == nil, st.gone && m.Sequence <= st.rev:
-		return nil, false, nil
+		return nil, "", false, nil
 	}
-	if op := m.Header.Get(kvOperationHeader); op != "" { // a delete or purge marker
-		b.note(key, m.Sequence, false, nil)
-		return nil, false, nil
+	put, id := entryOf(m.Header)
+	if !put { // a delete, purge or expiry marker
+		b.note(key, m.Sequence, false, nil, id)
+		return nil, "", false, nil
 	}
-	b.note(key, m.Sequence, true, m.Data)
-	return m.Data, true, nil
+	b.note(key, m.Sequence, true, m.Data, id)
+	return m.Data, id, true, nil
 }
 
 // Delete removes the result of uri and reports whether there was one.
@@ -229,7 +161,9 @@ func (b *ResultBucket) Get(ctx context.Context, uri string) (value []byte, ok bo
 // marker stored in the background (Watch publishes it again until it
 // lands): a NATS node electing a leader delays no DEL, and a result
 // read and deleted is never listed or read again here. A process killed
-// before the marker landed leaves the result in the bucket.
+// before the marker landed leaves the result in the bucket. The marker
+// names the result it deletes (headerResultID), so that no put of that
+// result brings it back (see PutAsync).
 func (b *ResultBucket) Delete(ctx context.Context, uri string) (bool, error) {
 	deleted, commit, err := b.DeleteLater(ctx, uri)
 	commit(true)
@@ -251,23 +185,20 @@ func (b *ResultBucket) DeleteLater(ctx context.Context, uri string) (deleted boo
 	if err != nil || !b.maybe(key) {
 		return false, none, nil
 	}
-	_, had, err := b.Get(ctx, uri)
+	_, msgID, had, err := b.get(ctx, key)
 	if err != nil || !had {
 		return false, none, err
 	}
 	if p := b.hold(key); p != nil {
 		return true, func(sent bool) { b.commit(key, p, sent) }, nil
 	}
-	ack, err := b.js.PublishMsg(ctx, b.marker(key))
+	ack, err := b.js.PublishMsg(ctx, b.marker(key, msgID))
 	if err != nil {
 		return false, none, fmt.Errorf("mesh: delete result: %w", err)
 	}
-	b.note(key, ack.Sequence, false, nil)
+	b.note(key, ack.Sequence, false, nil, msgID)
 	return true, none, nil
 }
-
-// kvOperationHeader marks a key-value delete (jetstream's kv.Delete).
-const kvOperationHeader = "KV-Operation"
 
 // URIs lists the uris that have a result now: the index's while Watch
 // serves it, else the bucket's. Clients poll KEYS many times a second,

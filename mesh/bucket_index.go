@@ -20,10 +20,12 @@ type keyState struct {
 	// bring back a result a client read and deleted.
 	gone bool
 	// unstored marks a result this process serves from memory while its
-	// put is not acknowledged (rev 0); msgID is its put's message id,
-	// kept by its tombstone so that the put is not made again.
+	// put is not acknowledged (rev 0).
 	unstored bool
-	msgID    string
+	// msgID is the message id of the result put, or of the result a
+	// tombstone's marker deleted: a put of that result again does
+	// nothing (putGuard).
+	msgID string
 }
 
 // offerAfter is how long a put waits for its acknowledgement before the
@@ -37,7 +39,9 @@ const pendingRev = math.MaxUint64
 // Bounds of the tombstones an index keeps. A put acknowledged late (a
 // batch put again after its acknowledgement was lost comes back as a
 // duplicate of the first, with the first's revision) arrives within the
-// bucket's duplicate window, DuplicateWindow at most.
+// bucket's duplicate window, DuplicateWindow at most. A put again of a
+// result whose tombstone is forgotten meets its marker in the stream
+// (putGuard), as long as the bucket keeps that.
 const (
 	tombstoneTTL  = DuplicateWindow
 	maxTombstones = 1 << 20
@@ -59,6 +63,8 @@ type pendingDelete struct {
 	// prev again when the client did not get the value.
 	held bool
 	prev keyState
+	// msgID is the deleted result's, named by the marker.
+	msgID string
 }
 
 // markerRetry is how long a delete marker's acknowledgement is awaited
@@ -72,9 +78,10 @@ const (
 
 // note records that revision rev put (present, with value when this
 // process has it) or deleted key, unless the index knows a newer change.
-// The same put learnt twice (the watcher's event, then the put's
-// acknowledgement) keeps the value the second one brings.
-func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) {
+// msgID is the put's message id, or the one of the result the delete
+// marker names. The same put learnt twice (the watcher's event, then the
+// put's acknowledgement) keeps the value the second one brings.
+func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte, msgID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, ok := b.keys[key]
@@ -89,8 +96,8 @@ func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) 
 	}
 	b.cached -= len(cur.value)
 	if present {
-		st := keyState{rev: rev}
-		if value == nil && cur.unstored {
+		st := keyState{rev: rev, msgID: msgID}
+		if value == nil && cur.unstored && (msgID == "" || msgID == cur.msgID) {
 			// The watcher's event of a put this process serves from
 			// memory (its acknowledgement was lost or late): the value
 			// stays, and the client's HGET needs no read.
@@ -99,7 +106,7 @@ func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte) 
 		b.keep(key, st, value)
 		return
 	}
-	b.bury(key, rev, "", time.Now())
+	b.bury(key, rev, msgID, time.Now())
 }
 
 // offer lists key with value, which this process could not get stored
@@ -127,15 +134,6 @@ func (b *ResultBucket) offer(key string, value []byte, msgID string) bool {
 	b.cached += len(value) - len(cur.value)
 	b.keys[key] = keyState{value: value, unstored: true, msgID: msgID}
 	return true
-}
-
-// served reports whether the index has a delete of the result msgID
-// puts under key: a result a client read and deleted.
-func (b *ResultBucket) served(key, msgID string) bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	st := b.keys[key]
-	return msgID != "" && st.gone && st.msgID == msgID
 }
 
 // keep stores st under key with value when the cache bounds allow it.
@@ -177,7 +175,7 @@ func (b *ResultBucket) hold(key string) *pendingDelete {
 		return nil
 	}
 	cur := b.keys[key]
-	p := &pendingDelete{sent: time.Now(), held: true, prev: cur}
+	p := &pendingDelete{sent: time.Now(), held: true, prev: cur, msgID: cur.msgID}
 	b.cached -= len(cur.value)
 	b.keys[key] = keyState{rev: pendingRev, gone: true, msgID: cur.msgID}
 	b.pending[key] = p
@@ -210,7 +208,7 @@ func (b *ResultBucket) commit(key string, p *pendingDelete, sent bool) {
 	}
 	p.sent = time.Now()
 	b.mu.Unlock()
-	f, err := b.js.PublishMsgAsync(b.marker(key))
+	f, err := b.js.PublishMsgAsync(b.marker(key, p.msgID))
 	if err != nil {
 		return // settleDeletes publishes it again
 	}
@@ -238,7 +236,7 @@ func (b *ResultBucket) landed(key string, p *pendingDelete, rev uint64, now time
 // that failed, were never sent or are unanswered past markerRetry.
 func (b *ResultBucket) settleDeletes() {
 	now := time.Now()
-	var resend []string
+	resend := map[string]*pendingDelete{}
 	b.mu.Lock()
 	for key, p := range b.pending {
 		if p.held {
@@ -246,7 +244,7 @@ func (b *ResultBucket) settleDeletes() {
 		}
 		if p.ack == nil {
 			if now.Sub(p.sent) > markerPause {
-				resend = append(resend, key)
+				resend[key] = p
 			}
 			continue
 		}
@@ -257,28 +255,33 @@ func (b *ResultBucket) settleDeletes() {
 			p.ack = nil // sent again after markerPause, not at every round
 		default:
 			if now.Sub(p.sent) > markerRetry {
-				resend = append(resend, key)
+				resend[key] = p
 			}
 		}
 	}
 	b.mu.Unlock()
-	for _, key := range resend {
-		f, err := b.js.PublishMsgAsync(b.marker(key))
+	for key, p := range resend {
+		f, err := b.js.PublishMsgAsync(b.marker(key, p.msgID))
 		if err != nil {
 			f = nil // tried again on the next round
 		}
 		b.mu.Lock()
-		if p := b.pending[key]; p != nil {
+		if b.pending[key] == p {
 			p.ack, p.sent = f, now
 		}
 		b.mu.Unlock()
 	}
 }
 
-// marker is the delete marker of key (kv.Delete's).
-func (b *ResultBucket) marker(key string) *nats.Msg {
+// marker is the delete marker of key (kv.Delete's), naming the result
+// msgID it deletes when known: it outlives the put it replaced, and with
+// it the stream's memory of the put's id (see PutAsync).
+func (b *ResultBucket) marker(key, msgID string) *nats.Msg {
 	m := nats.NewMsg(b.subject + key)
 	m.Header.Set(kvOperationHeader, "DEL")
+	if msgID != "" {
+		m.Header.Set(headerResultID, msgID)
+	}
 	return m
 }
 

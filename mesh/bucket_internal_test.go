@@ -72,8 +72,8 @@ func TestBucketIndexKeepsDeletes(t *testing.T) {
 	if ok, err := b.Delete(ctx, "u"); !ok || err != nil {
 		t.Fatalf("Delete: got %v, %v, want true, nil", ok, err)
 	}
-	b.note(key, rev, true, nil)         // the watcher's event of the put, late
-	b.note(key, rev, true, []byte("v")) // a duplicate put's acknowledgement
+	b.note(key, rev, true, nil, "")         // the watcher's event of the put, late
+	b.note(key, rev, true, []byte("v"), "") // a duplicate put's acknowledgement
 	if uris, err := b.URIs(ctx); err != nil || len(uris) != 0 {
 		t.Errorf("URIs after the delete and a late put event: got %q, %v, want none", uris, err)
 	}
@@ -98,7 +98,7 @@ func TestBucketIndexLearnsLateValues(t *testing.T) {
 	b := watchedBucket(t)
 	ctx := context.Background()
 	key, rev := putBare(t, b, "late", "v1", true)
-	b.note(key, rev, true, []byte("v1")) // the put's acknowledgement
+	b.note(key, rev, true, []byte("v1"), "") // the put's acknowledgement
 	if got, _, _ := b.lookup(key); string(got.value) != "v1" {
 		t.Errorf("value after the acknowledgement of a put the watcher listed: got %q, want v1", got.value)
 	}
@@ -228,7 +228,7 @@ func TestBucketIndexKeepsOfferedValue(t *testing.T) {
 	if uris, _ := b.URIs(ctx); !slices.Equal(uris, []string{"slow"}) {
 		t.Errorf("URIs of an offered result: got %q, want slow", uris)
 	}
-	b.note(key, 7, true, nil) // the watcher's event of the put
+	b.note(key, 7, true, nil, "") // the watcher's event of the put
 	if st, _, _ := b.lookup(key); string(st.value) != "v" || st.rev != 7 {
 		t.Errorf("index after the put's event: got %+v, want value v at revision 7", st)
 	}

@@ -43,6 +43,9 @@ func (b *ResultBucket) Watch(ctx context.Context) error {
 	defer b.setReady(false)
 	w := &bucketWatcher{b: b, broken: make(chan struct{}, 1)}
 	if err := w.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return fmt.Errorf("mesh: watch results: %w", err)
 	}
 	defer w.stop()
@@ -175,9 +178,8 @@ func (w *bucketWatcher) learn(gen int, m jetstream.Msg) {
 	w.next++
 	w.last = meta.Sequence.Stream
 	w.mu.Unlock()
-	h := m.Headers()
-	put := h.Get(kvOperationHeader) == "" && h.Get(jetstream.MarkerReasonHeader) == ""
-	w.b.note(m.Subject()[len(w.b.subject):], meta.Sequence.Stream, put, nil)
+	put, msgID := entryOf(m.Headers())
+	w.b.note(m.Subject()[len(w.b.subject):], meta.Sequence.Stream, put, nil, msgID)
 	if meta.NumPending == 0 {
 		w.b.setReady(true)
 	}

@@ -15,15 +15,16 @@ import (
 // and returns once the bucket stored them all, or an error: then the
 // batch is delivered again.
 //
-// A result is put with its record's message id as Nats-Msg-Id, so the
-// bucket's stream drops a second put of it within its duplicate window
-// (2 minutes, or respResultTTL when shorter). A result delivered again
-// (a door killed before its ack, a put that timed out) after the client
-// read and DELeted it therefore does not come back as a stale copy. This
-// is the stream's own dedupe, shared by every RESP door process of the
-// job, where the Redis door needs a marker key per result: nothing more
-// to store or expire. A result delivered again after the window (a door
-// dead for longer) can come back once.
+// A result is put with its record's message id as Nats-Msg-Id, and the
+// delete marker of a DEL names the result it deletes, so a result
+// delivered again (a door killed before its ack, a put that timed out, a
+// worker's batch run again) after the client read and DELeted it does
+// not come back as a stale copy, NATS restarts and leader changes
+// included (mesh.ResultBucket.PutAsync): the stream's own dedupe and
+// the marker the bucket keeps anyway, shared by every RESP door process
+// of the job, where the Redis door needs a marker key per result. A
+// result delivered again once the marker aged out of the bucket
+// (respResultTTL) can come back once.
 func (d *Door) putResults(ctx context.Context, job string, rs []mesh.Result) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
