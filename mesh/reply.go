@@ -202,6 +202,7 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 		if err := w.nc.PublishMsg(microReply(r.To, a.status, a.body, a.message)); err != nil {
 			return fmt.Errorf("reply to %s: %w", r.To, err)
 		}
+		w.answered.add(answerKey(r, h)) // before its ack: see answered.go
 		w.cfg.Metrics.RecordAnswer(ctx, telemetry.DoorNATS, w.cfg.Stream.Job, a.status, a.message, sinceReceived(h))
 		return nil
 	}

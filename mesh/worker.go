@@ -92,6 +92,10 @@ type WorkerStats struct {
 	Retried uint64
 	// Expired counts records dropped unrun because their deadline passed.
 	Expired uint64
+	// AnsweredAlready counts records acked unrun because their NATS
+	// caller had its answer already, from this worker or another one
+	// (see answered.go): a record delivered again after its ack was lost.
+	AnsweredAlready uint64
 	// Inflight is the number of records being processed now.
 	Inflight int64
 	// P50, P90 and P99 are latency percentiles (pull to settle) over the
@@ -117,6 +121,9 @@ type Worker struct {
 	purge  *purger   // removes answered records; set by Run
 	spawn  *spawner  // the records' goroutines
 	bounce *bouncer  // answers for doors' inboxes, sent again when missed; set by Run
+	// answered knows the NATS callers answered lately, by this worker
+	// and the job's others.
+	answered *answered
 	// confirming counts the answers to NATS callers waiting for their
 	// ack's confirmation (confirmAck); stop waits for them.
 	confirming sync.WaitGroup
@@ -128,6 +135,7 @@ type Worker struct {
 	parts, pullBatch int
 
 	processed, failed, retried, expired atomic.Uint64
+	answeredBefore                      atomic.Uint64 // AnsweredAlready
 	inflight                            atomic.Int64
 	lat                                 telemetry.LatencyRing
 	infer                               inferCounter
@@ -160,22 +168,24 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 		return nil, fmt.Errorf("mesh: jetstream: %w", err)
 	}
 	log := cfg.Logger.With("job", cfg.Stream.Job)
-	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log), limit: telemetry.NewLogLimit(log, 0), spawn: newSpawner(spawnerIdle)}, nil
+	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log),
+		limit: telemetry.NewLogLimit(log, 0), spawn: newSpawner(spawnerIdle), answered: newAnswered(nc, cfg.Stream.Job)}, nil
 }
 
 // Stats returns the counters so far.
 func (w *Worker) Stats() WorkerStats {
 	p := w.lat.Percentiles(0.50, 0.90, 0.99)
 	return WorkerStats{
-		Processed: w.processed.Load(),
-		Failed:    w.failed.Load(),
-		Retried:   w.retried.Load(),
-		Expired:   w.expired.Load(),
-		Inflight:  w.inflight.Load(),
-		P50:       p[0],
-		P90:       p[1],
-		P99:       p[2],
-		Infer:     w.infer.snapshot(),
+		Processed:       w.processed.Load(),
+		Failed:          w.failed.Load(),
+		Retried:         w.retried.Load(),
+		Expired:         w.expired.Load(),
+		Inflight:        w.inflight.Load(),
+		P50:             p[0],
+		P90:             p[1],
+		P99:             p[2],
+		Infer:           w.infer.snapshot(),
+		AnsweredAlready: w.answeredBefore.Load(),
 	}
 }
 
@@ -209,6 +219,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	bouncing := make(chan struct{})
 	go func() { defer close(bouncing); w.bounce.run(work) }()
 	defer func() { cancelWork(); <-bouncing }()
+	if err := w.answered.listen(); err != nil {
+		return err
+	}
+	defer w.answered.close()
+	telling := make(chan struct{})
+	go func() { defer close(telling); w.answered.run(work) }()
+	defer func() { cancelWork(); <-telling }()
 
 	g := newGate(w.cfg.MaxInflight)
 	job := w.cfg.Stream.Job
@@ -315,6 +332,9 @@ func (w *Worker) stop(cs *consumers, g *gate, cancelWork context.CancelFunc) {
 
 // handle runs one record and settles it: ack, term or nak.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	if w.answeredAlready(msg) {
+		return
+	}
 	began := time.Now()
 	w.inflight.Add(1)
 	defer w.inflight.Add(-1)
