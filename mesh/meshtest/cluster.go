@@ -1,6 +1,7 @@
 package meshtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -14,74 +15,140 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/mesh/meshtest/netfault"
 )
 
 // Cluster is an in-process NATS cluster with JetStream, every server on
-// its own store, for failover tests. Every connection to or between its
-// servers runs through a TCP proxy of the server it reaches, so that Kill
-// can cut a server off at once, as kill -9 does to a process: its peers
-// see its routes close and must elect new stream leaders (4-9 s), where
-// a graceful Shutdown would hand leadership over first.
+// its own store, for failover and partition tests. Every connection to or
+// between its servers runs through a TCP proxy, so that Kill can cut a
+// server off at once, as kill -9 does to a process: its peers see its
+// routes close and must elect new stream leaders (4-9 s), where a
+// graceful Shutdown would hand leadership over first. The routes' proxies
+// are netfault proxies, one per ordered pair of servers, so that Isolate
+// and RouteLatency can break the network between servers while both ends
+// keep running. Its methods are safe for concurrent use.
 type Cluster struct {
 	servers []*server.Server
-	clients []*proxy   // clients' way into server i
-	routes  [][]*proxy // routes[i][j]: server i's route to server j
+	clients []*proxy            // clients' way into server i
+	routes  [][]*netfault.Proxy // routes[i][j]: server i's route to server j
+
+	mu       sync.Mutex
+	faults   [][]routeFault // faults[i][j]: what routes[i][j] is set to
+	killed   map[int]bool
+	isolated map[int]int // server → Isolate calls not yet healed
+	latency  time.Duration
+}
+
+// ClusterConfig sets up StartClusterWith; its zero value is a cluster of
+// 3 with nats-server's route defaults.
+type ClusterConfig struct {
+	// Servers is how many servers the cluster has; default 3.
+	Servers int
+	// RoutePing is how often a server pings each of its routes. A route
+	// whose two pings go unanswered is closed as stale at the third, so a
+	// blackholed route is closed within about 3×RoutePing (6 s at 2 s)
+	// and the server dials it again through its proxy. Default:
+	// nats-server's, 2 minutes.
+	RoutePing time.Duration
 }
 
 // StartCluster starts n servers named n0, n1, ... in one cluster, waits
 // until JetStream has a meta leader, and shuts them down at cleanup.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	c := &Cluster{routes: make([][]*proxy, n)}
+	return StartClusterWith(tb, ClusterConfig{Servers: n})
+}
+
+// StartClusterWith is StartCluster as cfg sets it up.
+//
+// Server i is given a route URL per peer j, routes[i][j], a proxy that
+// forwards to j's cluster port. A route connection carries both ways
+// whichever end dialled it, so the link between i and j runs through
+// routes[i][j] or routes[j][i] (both, across a route pool); a fault
+// between them is set on both. Each server advertises a cluster address
+// that refuses connections (see startServer), so that gossip never opens
+// a route around the proxies.
+func StartClusterWith(tb testing.TB, cfg ClusterConfig) *Cluster {
+	tb.Helper()
+	n := cmp.Or(cfg.Servers, 3)
+	c := &Cluster{routes: make([][]*netfault.Proxy, n), killed: map[int]bool{}, isolated: map[int]int{}}
 	// The route proxies exist before the servers, which learn their ports
 	// only once started: a route dialled before then is refused and
 	// retried by the server.
 	for i := range n {
-		c.routes[i] = make([]*proxy, n)
+		c.routes[i] = make([]*netfault.Proxy, n)
+		c.faults = append(c.faults, make([]routeFault, n))
 		for j := range n {
 			if j != i {
-				c.routes[i][j] = newProxy(tb)
+				c.routes[i][j] = listenFault(tb, "")
 			}
 		}
 	}
 	for i := range n {
-		var urls []*url.URL
-		for j := range n {
-			if j != i {
-				urls = append(urls, &url.URL{Scheme: "nats-route", Host: c.routes[i][j].addr()})
-			}
-		}
-		s, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("n%d", i),
-			Host:       "127.0.0.1",
-			Port:       -1,
-			JetStream:  true,
-			StoreDir:   tb.TempDir(),
-			NoLog:      true,
-			NoSigs:     true,
-			Cluster:    server.ClusterOpts{Name: "meshtest", Host: "127.0.0.1", Port: -1, NoAdvertise: true},
-			Routes:     urls,
-		})
-		if err != nil {
-			tb.Fatalf("cluster server %d: %v", i, err)
-		}
-		s.Start()
-		tb.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		if !s.ReadyForConnections(10 * time.Second) {
-			tb.Fatalf("cluster server %d not ready", i)
-		}
+		s := c.startServer(tb, cfg, i)
 		c.servers = append(c.servers, s)
 		client := newProxy(tb)
 		client.to(strings.TrimPrefix(s.ClientURL(), "nats://"))
 		c.clients = append(c.clients, client)
 		for j := range n {
 			if j != i {
-				c.routes[j][i].to(s.ClusterAddr().String())
+				c.routes[j][i].SetTarget(s.ClusterAddr().String())
 			}
 		}
 	}
 	c.waitMeta(tb)
 	return c
+}
+
+// startServer starts server i, its routes to the others through their
+// proxies, and shuts it down at cleanup.
+func (c *Cluster) startServer(tb testing.TB, cfg ClusterConfig, i int) *server.Server {
+	tb.Helper()
+	var urls []*url.URL
+	for j, p := range c.routes[i] {
+		if j != i {
+			urls = append(urls, &url.URL{Scheme: "nats-route", Host: p.Addr()})
+		}
+	}
+	// A peer that hears of this server by gossip before its own route to
+	// it is up dials the advertised address, and the real cluster port
+	// would give it a route around the proxies: advertise one that
+	// refuses instead, so that only the configured route connects.
+	dead := listenFault(tb, "")
+	s, err := server.NewServer(&server.Options{
+		ServerName: fmt.Sprintf("n%d", i),
+		Host:       "127.0.0.1",
+		Port:       -1,
+		JetStream:  true,
+		StoreDir:   tb.TempDir(),
+		NoLog:      true,
+		NoSigs:     true,
+		Cluster: server.ClusterOpts{Name: "meshtest", Host: "127.0.0.1", Port: -1, NoAdvertise: true,
+			Advertise: dead.Addr(), PingInterval: cfg.RoutePing},
+		Routes: urls,
+	})
+	if err != nil {
+		tb.Fatalf("cluster server %d: %v", i, err)
+	}
+	s.Start()
+	tb.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		tb.Fatalf("cluster server %d not ready", i)
+	}
+	return s
+}
+
+// listenFault starts a netfault proxy to target on a free loopback port,
+// closed at cleanup; with no target it refuses every connection.
+func listenFault(tb testing.TB, target string) *netfault.Proxy {
+	tb.Helper()
+	p, err := netfault.Listen("127.0.0.1:0", target)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 // waitMeta waits until JetStream answers on the cluster.
@@ -156,13 +223,89 @@ func (c *Cluster) Index(name string) int {
 // connection closes, none opens), then shuts it down.
 func (c *Cluster) Kill(i int) {
 	c.clients[i].cut()
-	for j := range c.servers {
-		if j != i {
-			c.routes[i][j].cut()
-			c.routes[j][i].cut()
+	c.mu.Lock()
+	c.killed[i] = true
+	c.applyLocked()
+	c.mu.Unlock()
+	c.servers[i].Shutdown()
+}
+
+// Isolate partitions server i from the other servers: every route proxy
+// to and from it holds all bytes (netfault's Blackhole), so its routes
+// stay open but silent until their pings time out (see RoutePing), and
+// the routes it or its peers dial again meanwhile connect to a proxy
+// that never answers. Its clients still reach it. heal ends this
+// partition: the held bytes pass, the routes dialled during it are
+// closed and dialled again. Partitions of other servers stay, as does
+// RouteLatency. heal may be called more than once.
+func (c *Cluster) Isolate(i int) (heal func()) {
+	c.mu.Lock()
+	c.isolated[i]++
+	c.applyLocked()
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			if c.isolated[i]--; c.isolated[i] == 0 {
+				delete(c.isolated, i)
+			}
+			c.applyLocked()
+			c.mu.Unlock()
+		})
+	}
+}
+
+// RouteLatency delays every chunk of bytes on every route by d each way,
+// so that a round trip between two servers takes at least 2d more; d <= 0
+// removes the delay. It outlasts Isolate and its heal.
+func (c *Cluster) RouteLatency(d time.Duration) {
+	c.mu.Lock()
+	c.latency = d
+	c.applyLocked()
+	c.mu.Unlock()
+}
+
+// routeFault is the fault a route proxy is set to, besides latency.
+type routeFault int
+
+const (
+	routeUp routeFault = iota
+	routeBlackholed
+	routeRefused
+)
+
+// applyLocked sets every route proxy to the faults the cluster is in:
+// refused to and from a killed server, blackholed to and from an isolated
+// one, and delayed by the route latency. A proxy's fault changes only
+// when it must, since Heal also clears its latency. c.mu is held.
+func (c *Cluster) applyLocked() {
+	for i, row := range c.routes {
+		for j, p := range row {
+			if p == nil {
+				continue
+			}
+			want := routeUp
+			switch {
+			case c.killed[i] || c.killed[j]:
+				want = routeRefused
+			case c.isolated[i] > 0 || c.isolated[j] > 0:
+				want = routeBlackholed
+			}
+			if want != c.faults[i][j] {
+				c.faults[i][j] = want
+				switch want {
+				case routeUp:
+					p.Heal()
+				case routeBlackholed:
+					p.Blackhole()
+				case routeRefused:
+					p.Refuse()
+				}
+			}
+			p.Latency(c.latency)
 		}
 	}
-	c.servers[i].Shutdown()
 }
 
 // proxy forwards TCP connections to its target until cut; it refuses
