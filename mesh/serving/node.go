@@ -528,6 +528,12 @@ func (n *Node) Run(ctx context.Context) error {
 		n.probe(gctx)
 		return nil
 	})
+	for _, nc := range append([]*nats.Conn{n.nc}, n.doorConns...) {
+		g.Go(func() error {
+			mesh.KeepReachable(gctx, nc, "", n.log) // a server cut off from its cluster: move
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		n.stopping(context.Cause(ctx))
