@@ -188,6 +188,9 @@ func checkNATS(t *testing.T, cms map[string]*corev1.ConfigMap, sts map[string]*a
 		t.Errorf("nats.conf: got jetstream %v, server_name %q, cluster %q, %d routes; want JetStream, nats-0, a cluster, 3 routes",
 			opts.JetStream, opts.ServerName, opts.Cluster.Name, len(opts.Routes))
 	}
+	if !opts.SyncAlways {
+		t.Errorf("nats.conf: jetstream sync_interval is not always: an acknowledged request would not survive a power loss")
+	}
 	for i, r := range opts.Routes {
 		if want := fmt.Sprintf("nats-%d.%s", i, ss.Spec.ServiceName); r.Hostname() != want {
 			t.Errorf("route %d: got %s, want host %s", i, r, want)
@@ -409,13 +412,16 @@ func checkComposeNATS(t *testing.T, s types.ServiceConfig, servers int) {
 	t.Helper()
 	fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	opts, err := server.ConfigureOptions(fs, s.Command, func() {}, func() {}, func() {})
+	opts, err := server.ConfigureOptions(fs, hostPaths(s), func() {}, func() {}, func() {})
 	if err != nil {
 		t.Errorf("%s: nats-server %q: %v", s.Name, s.Command, err)
 		return
 	}
 	if !opts.JetStream || opts.StoreDir == "" || opts.HTTPPort == 0 {
 		t.Errorf("%s: want JetStream, a store dir and the monitoring port (health check)", s.Name)
+	}
+	if !opts.SyncAlways {
+		t.Errorf("%s: jetstream sync_interval is not always (-c deploy/config/nats.conf): an acknowledged request would not survive a power loss", s.Name)
 	}
 	if !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
 		return v.Type == types.VolumeTypeVolume && v.Target == opts.StoreDir
@@ -431,6 +437,20 @@ func checkComposeNATS(t *testing.T, s types.ServiceConfig, servers int) {
 	if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 {
 		t.Errorf("%s: no health check", s.Name)
 	}
+}
+
+// hostPaths is s's command with each argument that is a bind mount's
+// target (the -c config file) replaced by the file on this machine.
+func hostPaths(s types.ServiceConfig) []string {
+	cmd := slices.Clone([]string(s.Command))
+	for i, a := range cmd {
+		for _, v := range s.Volumes {
+			if v.Type == types.VolumeTypeBind && v.Target == a {
+				cmd[i] = v.Source
+			}
+		}
+	}
+	return cmd
 }
 
 // kedaKeys reads the metadata keys of KEDA's nats-jetstream scaler from
