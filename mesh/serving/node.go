@@ -528,9 +528,13 @@ func (n *Node) Run(ctx context.Context) error {
 		n.probe(gctx)
 		return nil
 	})
+	stream := "" // the meta group's view, without a model
+	if ms := n.Models(); len(ms) > 0 {
+		stream = mesh.StreamName(ms[0].Job) // partition 0 of the first job's work queue
+	}
 	for _, nc := range append([]*nats.Conn{n.nc}, n.doorConns...) {
 		g.Go(func() error {
-			mesh.KeepReachable(gctx, nc, "", n.log) // a server cut off from its cluster: move
+			mesh.KeepReachable(gctx, nc, stream, n.log) // a server cut off from its cluster: move
 			return nil
 		})
 	}
