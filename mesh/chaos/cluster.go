@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
+	"github.com/cluster-serving/cluster-serving/mesh/chaos/lazyfs"
 )
 
 // Options set up a Cluster. Zero values mean the defaults named.
@@ -29,6 +31,15 @@ type Options struct {
 	AckWait time.Duration
 	Workers int                           // default 2
 	Logf    func(format string, a ...any) // progress lines; default none
+	// Routes puts a fault proxy on every route between the nats-servers
+	// (netsplit.go), for partitions, latency and flapping routes.
+	Routes bool
+	// LazyFS puts each nats-server's store on a file system that drops
+	// what was not fsynced at a power cut (disks.go).
+	LazyFS bool
+	// NATSSync is the servers' jetstream sync_interval; default always,
+	// as deploy/ configures it.
+	NATSSync string
 }
 
 // Cluster is the system under test: three nats-servers, a redis-server
@@ -51,6 +62,7 @@ type Cluster struct {
 	// they do.
 	NATSDoor *Proc
 	URLs     string // the three client URLs, comma-separated
+	routes   []*routeProxy
 	nc       *nats.Conn
 	rdb      *goredis.Client
 	procs    procSet
@@ -61,6 +73,7 @@ type natsNode struct {
 	*Proc
 	name                   string
 	client, route, monitor int
+	disk                   *lazyfs.FS // its store's file system; nil without Options.LazyFS
 }
 
 // Start brings the whole cluster up and waits until every door answers.
@@ -93,6 +106,8 @@ func (c *Cluster) Close() {
 		_ = c.rdb.Close()
 	}
 	c.procs.killAll()
+	c.closeNet()
+	c.unmountDisks()
 }
 
 func (c *Cluster) logDir() string { return filepath.Join(c.opt.Dir, "logs") }
@@ -107,19 +122,26 @@ func (c *Cluster) startNATS(ctx context.Context) error {
 	if err := os.MkdirAll(c.logDir(), 0o755); err != nil {
 		return err
 	}
-	var urls, routes []string
+	var urls []string
 	for i := range 3 {
 		c.NATS = append(c.NATS, &natsNode{name: fmt.Sprintf("n%d", i+1), client: ports[3*i], route: ports[3*i+1], monitor: ports[3*i+2]})
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[3*i]))
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[3*i+1]))
 	}
 	c.URLs = strings.Join(urls, ",")
-	for _, n := range c.NATS {
+	if err := c.mountDisks(); err != nil {
+		return err
+	}
+	for i, n := range c.NATS {
+		routes, extra, err := c.routesOf(i)
+		if err != nil {
+			return err
+		}
 		conf := filepath.Join(c.opt.Dir, n.name+".conf")
-		text := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n"+
-			"jetstream { store_dir: %q, max_memory_store: 256MB, max_file_store: 4GB }\n"+
-			"cluster { name: chaos, listen: 127.0.0.1:%d, routes: [%s] }\n",
-			n.name, n.client, n.monitor, filepath.Join(c.opt.Dir, "js", n.name), n.route, strings.Join(routes, ", "))
+		text := c.pingLine() + fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n"+
+			"jetstream { store_dir: %q, max_memory_store: 256MB, max_file_store: 4GB, sync_interval: %s }\n"+
+			"cluster { name: chaos, listen: 127.0.0.1:%d, routes: [%s]%s }\n",
+			n.name, n.client, n.monitor, filepath.Join(c.opt.Dir, "js", n.name), cmp.Or(c.opt.NATSSync, "always"),
+			n.route, strings.Join(routes, ", "), extra)
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return err
 		}

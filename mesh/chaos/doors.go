@@ -59,6 +59,7 @@ func (l *Load) onNATSReply(msg *nats.Msg) {
 	if err != nil {
 		return
 	}
+	l.natsHeard.Store(time.Now().UnixNano())
 	if msg.Header.Get("Status") == "503" && len(msg.Data) == 0 {
 		l.route(id, answer{noResponders: true})
 		return

@@ -40,6 +40,10 @@ type Load struct {
 	out     [numDoors]atomic.Int64
 	wg      sync.WaitGroup
 
+	// natsHeard is when the NATS door last answered (unix ns): see
+	// moveOffSilentServer.
+	natsHeard atomic.Int64
+
 	mu      sync.Mutex
 	reqs    []*Request
 	byID    map[int64]*Request
@@ -86,10 +90,36 @@ func NewLoad(ctx context.Context, c *Cluster, cfg LoadConfig) (*Load, error) {
 	l.rdb = goredis.NewClient(&goredis.Options{Addr: c.RedisURL, MaxRetries: -1, PoolSize: 64})
 	l.resp = goredis.NewClient(&goredis.Options{Addr: c.RESPAddr, MaxRetries: -1, PoolSize: 64})
 	l.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	l.wg.Add(2)
+	l.wg.Add(3)
 	go func() { defer l.wg.Done(); l.pollRedis(ctx, DoorRedis) }()
 	go func() { defer l.wg.Done(); l.pollRedis(ctx, DoorRESP) }()
+	go func() { defer l.wg.Done(); l.moveOffSilentServer(ctx) }()
 	return l, nil
+}
+
+// Silence of the NATS door for natsSilence, with requests waiting, moves
+// the clients' connection to another server, at most once per natsSettle.
+const (
+	natsSilence = 3 * time.Second
+	natsSettle  = 10 * time.Second
+)
+
+// moveOffSilentServer does what a NATS client of a cluster must do when
+// the server it is connected to is cut off from the others (a
+// partition): its connection stays healthy, but no door is reachable
+// through it. Past natsSilence without an answer while requests wait, it
+// reconnects, and nats.go picks another server of the list.
+func (l *Load) moveOffSilentServer(ctx context.Context) {
+	l.natsHeard.Store(time.Now().UnixNano())
+	moved := time.Time{}
+	every(ctx, 500*time.Millisecond, func() {
+		silent := time.Since(time.Unix(0, l.natsHeard.Load()))
+		if silent < natsSilence || time.Since(moved) < natsSettle || l.out[DoorNATS].Load() == 0 {
+			return
+		}
+		moved = time.Now()
+		_ = l.nc.ForceReconnect()
+	})
 }
 
 // Close waits for every sender and the Redis poller (ctx of NewLoad must

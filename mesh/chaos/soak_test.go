@@ -30,7 +30,7 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("SOAK_INTERVAL=%q: %v", v, err)
 		}
 	}
-	c := startCluster(t)
+	c := startCluster(t, false)
 	row, trends, notes, err := chaos.RunSoak(context.Background(), c, d, interval, chaos.LoadConfig{Rate: *rate}, t.Logf)
 	var buf bytes.Buffer
 	chaos.WriteTable(&buf, []chaos.Row{row}, notes)

@@ -67,7 +67,9 @@ func RunSuite(ctx context.Context, c *Cluster, scenarios []Scenario, cfg SuiteCo
 	reqs := l.Requests()
 	var rows []Row
 	for _, r := range done {
-		rows = append(rows, Account(r.name, reqs, r.w, r.s.Exempt, l.cfg.Deadline))
+		row := Account(r.name, reqs, r.w, r.s.Exempt, l.cfg.Deadline)
+		row.Target = r.s.GapTarget
+		rows = append(rows, row)
 	}
 	return rows, l.notes(), ferr
 }
