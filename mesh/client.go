@@ -85,6 +85,9 @@ type Client struct {
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
 	closed  bool
+	// reconnected is closed, and replaced, each time nc reconnects: a
+	// Submit waiting then may have lost its answer (resubmit.go).
+	reconnected chan struct{}
 }
 
 // NewClient subscribes the Client's reply inbox on nc. The caller keeps
@@ -109,6 +112,8 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 		prefix:   nc.NewInbox(),
 		pending:  make(map[string]chan *nats.Msg),
 	}
+	c.reconnected = make(chan struct{})
+	c.watchReconnects()
 	c.sub, err = nc.Subscribe(c.prefix+".*", c.onReply)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: subscribe inbox: %w", err)
@@ -172,6 +177,7 @@ func (c *Client) Submit(ctx context.Context, job string, req Request) (Result, e
 }
 
 func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg, ch chan *nats.Msg) (Result, error) {
+	reconnected := c.reconnects()
 	st, err := c.store(ctx, job, req, m)
 	if err != nil {
 		return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, err)
@@ -180,17 +186,25 @@ func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg
 		// Another request with this id is queued; its caller gets the answer.
 		return Result{}, fmt.Errorf("mesh: submit to %s: %w: %s", job, ErrDuplicate, req.MsgID)
 	}
-	select {
-	case reply, ok := <-ch:
-		if !ok {
-			return Result{}, ErrClosed
+	for {
+		select {
+		case reply, ok := <-ch:
+			if !ok {
+				return Result{}, ErrClosed
+			}
+			// A copy stored twice (a timed-out attempt that its partition
+			// did store, or stored again below) answers twice; the second
+			// reply finds no waiter.
+			r := parseResult(reply.Header, reply.Data)
+			return r, r.Err()
+		case <-reconnected:
+			reconnected = c.reconnects()
+			if req.MsgID == "" {
+				c.storeAgain(ctx, job, m, ch)
+			}
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
 		}
-		// A copy stored twice (a timed-out attempt that its partition did
-		// store) answers twice; the second reply finds no waiter.
-		r := parseResult(reply.Header, reply.Data)
-		return r, r.Err()
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
 	}
 }
 
