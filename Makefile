@@ -115,12 +115,15 @@ fuzz: deps
 	@echo "== FuzzDecodeBatch"; $(GO) test ./mesh -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime $(FUZZTIME)
 	@echo "== FuzzCommands"; $(GO) test ./bridge/respdoor -run '^$$' -fuzz '^FuzzCommands$$' -fuzztime $(FUZZTIME)
 
-## chaos: the fault suite on real processes; prints the table and writes it to CHAOS_TABLE.
+## chaos: power cuts of `start` (what natsSync 2m loses beside always), then the fault suite
+## on real processes (kills, partitions, route latency, a full disk, power cuts); prints
+## the table and writes it to CHAOS_TABLE. CHAOS_FLAGS='-chaos.only partition' picks rows.
 CHAOS_TABLE ?= $(CACHE)/chaos-table.txt
 CHAOS_FLAGS ?=
 CHAOS_CONFIG ?=
 chaos: deps
-	CHAOS_CONFIG='$(CHAOS_CONFIG)' CLUSTER_SERVING_REQUIRE_DEPS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestChaosFull$$' ./mesh/chaos \
+	CLUSTER_SERVING_REQUIRE_DEPS=1 $(GO) test -count=1 -timeout 10m -v -run '^TestPowerLoss' ./mesh/chaos/lazyfs -args -lazyfs.lossy
+	CHAOS_CONFIG='$(CHAOS_CONFIG)' CLUSTER_SERVING_REQUIRE_DEPS=1 $(GO) test -count=1 -timeout 45m -v -run '^TestChaosFull$$' ./mesh/chaos \
 	  -args -chaos.full -chaos.table $(CHAOS_TABLE) $(CHAOS_FLAGS)
 
 ## soak: the same cluster at steady load for SOAK_DURATION (e.g. make soak SOAK_DURATION=3m).
