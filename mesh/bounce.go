@@ -24,19 +24,23 @@ const bounceRetention = 15 * time.Second
 const bounceSweep = 250 * time.Millisecond
 
 // bouncer sends again the answers a door's inbox missed (ReplyInbox). A
-// door waits on a core-NATS inbox, and while its connection moves from a
-// dead NATS server to another one nothing listens there: a plain publish
-// is dropped, and the worker, which acks the record once the answer is
-// sent, would lose it. So each inbox answer goes out with a reply subject
-// on the worker's own bounce inbox. When no one listens the server
-// answers that subject with a 503 "no responders" status, and the bouncer
-// sends the answer again, backing off from 25 ms to 1 s, until it is
-// taken, its request's deadline passes or bounceRetention does. When
-// someone listens nothing comes back: no extra message per answer. An
-// answer is kept until a flush (a PING) shows the server has taken it
-// without a bounce; those not shown taken when the worker's own
-// connection moves to another server (written to a server that died
-// before it read them) are sent again once it has.
+// door waits on a core-NATS inbox: while its connection moves from a dead
+// NATS server to another one nothing listens there, and a route that
+// breaks between the worker's server and the door's drops what it
+// carried; a plain publish is lost, and the worker, which acks the record
+// once the answer is sent, would lose it with it (the fault suite's HTTP
+// requests never answered while routes were cut). So each inbox answer
+// goes out with a reply subject on the worker's own bounce inbox, and the
+// door's Client, once it has the answer, sends an empty message there
+// (Client.onReply): the answer is taken. When no one listens the server
+// answers that subject with a 503 "no responders" status at once, and the
+// bouncer sends the answer again, backing off from 25 ms to 1 s; an
+// answer that nobody took within bounceAckWait (a route that dropped it,
+// a server that died with it) is sent again too, backing off to 4 s.
+// Either way until it is taken, its request's deadline passes or
+// bounceRetention does. A second copy finds no waiter at the door, which
+// still says it took it. A door older than the acks takes its answers
+// without saying so: each is sent a few times more, and dropped there.
 type bouncer struct {
 	nc     *nats.Conn
 	prefix string // the bounce inbox; an answer's reply is prefix.<token>
@@ -46,29 +50,31 @@ type bouncer struct {
 	mu     sync.Mutex
 	next   uint64
 	held   map[string]*bounced // by token
-	sweep  uint64              // sweeps so far
 	closed bool
-	// reconnects is the connection's reconnect count the last sweep saw.
-	reconnects uint64
 }
+
+// bounceAckWait is how long an answer may go without its door saying it
+// took it before it is sent again; it doubles up to bounceAckMax.
+const (
+	bounceAckWait = time.Second
+	bounceAckMax  = 4 * time.Second
+)
 
 // bounced is one answer a bouncer keeps.
 type bounced struct {
-	msg *nats.Msg
-	// conn is the connection's reconnect count when it was last sent;
-	// taken the sweep whose flush on that same connection showed the
-	// server read it (0: not yet).
-	conn, taken uint64
-	until       time.Time
-	pause       time.Duration // before the next send after a bounce
-	resend      bool          // a send is scheduled
-	attempts    int
+	msg      *nats.Msg
+	sent     time.Time     // its last send
+	wait     time.Duration // how long after sent it is sent again, untaken
+	until    time.Time
+	pause    time.Duration // before the next send after a bounce
+	resend   bool          // a send is scheduled
+	attempts int
 }
 
 // newBouncer subscribes the bounce inbox on nc; the same connection must
 // send the answers (the server bounces to its publisher only).
 func newBouncer(nc *nats.Conn, limit *telemetry.LogLimit) (*bouncer, error) {
-	b := &bouncer{nc: nc, prefix: nc.NewInbox(), limit: limit, held: map[string]*bounced{}, reconnects: nc.Stats().Reconnects}
+	b := &bouncer{nc: nc, prefix: nc.NewInbox(), limit: limit, held: map[string]*bounced{}}
 	sub, err := nc.Subscribe(b.prefix+".*", b.onBounce)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: subscribe bounce inbox: %w", err)
@@ -94,10 +100,7 @@ func (b *bouncer) publish(m *nats.Msg, until time.Time) error {
 	b.next++
 	tok := strconv.FormatUint(b.next, 36)
 	m.Reply = b.prefix + "." + tok
-	// The reconnect count the last sweep saw, not the connection's own
-	// (a lock of it per answer): an answer sent just after a reconnect
-	// the sweep has not seen yet is sent once more, which its door drops.
-	b.held[tok] = &bounced{msg: m, conn: b.reconnects, until: until, pause: 25 * time.Millisecond}
+	b.held[tok] = &bounced{msg: m, sent: time.Now(), wait: bounceAckWait, until: until, pause: 25 * time.Millisecond}
 	b.mu.Unlock()
 	if err := b.nc.PublishMsg(m); err != nil {
 		b.forget(tok)
@@ -112,13 +115,15 @@ func (b *bouncer) forget(tok string) {
 	b.mu.Unlock()
 }
 
-// onBounce schedules the answer a 503 names to be sent again, or gives it
-// up once it would go past its time.
+// onBounce forgets the answer its door took (a message without a status),
+// or schedules the answer a 503 names to be sent again, or gives it up
+// once it would go past its time.
 func (b *bouncer) onBounce(m *nats.Msg) {
+	tok := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	if m.Header.Get("Status") != "503" {
+		b.forget(tok) // taken
 		return
 	}
-	tok := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	b.mu.Lock()
 	e := b.held[tok]
 	if e == nil || e.resend || b.closed {
@@ -129,13 +134,17 @@ func (b *bouncer) onBounce(m *nats.Msg) {
 	if time.Now().Add(pause).After(e.until) {
 		delete(b.held, tok)
 		b.mu.Unlock()
-		b.limit.Log(context.Background(), slog.LevelWarn, "mesh: answer lost: its door's inbox did not listen until the request's deadline", nil,
-			"uri", e.msg.Header.Get(HeaderURI), "sends", e.attempts+1)
+		b.lost(e)
 		return
 	}
 	e.resend, e.pause = true, min(2*pause, time.Second)
 	b.mu.Unlock()
 	time.AfterFunc(pause, func() { b.resend(tok) })
+}
+
+func (b *bouncer) lost(e *bounced) {
+	b.limit.Log(context.Background(), slog.LevelWarn, "mesh: answer lost: its door did not take it before the request's deadline", nil,
+		"uri", e.msg.Header.Get(HeaderURI), "sends", e.attempts+1)
 }
 
 func (b *bouncer) resend(tok string) {
@@ -145,7 +154,7 @@ func (b *bouncer) resend(tok string) {
 		b.mu.Unlock()
 		return
 	}
-	e.resend, e.taken, e.conn = false, 0, b.reconnects
+	e.resend, e.sent = false, time.Now()
 	e.attempts++
 	b.mu.Unlock()
 	if err := b.nc.PublishMsg(e.msg); err != nil {
@@ -154,51 +163,33 @@ func (b *bouncer) resend(tok string) {
 	}
 }
 
-// run, every bounceSweep until ctx ends, forgets the answers the server
-// took (shown by a flush on the connection they were sent on, a sweep
-// ago, so that a bounce read before the flush's PONG was handled), and
-// sends again those sent on a connection that is gone and never shown
-// taken: they may have died with the server they were written to.
+// run, every bounceSweep until ctx ends, sends again the answers no door
+// took within their wait, and gives up those past their time.
 func (b *bouncer) run(ctx context.Context) {
-	every(ctx, bounceSweep, func(time.Time) { b.sweepOnce() })
+	every(ctx, bounceSweep, func(now time.Time) { b.sweepOnce(now) })
 }
 
-func (b *bouncer) sweepOnce() {
-	conn := b.nc.Stats().Reconnects
+func (b *bouncer) sweepOnce(now time.Time) {
+	var again []string
+	var gone []*bounced
 	b.mu.Lock()
-	b.sweep++
-	var lost, sent []string
 	for tok, e := range b.held {
 		switch {
 		case e.resend:
-		case e.taken != 0 && e.taken < b.sweep:
+		case now.After(e.until):
 			delete(b.held, tok)
-		case e.taken == 0 && e.conn != conn && conn != b.reconnects:
-			lost = append(lost, tok)
-		case e.taken == 0 && e.conn == conn:
-			sent = append(sent, tok)
+			gone = append(gone, e)
+		case now.Sub(e.sent) >= e.wait:
+			e.wait = min(2*e.wait, bounceAckMax)
+			again = append(again, tok)
 		}
 	}
-	b.reconnects = conn
-	sweep := b.sweep
 	b.mu.Unlock()
-	for _, tok := range lost {
+	for _, e := range gone {
+		b.lost(e)
+	}
+	for _, tok := range again {
 		b.resend(tok)
-	}
-	if len(sent) > 0 && b.nc.FlushTimeout(time.Second) == nil && b.nc.Stats().Reconnects == conn {
-		b.taken(sent, conn, sweep)
-	}
-}
-
-// taken marks the answers toks, sent on connection conn, as taken by the
-// server at sweep, unless they were sent again since.
-func (b *bouncer) taken(toks []string, conn, sweep uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, tok := range toks {
-		if e := b.held[tok]; e != nil && !e.resend && e.conn == conn && e.taken == 0 {
-			e.taken = sweep
-		}
 	}
 }
 

@@ -124,6 +124,11 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 }
 
 func (c *Client) onReply(m *nats.Msg) {
+	if m.Reply != "" {
+		// The worker's bouncer keeps the answer until told it came
+		// (bounce.go), a second copy too.
+		_ = c.nc.Publish(m.Reply, nil)
+	}
 	id := strings.TrimPrefix(m.Subject, c.prefix+".")
 	c.mu.Lock()
 	ch, ok := c.pending[id]
