@@ -11,16 +11,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/mesh/chaos/lazyfs"
+	"github.com/cluster-serving/cluster-serving/telemetry/telemetrytest"
 )
 
 const (
@@ -53,8 +54,8 @@ const (
 // that derived it from the space free on the full disk would refuse
 // every write afterwards (keepStoreLimits).
 func TestStreamAcksAgainAfterDiskFull(t *testing.T) {
-	fsys := mountDisk(t)
-	logs := &lockedBuffer{}
+	fsys := lazyfs.MountForTest(t, t.TempDir(), lazyfs.Options{Capacity: diskSize})
+	logs := &telemetrytest.LogBuffer{}
 	s := startOnDisk(t, fsys.Mountpoint(), logs)
 	jsz := monitorURL(t, logs) + "/jsz"
 	maxAtStart := maxFile(t, jsz)
@@ -116,7 +117,7 @@ func TestStreamAcksAgainAfterDiskFull(t *testing.T) {
 // (on the full disk: what derived a tiny max_file before
 // keepStoreLimits), and logs what each got. Each must fail within its
 // timeout, or be acked (recorded in acked). It returns the next n.
-func publishWhileFull(t *testing.T, js jetstream.JetStream, logs *lockedBuffer, n int, acked map[uint64]int) int {
+func publishWhileFull(t *testing.T, js jetstream.JetStream, logs *telemetrytest.LogBuffer, n int, acked map[uint64]int) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; i < 3 || !strings.Contains(logs.String(), "restarted JetStream"); i, n = i+1, n+1 {
@@ -192,29 +193,10 @@ func checkAcked(t *testing.T, js jetstream.JetStream, acked map[uint64]int) {
 	t.Logf("%d acknowledged messages all read back", len(acked))
 }
 
-// mountDisk mounts a lazyfs of diskSize bytes, skipping the test where
-// FUSE cannot be mounted.
-func mountDisk(t *testing.T) *lazyfs.FS {
-	t.Helper()
-	fsys, err := lazyfs.Mount(t.TempDir(), t.TempDir(), lazyfs.Options{Capacity: diskSize})
-	if errors.Is(err, lazyfs.ErrNoFUSE) {
-		t.Skipf("FUSE cannot be mounted here (needs /dev/fuse and root or fusermount): %v", err)
-	}
-	if err != nil {
-		t.Fatalf("Mount: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := fsys.Unmount(); err != nil {
-			t.Errorf("Unmount: %v", err)
-		}
-	})
-	return fsys
-}
-
 // startOnDisk starts a server storing in dir (default Sync: always) with
 // its monitoring port on a random port, logging to logs; it shuts down
 // before the disk is unmounted.
-func startOnDisk(t *testing.T, dir string, logs *lockedBuffer) *embedded.Server {
+func startOnDisk(t *testing.T, dir string, logs *telemetrytest.LogBuffer) *embedded.Server {
 	t.Helper()
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	if err := os.WriteFile(conf, []byte("http_port: -1\n"), 0o600); err != nil {
@@ -240,7 +222,7 @@ var monitorLine = regexp.MustCompile(`Starting http monitor on (\S+?)"`)
 
 // monitorURL is the monitoring endpoint's URL, from the server's log:
 // embedded.Server does not expose it.
-func monitorURL(t *testing.T, logs *lockedBuffer) string {
+func monitorURL(t *testing.T, logs *telemetrytest.LogBuffer) string {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if m := monitorLine.FindStringSubmatch(logs.String()); m != nil {
@@ -269,22 +251,4 @@ func maxFile(t *testing.T, url string) int64 {
 	}
 	t.Logf("max_file: %d bytes", jsz.Config.MaxStorage)
 	return jsz.Config.MaxStorage
-}
-
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -20,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
@@ -762,15 +759,7 @@ func checkCoalescedAnswer(t *testing.T, i int, body string, m *nats.Msg) {
 // file storage: the request that finds no room gets ErrNoStorage, a 503
 // (status.Busy), long before its deadline, not ErrUnavailable after it.
 func TestNoStorageFailsFast(t *testing.T) {
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(conf, []byte("jetstream { max_file: 1MB }\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), ConfigFile: conf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
+	s := meshtest.StartServerWith(t, "jetstream { max_file: 1MB }\n")
 	nc := meshtest.Connect(t, s)
 	ensure(t, nc, mesh.StreamConfig{Job: "disk", MaxBytes: -1})
 	c := newClient(t, nc)
@@ -778,6 +767,7 @@ func TestNoStorageFailsFast(t *testing.T) {
 	defer cancel()
 	body := make([]byte, 64<<10)
 	subj := mesh.ResultsSubject("disk", "door")
+	var err error
 	for i := range 64 {
 		err = c.Enqueue(ctx, "disk", mesh.Request{Body: body}, subj)
 		if err != nil {

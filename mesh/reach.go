@@ -47,24 +47,20 @@ func KeepReachable(ctx context.Context, nc *nats.Conn, stream string, log *slog.
 		subject = "$JS.API.STREAM.INFO." + stream
 	}
 	failures := 0
-	tick := time.NewTicker(reachProbeEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	every(ctx, reachProbeEvery, func(time.Time) {
+		if ctx.Err() != nil {
+			return // it ended during the last settle
 		}
 		if !nc.IsConnected() || len(nc.Servers()) < 2 {
 			failures = 0
-			continue
+			return
 		}
 		if reachable(ctx, nc, subject) {
 			failures = 0
-			continue
+			return
 		}
 		if failures++; failures < reachFailures {
-			continue
+			return
 		}
 		log.Warn("mesh: the NATS server cannot reach JetStream: connecting to another", "server", nc.ConnectedServerName(),
 			"probes_failed", failures)
@@ -72,10 +68,9 @@ func KeepReachable(ctx context.Context, nc *nats.Conn, stream string, log *slog.
 		failures = 0
 		select {
 		case <-ctx.Done():
-			return
 		case <-time.After(reachSettle):
 		}
-	}
+	})
 }
 
 // reachable says whether the server nc is connected to answered a

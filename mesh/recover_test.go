@@ -2,13 +2,10 @@ package mesh_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/embedded/fdtest"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
@@ -26,15 +23,7 @@ func TestWorkQueueServesAgainAfterFDExhaustion(t *testing.T) {
 		fdtest.RunInChild(t)
 		return
 	}
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(conf, []byte(`jetstream { sync_interval: "500ms" }`+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: t.TempDir(), ConfigFile: conf})
-	if err != nil {
-		t.Fatalf("embedded.Start: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
+	s := meshtest.StartServerWith(t, `jetstream { sync_interval: "500ms" }`+"\n")
 	nc := meshtest.Connect(t, s)
 	sc := mesh.StreamConfig{Job: "fd"}
 	ensure(t, nc, sc)

@@ -12,26 +12,13 @@ import (
 // or a host:port with an '@' (no scheme), loses everything before its
 // last '@' (after "://"): url.Parse's error would quote it whole.
 func RedactURL(s string) string {
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil || (!strings.Contains(p, "://") && strings.Contains(p, "@")) {
-			if start, at, ok := userinfo(p); ok {
-				parts[i] = p[:start] + "xxxxx" + p[at:]
-			}
-			continue
-		}
-		if u.User == nil {
-			continue
-		}
+	return rewriteUserinfo(s, "xxxxx@", func(u *url.URL) string {
 		if _, ok := u.User.Password(); ok {
-			parts[i] = u.Redacted()
-			continue
+			return u.Redacted()
 		}
 		u.User = url.User("xxxxx")
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
+		return u.String()
+	})
 }
 
 // StripUserinfo removes the user info, user and password or token, of
@@ -44,18 +31,29 @@ func RedactURL(s string) string {
 // a malformed URL leaks nothing either. A URL without user info is left
 // as written.
 func StripUserinfo(raw string) string {
-	parts := strings.Split(raw, ",")
+	return rewriteUserinfo(raw, "", func(u *url.URL) string {
+		u.User = nil
+		return u.String()
+	})
+}
+
+// rewriteUserinfo rewrites each part of s, a comma-separated URL list,
+// that has user info: parsed rewrites a URL with a user; a part that
+// does not parse, or a host:port with an '@' (no scheme), has everything
+// before its last '@' (after "://"), that '@' included, replaced by
+// unparsed. A part without user info is left as written.
+func rewriteUserinfo(s, unparsed string, parsed func(u *url.URL) string) string {
+	parts := strings.Split(s, ",")
 	for i, p := range parts {
 		u, err := url.Parse(strings.TrimSpace(p))
 		if err != nil || (!strings.Contains(p, "://") && strings.Contains(p, "@")) {
 			if start, at, ok := userinfo(p); ok {
-				parts[i] = p[:start] + p[at+1:]
+				parts[i] = p[:start] + unparsed + p[at+1:]
 			}
 			continue
 		}
 		if u.User != nil {
-			u.User = nil
-			parts[i] = u.String()
+			parts[i] = parsed(u)
 		}
 	}
 	return strings.Join(parts, ",")

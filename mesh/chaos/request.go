@@ -54,8 +54,9 @@ func x(id int64) []float32 {
 	return []float32{a, -a, float32(id%8) / 4, 0.5}
 }
 
-// goodBody is the JSON instances body of a good request.
-func goodBody(id int64) []byte {
+// GoodBody is the JSON instances body of good request id, which every
+// door takes.
+func GoodBody(id int64) []byte {
 	v := x(id)
 	return fmt.Appendf(nil, `{"instances":[{"x":[%g,%g,%g,%g]}]}`, v[0], v[1], v[2], v[3])
 }
@@ -72,8 +73,9 @@ func want(id int64) []float32 {
 	return v
 }
 
-// checkPredictions checks the body of a NATS or HTTP answer.
-func checkPredictions(id int64, body []byte) error {
+// CheckPredictions checks the body of a NATS or HTTP answer to good
+// request id: one prediction, y = 2x+1 of GoodBody(id)'s x.
+func CheckPredictions(id int64, body []byte) error {
 	var p struct {
 		Predictions []string `json:"predictions"`
 	}
@@ -102,9 +104,9 @@ func checkPredictions(id int64, body []byte) error {
 	return nil
 }
 
-// wantRedis is the Redis result value of a good request: the Arrow
+// WantRedis is the Redis result value of a good request: the Arrow
 // encoding the Redis door contract fixes (SPEC §2), made by infer/wire.
-func wantRedis(id int64) string {
+func WantRedis(id int64) string {
 	v, err := wire.EncodeRedisArrow([]infer.Tensor{{DType: infer.Float32, Shape: []int64{4}, Data: want(id)}})
 	if err != nil {
 		panic(err) // a 4-float tensor always encodes

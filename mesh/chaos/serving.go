@@ -120,7 +120,7 @@ func (c *Cluster) WaitNATSDoor(ctx context.Context) error {
 }
 
 func (c *Cluster) natsDoorAnswers() bool {
-	msg, err := c.nc.Request("serving."+c.Job+".predict", goodBody(0), 2*time.Second)
+	msg, err := c.nc.Request("serving."+c.Job+".predict", GoodBody(0), 2*time.Second)
 	return err == nil && msg.Header.Get("Nats-Service-Error-Code") == ""
 }
 

@@ -81,7 +81,7 @@ func StartClusterWith(tb testing.TB, cfg ClusterConfig) *Cluster {
 		c.faults = append(c.faults, make([]routeFault, n))
 		for j := range n {
 			if j != i {
-				c.routes[i][j] = listenFault(tb, "")
+				c.routes[i][j] = netfault.ListenForTest(tb, "")
 			}
 		}
 	}
@@ -115,7 +115,7 @@ func (c *Cluster) startServer(tb testing.TB, cfg ClusterConfig, i int) *server.S
 	// it is up dials the advertised address, and the real cluster port
 	// would give it a route around the proxies: advertise one that
 	// refuses instead, so that only the configured route connects.
-	dead := listenFault(tb, "")
+	dead := netfault.ListenForTest(tb, "")
 	s, err := server.NewServer(&server.Options{
 		ServerName: fmt.Sprintf("n%d", i),
 		Host:       "127.0.0.1",
@@ -137,18 +137,6 @@ func (c *Cluster) startServer(tb testing.TB, cfg ClusterConfig, i int) *server.S
 		tb.Fatalf("cluster server %d not ready", i)
 	}
 	return s
-}
-
-// listenFault starts a netfault proxy to target on a free loopback port,
-// closed at cleanup; with no target it refuses every connection.
-func listenFault(tb testing.TB, target string) *netfault.Proxy {
-	tb.Helper()
-	p, err := netfault.Listen("127.0.0.1:0", target)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = p.Close() })
-	return p
 }
 
 // waitMeta waits until JetStream answers on the cluster.

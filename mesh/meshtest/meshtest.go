@@ -6,6 +6,8 @@ package meshtest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -20,7 +22,21 @@ import (
 // cleanup.
 func StartServer(tb testing.TB) *embedded.Server {
 	tb.Helper()
-	s, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, StoreDir: tb.TempDir()})
+	return StartServerWith(tb, "")
+}
+
+// StartServerWith is StartServer with conf, the text of a nats-server
+// configuration file, as its embedded.Config.ConfigFile; "" is none.
+func StartServerWith(tb testing.TB, conf string) *embedded.Server {
+	tb.Helper()
+	cfg := embedded.Config{Port: embedded.RandomPort, StoreDir: tb.TempDir()}
+	if conf != "" {
+		cfg.ConfigFile = filepath.Join(tb.TempDir(), "nats.conf")
+		if err := os.WriteFile(cfg.ConfigFile, []byte(conf), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	s, err := embedded.Start(cfg)
 	if err != nil {
 		tb.Fatalf("embedded.Start: %v", err)
 	}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"os"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"

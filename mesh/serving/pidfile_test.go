@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 )
 
 func TestPIDFileRole(t *testing.T) {
@@ -102,12 +103,7 @@ func TestAliveSkipsZombies(t *testing.T) {
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(pid) {
-		t.Errorf("alive(%d) of a killed, unreaped child: true", pid)
-	}
+	infertest.WaitFor(t, fmt.Sprintf("alive(%d) of a killed, unreaped child to say false", pid),
+		func() bool { return !alive(pid) })
 	_ = cmd.Wait()
 }

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -118,30 +116,4 @@ func (s spans) total() int64 {
 		n += r.hi - r.lo
 	}
 	return n
-}
-
-// usage is the sum of the sizes of the regular files under dir, each
-// inode counted once.
-func usage(dir string) (int64, error) {
-	var used int64
-	seen := map[inodeKey]bool{}
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		info, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // removed while we walked
-		} else if err != nil {
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok || seen[keyOf(st)] {
-			return nil
-		}
-		seen[keyOf(st)] = true
-		used += st.Size
-		return nil
-	})
-	return used, err
 }

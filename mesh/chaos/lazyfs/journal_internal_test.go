@@ -8,7 +8,7 @@ import (
 // TestSpansAdd: ranges merge when they overlap or touch and stay apart
 // otherwise; total counts each byte once.
 func TestSpansAdd(t *testing.T) {
-	for _, tc := range []struct {
+	cases := []struct {
 		name  string
 		adds  []span
 		want  spans
@@ -21,7 +21,8 @@ func TestSpansAdd(t *testing.T) {
 		{"bridge", []span{{0, 10}, {20, 30}, {40, 50}, {5, 45}}, spans{{0, 50}}, 50},
 		{"inside", []span{{0, 100}, {10, 20}}, spans{{0, 100}}, 100},
 		{"between", []span{{0, 10}, {40, 50}, {20, 30}}, spans{{0, 10}, {20, 30}, {40, 50}}, 30},
-	} {
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var s spans
 			for _, a := range tc.adds {

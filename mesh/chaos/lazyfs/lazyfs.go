@@ -3,6 +3,7 @@ package lazyfs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -192,4 +193,30 @@ func (s *FS) Unmount() error {
 		return fmt.Errorf("lazyfs: unmount %s: %w", s.mountpoint, err)
 	}
 	return nil
+}
+
+// usage is the sum of the sizes of the regular files under dir, each
+// inode counted once.
+func usage(dir string) (int64, error) {
+	var used int64
+	seen := map[inodeKey]bool{}
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed while we walked
+		} else if err != nil {
+			return err
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok || seen[keyOf(st)] {
+			return nil
+		}
+		seen[keyOf(st)] = true
+		used += st.Size
+		return nil
+	})
+	return used, err
 }

@@ -2,38 +2,16 @@ package lazyfs_test
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"testing"
 
 	"github.com/cluster-serving/cluster-serving/mesh/chaos/lazyfs"
 )
 
-// mountAt mounts backing on a new temp dir, or skips the test when the
-// kernel cannot serve FUSE here: a missing kernel feature, not a missing
-// dependency, so even CLUSTER_SERVING_REQUIRE_DEPS=1 skips. It unmounts
-// at cleanup, before the temp dirs go.
-func mountAt(t testing.TB, backing string, opts lazyfs.Options) *lazyfs.FS {
-	t.Helper()
-	mnt := t.TempDir()
-	fsys, err := lazyfs.Mount(backing, mnt, opts)
-	if errors.Is(err, lazyfs.ErrNoFUSE) {
-		t.Skipf("FUSE cannot be mounted here (needs /dev/fuse and root or fusermount): %v", err)
-	}
-	if err != nil {
-		t.Fatalf("Mount: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := fsys.Unmount(); err != nil {
-			t.Errorf("Unmount: %v", err)
-		}
-	})
-	return fsys
-}
-
+// mount mounts a lazyfs backed by a new temp dir (lazyfs.MountForTest).
 func mount(t testing.TB, opts lazyfs.Options) *lazyfs.FS {
 	t.Helper()
-	return mountAt(t, t.TempDir(), opts)
+	return lazyfs.MountForTest(t, t.TempDir(), opts)
 }
 
 // write writes data at off in the file at path, creating it, and fsyncs

@@ -157,16 +157,16 @@ type handle struct {
 	sync  bool // opened O_SYNC or O_DSYNC
 }
 
-var (
-	_ fusefs.FileReader    = (*handle)(nil)
-	_ fusefs.FileWriter    = (*handle)(nil)
-	_ fusefs.FileWritever  = (*handle)(nil)
-	_ fusefs.FileReleaser  = (*handle)(nil)
-	_ fusefs.FileFlusher   = (*handle)(nil)
-	_ fusefs.FileGetattrer = (*handle)(nil)
-	_ fusefs.FileLseeker   = (*handle)(nil)
-	_ fusefs.FileAllocater = (*handle)(nil)
-)
+var _ interface {
+	fusefs.FileReader
+	fusefs.FileWriter
+	fusefs.FileWritever
+	fusefs.FileReleaser
+	fusefs.FileFlusher
+	fusefs.FileGetattrer
+	fusefs.FileLseeker
+	fusefs.FileAllocater
+} = (*handle)(nil)
 
 // wrap turns the loopback's handle fh, opened with flags, into ours; on
 // failure it releases fh.

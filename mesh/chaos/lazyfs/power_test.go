@@ -11,8 +11,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"testing"
 	"time"
+
+	"testing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,18 +84,7 @@ func startNATS(t testing.TB, store, sync, logPath string) *natsProc {
 	urlFile := filepath.Join(t.TempDir(), "url")
 	cfg, err := json.Marshal(natsChild{Store: store, Sync: sync, URLFile: urlFile})
 	check(t, err)
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	check(t, err)
-	defer out.Close() // the child has its own copy
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), natsChildEnv+"="+string(cfg))
-	cmd.Stdout, cmd.Stderr = out, out
-	// Pdeathsig: a test binary that dies leaves no server behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	check(t, cmd.Start())
-	p := &natsProc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(p.kill)
+	p := spawn(t, logPath, []string{natsChildEnv + "=" + string(cfg)}, os.Args[0], "-test.run=^$")
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if b, err := os.ReadFile(urlFile); err == nil {
 			p.url = string(b)
@@ -102,12 +92,33 @@ func startNATS(t testing.TB, store, sync, logPath string) *natsProc {
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("nats child exited: %v\n%s", cmd.ProcessState, tailOf(logPath))
+			t.Fatalf("nats child exited: %v\n%s", p.cmd.ProcessState, tailOf(logPath))
 		default:
 		}
 	}
 	t.Fatalf("nats child not ready in 20s\n%s", tailOf(logPath))
 	return nil
+}
+
+// spawn starts name with args and env (added to the test's) in a process
+// group of its own, which natsProc.kill signals, appending its output to
+// logPath after a line that dates the start. Pdeathsig: a test binary
+// that dies leaves no child behind. Cleanup kills it.
+func spawn(t testing.TB, logPath string, env []string, name string, args ...string) *natsProc {
+	t.Helper()
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	check(t, err)
+	defer out.Close() // the child has its own copy
+	fmt.Fprintf(out, "=== %s start\n", time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	check(t, cmd.Start())
+	p := &natsProc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.kill)
+	return p
 }
 
 // kill sends SIGKILL and waits for the child: the power goes.

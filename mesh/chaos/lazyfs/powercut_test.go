@@ -162,7 +162,7 @@ func TestPowerCutPreexisting(t *testing.T) {
 	backing := t.TempDir()
 	old := pattern('o', 9000)
 	check(t, os.WriteFile(filepath.Join(backing, "f"), old, 0o644))
-	fsys := mountAt(t, backing, lazyfs.Options{})
+	fsys := lazyfs.MountForTest(t, backing, lazyfs.Options{})
 	write(t, filepath.Join(fsys.Mountpoint(), "f"), 4000, pattern('n', 9000), false)
 	if _, err := fsys.PowerCut(); err != nil {
 		t.Fatalf("PowerCut: %v", err)

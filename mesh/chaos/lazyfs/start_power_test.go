@@ -2,10 +2,8 @@ package lazyfs_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +20,8 @@ import (
 	"github.com/cluster-serving/cluster-serving/bridge/redisdoor/redistest"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
-	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/chaos"
 	"github.com/cluster-serving/cluster-serving/mesh/chaos/lazyfs"
 )
 
@@ -173,22 +170,12 @@ func newStartCase(t *testing.T, sp *startPower, sync string) *startCase {
 	return c
 }
 
-// spawn starts `start` in a process group of its own (natsProc.kill
-// signals the group), appending its output to the case's log.
+// spawn starts `start` (see spawn), appending its output to the case's
+// log.
 func (c *startCase) spawn(t *testing.T) *natsProc {
 	t.Helper()
-	out, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	check(t, err)
-	defer out.Close() // the child has its own copy
-	fmt.Fprintf(out, "=== %s start\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.sp.bin, "start", "-c", c.cfg)
-	cmd.Env = append(os.Environ(), c.env...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	check(t, cmd.Start())
-	p := &natsProc{cmd: cmd, done: make(chan struct{}), url: c.natsURL}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(p.kill)
+	p := spawn(t, c.logPath, c.env, c.sp.bin, "start", "-c", c.cfg)
+	p.url = c.natsURL
 	return p
 }
 
@@ -207,7 +194,7 @@ func (c *startCase) waitReady(t *testing.T, p *natsProc) *nats.Conn {
 			}
 			t.Cleanup(nc.Close)
 		}
-		m, err := nc.Request(mesh.PredictSubject(c.job), natsBody(0), 2*time.Second)
+		m, err := nc.Request(mesh.PredictSubject(c.job), chaos.GoodBody(0), 2*time.Second)
 		if err != nil || checkPrediction(0, m) != nil || c.resp.Ping(ctx).Err() != nil {
 			return false
 		}
@@ -373,7 +360,7 @@ func (d *doorLoad) add(ctx context.Context) {
 		// have been taken, and would count as refused.
 		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := d.rdb.XAdd(actx, &goredis.XAddArgs{Stream: d.job,
-			Values: []any{"uri", uri, "data", string(natsBody(id)), "serde", "stream"}}).Err()
+			Values: []any{"uri", uri, "data", string(chaos.GoodBody(id)), "serde", "stream"}}).Err()
 		cancel()
 		d.mu.Lock()
 		if err == nil {
@@ -420,7 +407,7 @@ func (d *doorLoad) read(ctx context.Context, prefix string) {
 		}
 		uri := strings.TrimPrefix(k, prefix)
 		id, err := strconv.ParseInt(uri[strings.LastIndexByte(uri, '-')+1:], 10, 64)
-		if err != nil || v != redisValue(id) {
+		if err != nil || v != chaos.WantRedis(id) {
 			d.wrong++
 			continue
 		}
@@ -528,7 +515,7 @@ func (n *natsLoad) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		id := n.next.Add(1)
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := n.nc.RequestWithContext(rctx, n.subject, natsBody(id))
+		m, err := n.nc.RequestWithContext(rctx, n.subject, chaos.GoodBody(id))
 		cancel()
 		if err == nil && checkPrediction(id, m) == nil {
 			n.answered.Add(1)
@@ -543,58 +530,11 @@ func (n *natsLoad) String() string {
 	return fmt.Sprintf("nats door: %d requests answered right, %d failed or cut by the kill", n.answered.Load(), n.failures.Load())
 }
 
-// input is the x of record id: exact in float32, distinct modulo 4096.
-func input(id int64) []float32 {
-	a := float32(id % 4096)
-	return []float32{a, -a, float32(id%8) / 4, 0.5}
-}
-
-// output is add_f32's answer to record id: 2x+1.
-func output(id int64) []float32 {
-	v := input(id)
-	for i := range v {
-		v[i] = 2*v[i] + 1
-	}
-	return v
-}
-
-// natsBody is the JSON instances body of record id (every door takes it).
-func natsBody(id int64) []byte {
-	v := input(id)
-	return fmt.Appendf(nil, `{"instances":[{"x":[%g,%g,%g,%g]}]}`, v[0], v[1], v[2], v[3])
-}
-
-// redisValue is the result value of record id at the RESP and Redis
-// doors: the Arrow encoding infer/wire makes.
-func redisValue(id int64) string {
-	v, err := wire.EncodeRedisArrow([]infer.Tensor{{DType: infer.Float32, Shape: []int64{4}, Data: output(id)}})
-	if err != nil {
-		panic(err) // a 4-float tensor always encodes
-	}
-	return string(v)
-}
-
-// checkPrediction checks a NATS door answer to record id:
-// {"predictions": ["{\"value\": \"{\\\"data\\\": [...]}\"}"]}.
+// checkPrediction checks a NATS door answer to record id, the body
+// chaos.GoodBody(id).
 func checkPrediction(id int64, m *nats.Msg) error {
 	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
 		return fmt.Errorf("record %d: error %s %s", id, code, m.Header.Get("Nats-Service-Error"))
 	}
-	var p struct{ Predictions []string }
-	var v struct{ Value string }
-	var r struct{ Data []float64 }
-	if json.Unmarshal(m.Data, &p) != nil || len(p.Predictions) != 1 ||
-		json.Unmarshal([]byte(p.Predictions[0]), &v) != nil || json.Unmarshal([]byte(v.Value), &r) != nil {
-		return fmt.Errorf("record %d: answer %.200q is not one prediction", id, m.Data)
-	}
-	want := output(id)
-	if len(r.Data) != len(want) {
-		return fmt.Errorf("record %d: got %v, want %v", id, r.Data, want)
-	}
-	for i := range want {
-		if math.Abs(r.Data[i]-float64(want[i])) > 1e-6 {
-			return fmt.Errorf("record %d: got %v, want %v", id, r.Data, want)
-		}
-	}
-	return nil
+	return chaos.CheckPredictions(id, m.Data)
 }

@@ -56,17 +56,6 @@ func echoServer(tb testing.TB) string {
 	return ln.Addr().String()
 }
 
-// start starts a proxy to target, closed at cleanup.
-func start(tb testing.TB, target string) *netfault.Proxy {
-	tb.Helper()
-	p, err := netfault.Listen("127.0.0.1:0", target)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
 // dial connects to addr, closed at cleanup.
 func dial(tb testing.TB, addr string) net.Conn {
 	tb.Helper()
@@ -138,6 +127,16 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 	}
 }
 
+// echoThrough starts a proxy to an echo server and opens a connection
+// through it that has carried msg both ways.
+func echoThrough(tb testing.TB, msg string) (*netfault.Proxy, net.Conn) {
+	tb.Helper()
+	p := netfault.ListenForTest(tb, echoServer(tb))
+	c := dial(tb, p.Addr())
+	roundTrip(tb, c, []byte(msg))
+	return p, c
+}
+
 func payload(n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -147,7 +146,7 @@ func payload(n int) []byte {
 }
 
 func TestProxyPipesBothWays(t *testing.T) {
-	p := start(t, echoServer(t))
+	p := netfault.ListenForTest(t, echoServer(t))
 	for _, n := range []int{1, 4 << 10, 1 << 20} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			c := dial(t, p.Addr())
@@ -166,9 +165,7 @@ func TestProxyPipesBothWays(t *testing.T) {
 }
 
 func TestBlackholeHoldsUntilHeal(t *testing.T) {
-	p := start(t, echoServer(t))
-	c := dial(t, p.Addr())
-	roundTrip(t, c, []byte("before"))
+	p, c := echoThrough(t, "before")
 	p.Blackhole()
 	write(t, c, []byte("held"))
 	silent(t, c)
@@ -178,7 +175,7 @@ func TestBlackholeHoldsUntilHeal(t *testing.T) {
 }
 
 func TestBlackholeDropsNewConnectionsAtHeal(t *testing.T) {
-	p := start(t, echoServer(t))
+	p := netfault.ListenForTest(t, echoServer(t))
 	p.Blackhole()
 	c := dial(t, p.Addr())
 	write(t, c, []byte("never"))
@@ -192,9 +189,7 @@ func TestBlackholeDropsNewConnectionsAtHeal(t *testing.T) {
 }
 
 func TestLatencyDelaysEachWay(t *testing.T) {
-	p := start(t, echoServer(t))
-	c := dial(t, p.Addr())
-	roundTrip(t, c, []byte("warm"))
+	p, c := echoThrough(t, "warm")
 	const d = 100 * time.Millisecond
 	p.Latency(d)
 	begin := time.Now()
@@ -221,9 +216,7 @@ func TestLatencyDelaysEachWay(t *testing.T) {
 }
 
 func TestRefuseClosesAndRejects(t *testing.T) {
-	p := start(t, echoServer(t))
-	old := dial(t, p.Addr())
-	roundTrip(t, old, []byte("before"))
+	p, old := echoThrough(t, "before")
 	p.Refuse()
 	closed(t, old)
 	closed(t, dial(t, p.Addr()))
@@ -233,25 +226,21 @@ func TestRefuseClosesAndRejects(t *testing.T) {
 }
 
 func TestCutClosesOnce(t *testing.T) {
-	p := start(t, echoServer(t))
-	old := dial(t, p.Addr())
-	roundTrip(t, old, []byte("before"))
+	p, old := echoThrough(t, "before")
 	p.Cut()
 	closed(t, old)
 	roundTrip(t, dial(t, p.Addr()), []byte("a new one passes"))
 }
 
 func TestTargetSetLater(t *testing.T) {
-	p := start(t, "")
+	p := netfault.ListenForTest(t, "")
 	closed(t, dial(t, p.Addr()))
 	p.SetTarget(echoServer(t))
 	roundTrip(t, dial(t, p.Addr()), []byte("now"))
 }
 
 func TestConnsEndWithTheirParties(t *testing.T) {
-	p := start(t, echoServer(t))
-	c := dial(t, p.Addr())
-	roundTrip(t, c, []byte("x"))
+	p, c := echoThrough(t, "x")
 	if got := p.Conns(); got != 1 {
 		t.Errorf("Conns: got %d, want 1", got)
 	}
@@ -289,7 +278,7 @@ func TestCloseIsIdempotentAndEndsHeldConnections(t *testing.T) {
 // -race): once healed, every open connection has carried its bytes
 // intact.
 func TestFaultsWhileTrafficFlows(t *testing.T) {
-	p := start(t, echoServer(t))
+	p := netfault.ListenForTest(t, echoServer(t))
 	// The connections open first: one opened into a blackhole would be
 	// closed at the next heal.
 	cs := make([]net.Conn, 4)
