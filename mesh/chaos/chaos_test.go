@@ -176,7 +176,7 @@ func TestChaosFull(t *testing.T) {
 	kill := chaos.NATSKill(5 * time.Second)
 	scenarios = append(scenarios, kill, kill, kill, chaos.NATSClusterRestart(), chaos.RedisRestart(),
 		chaos.RedisMaxmemory(5*time.Second), chaos.Garbage(2, 10*time.Second),
-		chaos.Partition(20*time.Second), chaos.RouteLatency(200*time.Millisecond, 10*time.Second),
+		chaos.NATSPause(10*time.Second), chaos.CPUStarve(10*time.Second), chaos.Partition(20*time.Second), chaos.RouteLatency(200*time.Millisecond, 10*time.Second),
 		chaos.RouteFlap(5, 2*time.Second), chaos.DiskFull(10*time.Second), chaos.OSCrashInPartition(5*time.Second),
 		chaos.ClusterPowerCut())
 	runSuite(t, c, scenarios, chaos.SuiteConfig{})
