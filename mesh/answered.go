@@ -2,8 +2,9 @@ package mesh
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"sync"
 	"time"
 
@@ -95,13 +96,11 @@ func answerKey(r Reply, h nats.Header) string {
 	}
 	// FNV-1a, 64 bits: the same in every process, and a false match
 	// (a caller left unanswered) about once in 2^64/maxAnswered.
-	sum := uint64(14695981039346656037)
+	f := fnv.New64a()
 	for _, s := range [...]string{r.To, "\x00", id} {
-		for i := 0; i < len(s); i++ {
-			sum = (sum ^ uint64(s[i])) * 1099511628211
-		}
+		_, _ = io.WriteString(f, s)
 	}
-	return string(binary.BigEndian.AppendUint64(nil, sum))
+	return string(f.Sum(nil))
 }
 
 // listen subscribes to the job's notes.

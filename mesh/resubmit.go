@@ -57,6 +57,5 @@ func (c *Client) storeAgain(ctx context.Context, job string, m *nats.Msg, ch cha
 		return
 	case <-time.After(resubmitAfter):
 	}
-	m.Header.Del(HeaderBatch)
 	_, _ = c.storeMsg(ctx, job, m, "") // a new Nats-Msg-Id; an error leaves the caller waiting, as before
 }
