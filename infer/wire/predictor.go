@@ -22,14 +22,31 @@ type Model struct {
 	Version string
 }
 
+// Runner runs decoded records, as *infer.Engine's Infer does: each
+// record one tensor per model input, in model order, without the batch
+// dim unless the Spec says AlreadyBatched (or whole, when a codec could
+// not split it); outputs come back the same way, one per model output.
+// An ensemble's scheduler (mesh/pipeline) is the other Runner.
+type Runner interface {
+	Infer(ctx context.Context, records [][]infer.Tensor) ([][]infer.Tensor, error)
+}
+
+// OutputRunner is a Runner that can leave out the outputs a request did
+// not ask for (an ensemble skips the steps only they need). outputs nil
+// means all; an output left out is a zero infer.Tensor in its place.
+type OutputRunner interface {
+	Runner
+	InferOutputs(ctx context.Context, records [][]infer.Tensor, outputs []string) ([][]infer.Tensor, error)
+}
+
 // Predictor is one model on the wire: it decodes a request body with the
-// codec of its content type, runs the records through an *infer.Engine
-// and encodes their outputs in the same format. It implements
-// mesh.Predictor, so a mesh.Worker serves the engine through it. Safe for
-// concurrent use, as the engine is; it owns nothing and needs no Close
-// (close the engine).
+// codec of its content type, runs the records through a Runner (an
+// *infer.Engine) and encodes their outputs in the same format. It
+// implements mesh.Predictor, so a mesh.Worker serves the engine through
+// it. Safe for concurrent use, as the runner is; it owns nothing and
+// needs no Close (close the engine).
 type Predictor struct {
-	engine *infer.Engine
+	runner Runner
 	spec   Spec
 	hooks  infer.Hooks
 }
@@ -46,10 +63,20 @@ func NewPredictor(e *infer.Engine, m Model) *Predictor {
 		m.Version = "1"
 	}
 	return &Predictor{
-		engine: e,
+		runner: e,
 		spec:   Spec{Model: m, Info: info, AlreadyBatched: e.AlreadyBatched(), Post: e.PostProcess(), RecordKey: e.RecordKey()},
 		hooks:  e.Hooks(),
 	}
+}
+
+// NewRunnerPredictor returns the Predictor of r, whose codecs know the
+// model as spec says (spec.Model.Version "" means "1") and whose decode
+// and encode times go to hooks.
+func NewRunnerPredictor(r Runner, spec Spec, hooks infer.Hooks) *Predictor {
+	if spec.Model.Version == "" {
+		spec.Model.Version = "1"
+	}
+	return &Predictor{runner: r, spec: spec, hooks: hooks}
 }
 
 // Spec returns what the Predictor's codecs know of its model.
@@ -77,7 +104,12 @@ func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte
 	if err != nil {
 		return nil, err
 	}
-	outs, err := p.engine.Infer(ctx, req.Records)
+	var outs [][]infer.Tensor
+	if or, ok := p.runner.(OutputRunner); ok {
+		outs, err = or.InferOutputs(ctx, req.Records, req.Outputs)
+	} else {
+		outs, err = p.runner.Infer(ctx, req.Records)
+	}
 	if err != nil {
 		return nil, err
 	}

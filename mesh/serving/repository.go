@@ -183,7 +183,7 @@ func newRepository(n *Node, cfg RepositoryConfig) (*Repository, error) {
 		return nil, err
 	}
 	var errs []error
-	for _, e := range entries {
+	for _, e := range orderEntries(entries) {
 		if err := r.apply(context.Background(), e, false); err != nil {
 			errs = append(errs, err)
 		}
@@ -513,7 +513,7 @@ func (r *Repository) poll(ctx context.Context) {
 		return
 	}
 	on := map[string]bool{}
-	for _, e := range entries {
+	for _, e := range orderEntries(entries) {
 		on[e.Name] = true
 		_ = r.apply(ctx, e, false) // logged and in the index
 	}

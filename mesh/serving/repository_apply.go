@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
+	"github.com/cluster-serving/cluster-serving/mesh/pipeline"
 )
 
 // apply brings model e to the versions its version_policy picks (see
@@ -64,6 +65,9 @@ func (r *Repository) apply(ctx context.Context, e RepoEntry, explicit bool) erro
 func (r *Repository) bring(ctx context.Context, m *repoModel, e RepoEntry, rv RepoVersion, latest, explicit bool) (v *repoVersion, loaded bool, err error) {
 	job := r.job(m.name, rv.Version, latest)
 	cfgStamp := fileStamp(filepath.Join(r.cfg.Dir, e.Name, "config.pbtxt"))
+	if pipeline.IsEnsemble(e.Config) {
+		cfgStamp += r.membersStamp(e.Config) // rebuilt when a step's model changes versions
+	}
 	r.mu.Lock()
 	cur, failedAt, anyServes := m.served[rv.Version], m.failedAt[rv.Version], len(m.served) > 0
 	r.mu.Unlock()
@@ -162,6 +166,9 @@ func (r *Repository) swap(m *repoModel, e RepoEntry, next map[int64]*repoVersion
 
 // load loads model: a Unit on a serving node, else its description.
 func (r *Repository) load(model Model, raw *kservepb.ModelConfig) (*Unit, Model, error) {
+	if pipeline.IsEnsemble(raw) {
+		return r.loadEnsemble(model, raw)
+	}
 	if !r.node.cfg.Serve {
 		model, err := describeModel(model, raw, r.node.cfg.Unit.Engine)
 		return nil, model, err

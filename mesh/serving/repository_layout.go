@@ -14,6 +14,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/pipeline"
 )
 
 // ErrRepositoryLayout is wrapped by the errors of a model directory of a
@@ -114,7 +115,7 @@ func scanModel(path, name string) RepoEntry {
 	}
 	usable := false
 	for _, v := range versions {
-		rv := scanVersion(path, name, v)
+		rv := scanVersion(path, name, v, pipeline.IsEnsemble(m.Config))
 		m.Versions = append(m.Versions, rv)
 		usable = usable || rv.Err == nil
 	}
@@ -145,7 +146,11 @@ func readConfig(path, name string) (*kservepb.ModelConfig, []string, error) {
 		return nil, nil, fmt.Errorf("%w: model %q: config.pbtxt: name %q differs from the model directory's name", ErrModelConfig, name, cfg.Name)
 	}
 	// Only the platform is checked before a version loads (there is no
-	// graph yet: its inputs and outputs are checked once it has).
+	// graph yet: its inputs and outputs are checked once it has); an
+	// ensemble is checked against its steps' models when it loads.
+	if pipeline.IsEnsemble(cfg) {
+		return cfg, warnings, nil
+	}
 	if err := modelconfig.CheckPlatform(cfg); err != nil {
 		return nil, nil, fmt.Errorf("%w: model %q: config.pbtxt: %w", ErrModelConfig, name, err)
 	}
@@ -170,10 +175,16 @@ func versionDirs(path string) ([]int64, error) {
 	return out, nil
 }
 
-// scanVersion finds the model file of version v.
-func scanVersion(path, name string, v int64) RepoVersion {
+// scanVersion finds the model file of version v; an ensemble's version
+// directory holds none (as Triton's, it may be empty), and its Path is
+// the directory.
+func scanVersion(path, name string, v int64, ensemble bool) RepoVersion {
 	rv := RepoVersion{Version: v}
 	vdir := filepath.Join(path, strconv.FormatInt(v, 10))
+	if ensemble {
+		rv.Path = vdir
+		return rv
+	}
 	if file := filepath.Join(vdir, "model.onnx"); fileExists(file) {
 		rv.Path = file
 		return rv

@@ -16,6 +16,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/pipeline"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
 
@@ -122,7 +123,8 @@ func predictor(e *infer.Engine, m Model) mesh.Predictor {
 // are safe for concurrent use; Run it once.
 type Unit struct {
 	cfg    UnitConfig
-	engine *infer.Engine
+	engine *infer.Engine   // nil for an ensemble
+	graph  *pipeline.Graph // an ensemble's steps; nil for a model
 	worker atomic.Pointer[mesh.Worker]
 	// running is true while Run serves; stopped once the engine closed.
 	running, stopped atomic.Bool
@@ -185,7 +187,23 @@ func (u *Unit) Info() infer.ModelInfo { return u.cfg.Model.Info }
 // finish within ShutdownGrace. StopNow cuts the drain short. Run returns
 // nil when ctx ends, or the error that kept the worker from starting.
 func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
-	w, err := mesh.NewWorker(nc, u.cfg.worker(), predictor(u.engine, u.cfg.Model))
+	var p mesh.Predictor
+	wcfg := u.cfg.worker()
+	if u.graph != nil {
+		// An ensemble's steps are requests on the mesh, submitted from
+		// the worker's own connection.
+		c, err := mesh.NewClient(nc, mesh.ClientConfig{})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		spec := wire.Spec{Model: wire.Model{Name: u.cfg.Model.Name, Version: u.cfg.Model.Version}, Info: u.graph.Info()}
+		p = wire.NewRunnerPredictor(pipeline.New(u.graph, c), spec, u.cfg.engine().Hooks)
+		wcfg.ExecutionProvider = "ensemble"
+	} else {
+		p = predictor(u.engine, u.cfg.Model)
+	}
+	w, err := mesh.NewWorker(nc, wcfg, p)
 	if err != nil {
 		return err
 	}
@@ -226,7 +244,22 @@ func (u *Unit) StopNow() { _ = u.Close() }
 // engine's close error.
 func (u *Unit) Close() error {
 	u.stopped.Store(true)
+	if u.engine == nil {
+		return nil
+	}
 	return u.engine.Close()
+}
+
+// newEnsembleUnit is the Unit of ensemble g: no engine, a worker whose
+// Runner is g's Pipeline (see Run).
+func newEnsembleUnit(cfg UnitConfig, g *pipeline.Graph) (*Unit, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Model.Info = g.Info()
+	cfg.Model.Config = ensembleConfig(cfg.Model.Name, cfg.ModelConfig)
+	return &Unit{cfg: cfg, graph: g}, nil
 }
 
 // FormatIO lists inputs or outputs as name:dtype[shape], comma-separated,

@@ -1,0 +1,96 @@
+package serving_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/infer/wire"
+	"github.com/cluster-serving/cluster-serving/mesh"
+	"github.com/cluster-serving/cluster-serving/mesh/serving"
+)
+
+const twoIOModel = "../../infer/testdata/two_io.onnx" // sum = a+b, prod = a*b, [batch,3]
+
+// diamondConfig is an ensemble whose steps form a diamond: step 0 feeds
+// steps 1 and 2, which run in parallel, and step 3 joins them. For x it
+// answers OUT = 3x + x³ (S = 2x, P = x², S2 = 3x, P2 = x³).
+const diamondConfig = `
+name: "diamond"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 3 ] } ]
+ensemble_scheduling {
+  step [
+    { model_name: "two_io" model_version: -1 input_map { key: "a" value: "IN" } input_map { key: "b" value: "IN" }
+      output_map { key: "sum" value: "S" } output_map { key: "prod" value: "P" } },
+    { model_name: "two_io" model_version: -1 input_map { key: "a" value: "S" } input_map { key: "b" value: "IN" }
+      output_map { key: "sum" value: "S2" } },
+    { model_name: "two_io" model_version: -1 input_map { key: "a" value: "P" } input_map { key: "b" value: "IN" }
+      output_map { key: "prod" value: "P2" } },
+    { model_name: "two_io" model_version: -1 input_map { key: "a" value: "S2" } input_map { key: "b" value: "P2" }
+      output_map { key: "sum" value: "OUT" } }
+  ]
+}
+`
+
+// putEnsemble writes an ensemble's config.pbtxt and its empty version
+// directory 1, as Triton's repositories hold them.
+func putEnsemble(tb testing.TB, repo, name, config string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Join(repo, name, "1"), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, name, "config.pbtxt"), []byte(config), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestEnsembleDiamond serves a diamond ensemble beside its composing
+// model and a broken ensemble: the diamond answers 3x + x³ for a batch
+// of two rows, the broken one is UNAVAILABLE with Triton's reason while
+// the rest serves, and the composing model counted every step.
+func TestEnsembleDiamond(t *testing.T) {
+	repo := t.TempDir()
+	putModel(t, repo, "two_io", "1", "model.onnx", twoIOModel)
+	putEnsemble(t, repo, "diamond", diamondConfig)
+	putEnsemble(t, repo, "broken", strings.ReplaceAll(strings.ReplaceAll(diamondConfig, `"diamond"`, `"broken"`), `model_name: "two_io" model_version: -1 input_map { key: "a" value: "S" }`, `model_name: "nosuch" model_version: -1 input_map { key: "a" value: "S" }`))
+	n := runReady(t, repoConfig(t, repo, "ens", 0))
+	if e := index(n, "broken"); e.State != serving.StateUnavailable || !strings.Contains(e.Reason, "depends on 'nosuch' which is not available") {
+		t.Fatalf("broken: %+v", e)
+	}
+	if e := index(n, "diamond"); e.State != serving.StateReady {
+		t.Fatalf("diamond: %+v", e)
+	}
+	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.Submit(ctx, "ens-diamond", mesh.Request{ContentType: wire.MediaTypeOIP,
+		Body: []byte(`{"inputs":[{"name":"IN","datatype":"FP32","shape":[2,3],"data":[1,2,3,-1,0,0.5]}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3x + x³: 4, 14, 36, -4, 0, 1.625
+	if want := `"data":[4,14,36,-4,0,1.625]`; !strings.Contains(string(res.Body), want) {
+		t.Fatalf("answer %s lacks %s", res.Body, want)
+	}
+	res, err = c.Submit(ctx, "ens-diamond", mesh.Request{ContentType: wire.MediaTypeJSON,
+		Body: []byte(`{"instances":[{"IN":[1,2,3]},{"IN":[-1,0,0.5]}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("instances: %s", res.Body)
+	stats, err := c.StatsOf(ctx, "ens-diamond", "ens-two_io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats: %+v", stats)
+}
