@@ -111,7 +111,7 @@ func (r *Repository) loadEnsemble(model Model, raw *kservepb.ModelConfig) (*Unit
 		return nil, model, fmt.Errorf("%w: %w", ErrModelConfig, err)
 	}
 	model.Info, model.Config = g.Info(), ensembleConfig(model.Name, raw)
-	if !r.node.cfg.Serve {
+	if !r.node.cfg.Serve || !r.cfg.serves(model.Name) {
 		return nil, model, nil
 	}
 	ucfg := r.node.cfg.unit(model)

@@ -94,3 +94,42 @@ func TestEnsembleDiamond(t *testing.T) {
 	}
 	t.Logf("stats: %+v", stats)
 }
+
+// TestEnsembleStepOnAnotherProcess serves the diamond from a node told
+// to run only the ensemble's worker (serveModels): its step model is
+// described, not served, so the pipeline waits until a second node that
+// serves only two_io joins the same NATS, and then answers.
+func TestEnsembleStepOnAnotherProcess(t *testing.T) {
+	repo := t.TempDir()
+	putModel(t, repo, "two_io", "1", "model.onnx", twoIOModel)
+	putEnsemble(t, repo, "diamond", diamondConfig)
+	cfg := repoConfig(t, repo, "ens", 0)
+	cfg.Repository.Serve = []string{"diamond"}
+	n := runReady(t, cfg)
+	if got := n.Repository().Index(true); len(got) != 2 {
+		t.Fatalf("index %+v: want two_io and diamond READY", got)
+	}
+	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := []byte(`{"inputs":[{"name":"IN","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}`)
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := c.Submit(short, "ens-diamond", mesh.Request{ContentType: wire.MediaTypeOIP, Body: body}); err == nil {
+		t.Fatal("the diamond answered with no worker of two_io running")
+	}
+	step := repoConfig(t, repo, "ens", 0)
+	step.URL, step.Repository.Serve = n.URL(), []string{"two_io"}
+	runReady(t, step)
+	ctx, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	res, err := c.Submit(ctx, "ens-diamond", mesh.Request{ContentType: wire.MediaTypeOIP, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"data":[4,14,36]`; !strings.Contains(string(res.Body), want) {
+		t.Fatalf("answer %s lacks %s", res.Body, want)
+	}
+}

@@ -82,6 +82,11 @@ type File struct {
 	ModelRepository     string `yaml:"modelRepository"`
 	ModelRepositoryPoll int    `yaml:"modelRepositoryPoll"`
 	ModelControl        string `yaml:"modelControl"`
+	// ServeModels names the repository's models this process runs
+	// workers for; empty: all. The others are read for their description
+	// only (an ensemble needs its steps'), so that each step of a
+	// pipeline scales on processes of its own.
+	ServeModels []string `yaml:"serveModels"`
 
 	// HTTP door (SPEC §3 start options). timeWindow and countWindow are the
 	// original's names of maxWait and maxBatch: aliases folded into those

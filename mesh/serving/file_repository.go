@@ -1,6 +1,10 @@
 package serving
 
-import "time"
+import (
+	"time"
+
+	"github.com/cluster-serving/cluster-serving/mesh"
+)
 
 // validateRepository checks modelRepository, modelRepositoryPoll and
 // modelControl: the repository excludes modelPath and models, the poll is
@@ -29,6 +33,14 @@ func (f *File) validateRepository(p *problems) {
 	if f.ModelRepositoryPoll != 0 && f.ModelRepository == "" {
 		p.bad("modelRepositoryPoll", "needs modelRepository")
 	}
+	if len(f.ServeModels) > 0 && f.ModelRepository == "" {
+		p.bad("serveModels", "needs modelRepository: it picks which of the repository's models this process serves")
+	}
+	for _, name := range f.ServeModels {
+		if err := mesh.ValidateJob(name); err != nil {
+			p.bad("serveModels", "%q is not a model name: letters, digits, '_' and '-' only", name)
+		}
+	}
 }
 
 // Repository maps modelRepository, modelRepositoryPoll, modelControl and
@@ -49,7 +61,7 @@ func (f *File) Repository() RepositoryConfig {
 			control = ControlExplicit
 		}
 	}
-	rc := RepositoryConfig{Dir: f.ModelRepository, Job: f.JobName, Control: control}
+	rc := RepositoryConfig{Dir: f.ModelRepository, Job: f.JobName, Control: control, Serve: f.ServeModels}
 	if control == ControlPoll {
 		rc.Poll = DefaultRepositoryPoll
 		if f.ModelRepositoryPoll > 0 {

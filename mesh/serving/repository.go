@@ -64,6 +64,10 @@ type RepositoryConfig struct {
 	// ControlNone. Empty: ControlPoll when Poll > 0, else ControlExplicit
 	// (the node's behaviour before modes existed).
 	Control string
+	// Serve names the models this node runs workers for; empty: all.
+	// The others it only describes (Config.Serve false for them): their
+	// workers run in other processes (serveModels).
+	Serve []string
 	// Job is the job name of the deployment (jobName): the model named
 	// Job serves on the job Job itself (the Redis door, POST /predict and
 	// serving.<Job>.predict reach it); every other model on <Job>-<name>.
@@ -79,6 +83,11 @@ func (c RepositoryConfig) control() string {
 		return ControlPoll
 	}
 	return ControlExplicit
+}
+
+// serves reports whether the node runs the workers of model name.
+func (c RepositoryConfig) serves(name string) bool {
+	return len(c.Serve) == 0 || slices.Contains(c.Serve, name)
 }
 
 // poll returns how often to rescan Dir; 0: never.

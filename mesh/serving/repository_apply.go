@@ -169,7 +169,7 @@ func (r *Repository) load(model Model, raw *kservepb.ModelConfig) (*Unit, Model,
 	if pipeline.IsEnsemble(raw) {
 		return r.loadEnsemble(model, raw)
 	}
-	if !r.node.cfg.Serve {
+	if !r.node.cfg.Serve || !r.cfg.serves(model.Name) {
 		model, err := describeModel(model, raw, r.node.cfg.Unit.Engine)
 		return nil, model, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,12 +157,13 @@ func TestRepositoryConfigKeys(t *testing.T) {
 		{"modelRepository: r\nmodelRepositoryPoll: -1\n", serving.RepositoryConfig{Dir: "r", Job: mesh.DefaultJob, Control: serving.ControlExplicit}},
 		{"modelRepository: r\nmodelControl: explicit\n", serving.RepositoryConfig{Dir: "r", Job: mesh.DefaultJob, Control: serving.ControlExplicit}},
 		{"modelRepository: r\nmodelControl: none\nmodelRepositoryPoll: -1\n", serving.RepositoryConfig{Dir: "r", Job: mesh.DefaultJob, Control: serving.ControlNone}},
+		{"modelRepository: r\nserveModels: [slow]\n", serving.RepositoryConfig{Dir: "r", Job: mesh.DefaultJob, Control: serving.ControlPoll, Poll: serving.DefaultRepositoryPoll, Serve: []string{"slow"}}},
 	} {
 		f, err := serving.ParseFile([]byte(tc.yaml))
 		if err != nil {
 			t.Fatalf("%q: %v", tc.yaml, err)
 		}
-		if got := f.Node(func(string) string { return "" }); got.Repository != tc.want || len(got.Models) != 0 {
+		if got := f.Node(func(string) string { return "" }); !reflect.DeepEqual(got.Repository, tc.want) || len(got.Models) != 0 {
 			t.Errorf("%q: got %+v, models %v; want %+v, none", tc.yaml, got.Repository, got.Models, tc.want)
 		}
 	}

@@ -44,6 +44,11 @@ modelRepositoryPoll: 0
 # explicit: no polling, load/unload (with an admin token of
 # httpAuthTokenFile) change what serves. none: what loads at start serves.
 modelControl: ""
+# Names of the repository's models this process runs workers for; empty:
+# all. Other models are read only for their description, as ensembles
+# need: start another process (cluster-serving worker) with the models a
+# slow pipeline step needs, and that step scales on its own.
+serveModels: []
 # Name of the serving job: the Redis stream, the NATS subjects
 # (serving.<jobName>.predict) and the JetStream stream SERVING_<jobName>.
 jobName: serving_stream
