@@ -52,6 +52,15 @@ func ConfigOf(m Model) *kservepb.ModelConfig {
 	return modelconfig.Complete(nil, m.Name, m.Info, 0)
 }
 
+// PlatformOf is m's platform as model metadata names it: its config's
+// ("ensemble" for an ensemble), else ONNX Runtime's.
+func PlatformOf(m Model) string {
+	if m.Config != nil && m.Config.Platform != "" {
+		return m.Config.Platform
+	}
+	return modelconfig.Platform
+}
+
 // Extensions are the protocol extensions both doors serve, as HTTP GET
 // /v2 and gRPC ServerMetadata list them (Triton's names), given whether
 // the door has a model repository to control.

@@ -66,7 +66,7 @@ func (d *Door) ModelMetadata(_ context.Context, req *kservepb.ModelMetadataReque
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	out := &kservepb.ModelMetadataResponse{Name: m.Name, Platform: "onnxruntime_onnx",
+	out := &kservepb.ModelMetadataResponse{Name: m.Name, Platform: door.PlatformOf(m),
 		Inputs: tensorMetas(m.Info.Inputs), Outputs: tensorMetas(m.Info.Outputs)}
 	for _, o := range d.models() {
 		if o.Name == m.Name {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/cluster-serving/cluster-serving/bridge/door"
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -78,7 +79,7 @@ func (s *Server) oipMeta(m Model) oipMeta {
 			versions = append(versions, o.Version)
 		}
 	}
-	return oipMeta{Name: m.Name, Versions: versions, Platform: "onnxruntime_onnx",
+	return oipMeta{Name: m.Name, Versions: versions, Platform: door.PlatformOf(m),
 		Inputs: ioMetas(m.Info.Inputs), Outputs: ioMetas(m.Info.Outputs), Parameters: batching(m.Info)}
 }
 

@@ -300,7 +300,11 @@ func (e *tritonE2E) stats(model string) (h, g statsView) {
 func startTriton(t *testing.T) *tritonE2E {
 	repo := t.TempDir()
 	tritonRepo(t, repo)
-	ports := startRepoNode(t, repo, "modelControl: explicit\n", true)
+	return startTritonOn(t, startRepoNode(t, repo, "modelControl: explicit\n", true))
+}
+
+// startTritonOn is the client of the node startRepoNode started on ports.
+func startTritonOn(t *testing.T, ports []int) *tritonE2E {
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", ports[2]), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
