@@ -70,4 +70,5 @@ const (
 	SpanResultDeliver = "redis result write" // client: HSET at the Redis door
 	SpanDoorRESP      = "resp xadd"          // server: one XADD at the RESP door
 	SpanResultPut     = "resp result put"    // client: results put in the RESP door's bucket
+	SpanStep          = "pipeline step"      // internal: one step of an ensemble, parent of its publish
 )

@@ -38,8 +38,9 @@ func missing(t *testing.T, why string) {
 }
 
 // startCluster builds the binaries and starts the whole cluster in a
-// temp dir; cleanup kills every process before the dir goes.
-func startCluster(t *testing.T, faulty bool) *chaos.Cluster {
+// temp dir, setup changing its options first (UsePipeline); cleanup kills
+// every process before the dir goes.
+func startCluster(t *testing.T, faulty bool, setup ...func(*chaos.Options) error) *chaos.Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a NATS cluster, Redis and cluster-serving processes")
@@ -72,9 +73,15 @@ func startCluster(t *testing.T, faulty bool) *chaos.Cluster {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
-	c, err := chaos.Start(context.Background(), chaos.Options{Dir: tmp, Bins: bins, Model: model, ORTLib: lib,
+	opt := chaos.Options{Dir: tmp, Bins: bins, Model: model, ORTLib: lib,
 		ExtraConfig: strings.ReplaceAll(*extra, `\n`, "\n"), AckWait: *ackWait, Logf: t.Logf,
-		Routes: faulty, LazyFS: faulty, NATSSync: *natsync})
+		Routes: faulty, LazyFS: faulty, NATSSync: *natsync}
+	for _, f := range setup {
+		if err := f(&opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := chaos.Start(context.Background(), opt)
 	if errors.Is(err, lazyfs.ErrNoFUSE) {
 		t.Skipf("power cuts need FUSE: %v", err) // a kernel feature, not a dependency
 	}
@@ -110,12 +117,15 @@ func runSuite(t *testing.T, c *chaos.Cluster, scenarios []chaos.Scenario, cfg ch
 	t.Helper()
 	cfg.Load.Rate, cfg.Logf = *rate, t.Logf
 	scenarios = pick(scenarios, *only)
+	if len(scenarios) == 0 {
+		t.Skipf("-chaos.only %q picks none of this cluster's rows", *only)
+	}
 	rows, notes, err := chaos.RunSuite(context.Background(), c, scenarios, cfg)
 	var buf bytes.Buffer
 	chaos.WriteTable(&buf, rows, notes)
 	t.Logf("fault suite, %d req/s per door:\n%s", *rate, buf.String())
 	if *table != "" {
-		if werr := os.WriteFile(*table, buf.Bytes(), 0o644); werr != nil {
+		if werr := writeTable(buf.Bytes()); werr != nil {
 			t.Error(werr)
 		}
 	}
@@ -160,7 +170,8 @@ func TestChaosShort(t *testing.T) {
 		chaos.SuiteConfig{Before: 4 * time.Second, After: 8 * time.Second})
 }
 
-// TestChaosFull is `make chaos`: every scenario of issues 10 and 32, on
+// TestChaosFull is `make chaos`: the pipeline rows on a cluster of their
+// own (pipeline_test.go), then every scenario of issues 10 and 32, on
 // servers whose routes pass through fault proxies and whose stores can
 // lose what they did not fsync. The power cut of the whole cluster comes
 // last: a stream it leaves without a leader would spoil the rows after.
@@ -168,6 +179,7 @@ func TestChaosFull(t *testing.T) {
 	if !*full {
 		t.Skip("the whole fault suite runs with -chaos.full (make chaos)")
 	}
+	t.Run("pipeline", testPipeline)
 	c := startCluster(t, true)
 	scenarios := []chaos.Scenario{chaos.WorkerKill(0), chaos.DoorKill(chaos.DoorHTTP), chaos.DoorKill(chaos.DoorRedis), chaos.DoorKill(chaos.DoorRESP)}
 	if c.NATSDoor != nil {

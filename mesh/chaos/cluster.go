@@ -21,8 +21,16 @@ import (
 type Options struct {
 	Dir    string // where configs, stores and logs go (required; a temp dir)
 	Bins   Binaries
-	Model  string // the .onnx model (required): add_f32 of infer/testdata
+	Model  string // the .onnx model (required unless Repository): add_f32 of infer/testdata
 	ORTLib string // libonnxruntime.so.1, passed as onnxruntimeLib
+	// Repository is a model repository served instead of Model
+	// (modelRepository), and Serve the models of it each worker runs
+	// (serveModels; a worker past its end runs them all): see
+	// UsePipeline. The load asks the repository's model named Job.
+	Repository string
+	Serve      [][]string
+	Job        string // jobName; default chaos<port>
+	Calc       Calc   // what the model the load asks computes; default AddOne
 	// ExtraConfig is appended to every process's config.yaml, to try a key
 	// the code under test has grown (e.g. "jetstreamPartitions: 3").
 	ExtraConfig string
@@ -86,6 +94,9 @@ func Start(ctx context.Context, opt Options) (*Cluster, error) {
 	}
 	if opt.Logf == nil {
 		opt.Logf = func(string, ...any) {}
+	}
+	if opt.Calc.In == nil {
+		opt.Calc = AddOne
 	}
 	c := &Cluster{opt: opt}
 	for _, step := range []func(context.Context) error{c.startNATS, c.startRedis, c.startServing} {

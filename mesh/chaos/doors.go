@@ -23,7 +23,7 @@ const retryPause = 100 * time.Millisecond
 // doNATS publishes r to serving.<job>.predict with the reply subject
 // inbox.<id> and waits; silence for AttemptTimeout sends it again.
 func (l *Load) doNATS(r *Request, deadline time.Time) {
-	body := GoodBody(r.ID)
+	body := l.c.opt.Calc.Body(r.ID)
 	if r.Garbage {
 		body = garbageBody(r.ID)
 	}
@@ -87,7 +87,7 @@ func (l *Load) judge(id int64, status int, body []byte, desc string) {
 	case r.Garbage:
 		a.err = fmt.Sprintf("garbage answered %d: %.200s", status, body)
 	case status == 200:
-		if err := CheckPredictions(id, body); err != nil {
+		if err := l.c.opt.Calc.Check(id, body); err != nil {
 			a = answer{status: -1, err: err.Error()}
 			break
 		}
@@ -100,7 +100,7 @@ func (l *Load) judge(id int64, status int, body []byte, desc string) {
 // deadline passes. A broken connection (the door died) is tried again: a
 // real client retries, and HTTP can show no second answer.
 func (l *Load) doHTTP(r *Request, deadline time.Time) {
-	body := GoodBody(r.ID)
+	body := l.c.opt.Calc.Body(r.ID)
 	if r.Garbage {
 		body = garbageBody(r.ID)
 	}
@@ -168,7 +168,7 @@ func (l *Load) redisOf(d Door) (*goredis.Client, func() bool) {
 // dial failed, or it answered OOM (a full queue).
 func (l *Load) doRedis(r *Request, deadline time.Time) {
 	rdb, alive := l.redisOf(r.Door)
-	values := []any{"uri", redisURI(r), "data", string(GoodBody(r.ID)), "serde", "stream"}
+	values := []any{"uri", redisURI(r), "data", string(l.c.opt.Calc.Body(r.ID)), "serde", "stream"}
 	if r.Garbage {
 		values = []any{"uri", redisURI(r), "data", "!! not base64 arrow !!"}
 	}
@@ -263,7 +263,7 @@ func (l *Load) redisResult(d Door, uri, v string) {
 		l.route(id, answer{status: 400})
 	case r.Garbage:
 		l.route(id, answer{status: -1, err: fmt.Sprintf("garbage answered %.100q", v)})
-	case v == WantRedis(id):
+	case v == l.c.opt.Calc.WantRedis(id):
 		l.right(id)
 		l.route(id, answer{status: 200})
 	case v == "NaN":

@@ -31,13 +31,19 @@ func WorkerKill(i int) Scenario {
 		w := c.Workers[i]
 		l.Burst(30)
 		time.Sleep(30 * time.Millisecond)
-		w.Kill()
-		time.Sleep(time.Second)
-		if err := w.Start(); err != nil {
-			return w.Name, err
-		}
-		return w.Name, c.WaitWorker(ctx, w)
+		return w.Name, c.killWorker(ctx, w)
 	}}
+}
+
+// killWorker kills w with kill -9, starts it again after a second and
+// waits until it is back on the mesh.
+func (c *Cluster) killWorker(ctx context.Context, w *Proc) error {
+	w.Kill()
+	time.Sleep(time.Second)
+	if err := w.Start(); err != nil {
+		return err
+	}
+	return c.WaitWorker(ctx, w)
 }
 
 // DoorKill kills the HTTP, Redis, RESP or NATS door's process (kill -9)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
@@ -26,9 +27,9 @@ const (
 func (d Door) String() string { return [...]string{"nats", "http", "redis", "resp"}[d] }
 
 // Request is what the checker knows of one request. A good request asks
-// for y = 2x+1 of an x derived from its id, so every answer is checked
-// against the id it came back under; a garbage request expects its door's
-// bad-input answer (400, or NaN for Redis).
+// the model (Calc) for an input derived from its id, so every answer is
+// checked against the id it came back under; a garbage request expects
+// its door's bad-input answer (400, or NaN for Redis).
 type Request struct {
 	Door     Door
 	ID       int64
@@ -47,35 +48,55 @@ type Request struct {
 	Unsure bool
 }
 
-// x is the input of a good request: exact in float32 and distinct per id
-// modulo 4096.
+// Calc is what the model the load asks computes, against which every
+// answer is checked: good request id sends In(id), one instance under the
+// input name Input, and the right answer is Out(In(id)), one output of
+// as many floats. In is exact in float32 and distinct per id modulo
+// 4096, and Out exact too, so that answers compare to 1e-6 and Redis
+// results byte for byte. The zero Calc is AddOne.
+type Calc struct {
+	Input string
+	In    func(id int64) []float32
+	Out   func(in []float32) []float32
+}
+
+// AddOne is add_f32's: y = 2x+1 of four floats under "x".
+var AddOne = Calc{Input: "x", In: x, Out: func(in []float32) []float32 {
+	v := slices.Clone(in)
+	for i := range v {
+		v[i] = 2*v[i] + 1
+	}
+	return v
+}}
+
+// x is add_f32's input of a good request.
 func x(id int64) []float32 {
 	a := float32(id % 4096)
 	return []float32{a, -a, float32(id%8) / 4, 0.5}
 }
 
-// GoodBody is the JSON instances body of good request id, which every
-// door takes.
-func GoodBody(id int64) []byte {
-	v := x(id)
-	return fmt.Appendf(nil, `{"instances":[{"x":[%g,%g,%g,%g]}]}`, v[0], v[1], v[2], v[3])
+// Body is the JSON instances body of good request id, which every door
+// takes.
+func (m Calc) Body(id int64) []byte {
+	b := fmt.Appendf(nil, `{"instances":[{%q:[`, m.Input)
+	for i, v := range m.In(id) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%g", v)
+	}
+	return append(b, "]}]}"...)
 }
 
 // garbageBody is a malformed body, different each time.
 func garbageBody(id int64) []byte { return fmt.Appendf(nil, `{"instances":[{"x":[%d,, garbage`, id) }
 
-// want is the model's answer to a good request.
-func want(id int64) []float32 {
-	v := x(id)
-	for i := range v {
-		v[i] = 2*v[i] + 1
-	}
-	return v
-}
+// want is the model's answer to good request id.
+func (m Calc) want(id int64) []float32 { return m.Out(m.In(id)) }
 
-// CheckPredictions checks the body of a NATS or HTTP answer to good
-// request id: one prediction, y = 2x+1 of GoodBody(id)'s x.
-func CheckPredictions(id int64, body []byte) error {
+// Check checks the body of a NATS or HTTP answer to good request id: one
+// prediction, the model's answer to Body(id).
+func (m Calc) Check(id int64, body []byte) error {
 	var p struct {
 		Predictions []string `json:"predictions"`
 	}
@@ -92,7 +113,7 @@ func CheckPredictions(id int64, body []byte) error {
 	if json.Unmarshal([]byte(p.Predictions[0]), &v) != nil || json.Unmarshal([]byte(v.Value), &t) != nil {
 		return fmt.Errorf("prediction %.200q is not {value: {data, shape}}", p.Predictions[0])
 	}
-	w := want(id)
+	w := m.want(id)
 	if len(t.Data) != len(w) {
 		return fmt.Errorf("id %d: got %v, want %v", id, t.Data, w)
 	}
@@ -104,12 +125,13 @@ func CheckPredictions(id int64, body []byte) error {
 	return nil
 }
 
-// WantRedis is the Redis result value of a good request: the Arrow
+// WantRedis is the Redis result value of good request id: the Arrow
 // encoding the Redis door contract fixes (SPEC §2), made by infer/wire.
-func WantRedis(id int64) string {
-	v, err := wire.EncodeRedisArrow([]infer.Tensor{{DType: infer.Float32, Shape: []int64{4}, Data: want(id)}})
+func (m Calc) WantRedis(id int64) string {
+	w := m.want(id)
+	v, err := wire.EncodeRedisArrow([]infer.Tensor{{DType: infer.Float32, Shape: []int64{int64(len(w))}, Data: w}})
 	if err != nil {
-		panic(err) // a 4-float tensor always encodes
+		panic(err) // a float32 vector always encodes
 	}
 	return string(v)
 }

@@ -1,12 +1,14 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,10 +25,10 @@ func (c *Cluster) config(name, role string) (path string, metrics int, err error
 	if err != nil {
 		return "", 0, err
 	}
-	text := fmt.Sprintf("modelPath: %s\njobName: %s\nnatsUrl: %q\nqueueReplicas: 3\nqueueStorage: file\n"+
+	text := fmt.Sprintf("%s\njobName: %s\nnatsUrl: %q\nqueueReplicas: 3\nqueueStorage: file\n"+
 		"ackWait: %d\nthreadPerModel: 1\nmodelParallelism: 1\nmetricsListen: 127.0.0.1:%d\n"+
 		"httpRequestTimeout: 15000\nlogLevel: info\n",
-		c.opt.Model, c.Job, c.URLs, c.opt.AckWait.Milliseconds(), ports[0])
+		c.modelKey(), c.Job, c.URLs, c.opt.AckWait.Milliseconds(), ports[0])
 	if c.opt.ORTLib != "" {
 		text += fmt.Sprintf("onnxruntimeLib: %s\n", c.opt.ORTLib)
 	}
@@ -63,13 +65,13 @@ func (c *Cluster) startServing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Job = "chaos" + strconv.Itoa(ports[0])
+	c.Job = cmp.Or(c.opt.Job, "chaos"+strconv.Itoa(ports[0]))
 	// One after the other: two workers that create the job's R3 streams
 	// at the same moment both fail with "ensure stream ...: context
 	// deadline exceeded" (seen with nats-server 2.15.2 and the code of
 	// 2026-11-23); a restarted worker finds them made.
 	for i := range c.opt.Workers {
-		w, err := c.serving(fmt.Sprintf("worker%d", i+1), "worker", "httpPort: -1\n")
+		w, err := c.serving(fmt.Sprintf("worker%d", i+1), "worker", "httpPort: -1\n"+c.serveKey(i))
 		if err != nil {
 			return err
 		}
@@ -120,21 +122,24 @@ func (c *Cluster) WaitNATSDoor(ctx context.Context) error {
 }
 
 func (c *Cluster) natsDoorAnswers() bool {
-	msg, err := c.nc.Request("serving."+c.Job+".predict", GoodBody(0), 2*time.Second)
+	msg, err := c.nc.Request("serving."+c.Job+".predict", c.opt.Calc.Body(0), 2*time.Second)
 	return err == nil && msg.Header.Get("Nats-Service-Error-Code") == ""
 }
 
-// WaitWorker waits until the worker w is on the mesh: its micro service
-// answers $SRV.INFO with w's pid (after its model has loaded).
+// WaitWorker waits until the worker w is on the mesh: a micro service of
+// each job it runs answers $SRV.INFO with w's pid (after its model has
+// loaded).
 func (c *Cluster) WaitWorker(ctx context.Context, w *Proc) error {
+	jobs := c.workerJobs(w)
 	return waitProc(ctx, w, 90*time.Second, func() bool {
 		pid := strconv.Itoa(w.Pid())
+		up := map[string]bool{}
 		for _, info := range c.workerInfos(300 * time.Millisecond) {
-			if info.Metadata["pid"] == pid && info.Metadata["job"] == c.Job {
-				return true
+			if info.Metadata["pid"] == pid && slices.Contains(jobs, info.Metadata["job"]) {
+				up[info.Metadata["job"]] = true
 			}
 		}
-		return false
+		return len(up) == len(jobs)
 	})
 }
 

@@ -258,7 +258,7 @@ func (p *Pipeline) runStep(ctx context.Context, r *request, s *step) error {
 // submit sends step s's inputs to its model's job and decodes the
 // outputs it maps, in s.outputs order, under a span of the step.
 func (p *Pipeline) submit(ctx context.Context, s *step, ins []infer.Tensor) ([]infer.Tensor, error) {
-	ctx, span := tracer.Start(ctx, "step "+s.member.Name, withStepAttrs(p.g.name, s))
+	ctx, span := tracer.Start(ctx, telemetry.SpanStep, withStepAttrs(p.g.name, s))
 	defer span.End()
 	body, err := encodeStep(s, ins)
 	if err == nil {
