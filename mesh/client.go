@@ -82,6 +82,8 @@ type Client struct {
 	// its work queue again after it found it full of unanswered records.
 	fullUntil sync.Map
 
+	large *bodies // bodies past max_payload (large.go)
+
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
 	closed  bool
@@ -111,6 +113,7 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 		parts:    partitionCache{js: js, lookup: cfg.AttemptTimeout},
 		prefix:   nc.NewInbox(),
 		pending:  make(map[string]chan *nats.Msg),
+		large:    newBodies(nc, js),
 	}
 	c.reconnected = make(chan struct{})
 	c.watchReconnects()
@@ -201,6 +204,11 @@ func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg
 			// did store, or stored again below) answers twice; the second
 			// reply finds no waiter.
 			r := parseResult(reply.Header, reply.Data)
+			var err error
+			if r.Body, err = c.large.body(ctx, reply.Header, r.Body); err != nil {
+				return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, err)
+			}
+			c.large.drop(m.Header, reply.Header)
 			return r, r.Err()
 		case <-reconnected:
 			reconnected = c.reconnects()
@@ -349,7 +357,12 @@ func (c *Client) begin(ctx context.Context, job string, req Request, r Reply) (_
 	ctx, span := c.startPublish(ctx, job, req)
 	m := workMsg(ctx, job, req)
 	r.set(m.Header)
-	return ctx, m, func(err error) { telemetry.EndSpan(span, err); cancel() }, nil
+	finish := func(err error) { telemetry.EndSpan(span, err); cancel() }
+	if err := c.large.offload(ctx, job, m); err != nil {
+		finish(err)
+		return nil, nil, nil, err
+	}
+	return ctx, m, finish, nil
 }
 
 // Forward stores req in job's work queue with its answer going straight
@@ -428,7 +441,7 @@ func workMsg(ctx context.Context, job string, req Request) *nats.Msg {
 	for k, v := range req.Header {
 		m.Header[k] = v
 	}
-	for _, k := range []string{HeaderURI, HeaderContentType, HeaderReplyTo, HeaderReplyForm, HeaderReceived, HeaderResultTo, HeaderDeadline, HeaderStatus, HeaderError} {
+	for _, k := range []string{HeaderURI, HeaderContentType, HeaderReplyTo, HeaderReplyForm, HeaderReceived, HeaderResultTo, HeaderDeadline, HeaderStatus, HeaderError, HeaderBodyRef} {
 		m.Header.Del(k)
 	}
 	ct := req.ContentType

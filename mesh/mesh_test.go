@@ -1,10 +1,12 @@
 package mesh_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -336,21 +338,62 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
-// TestTooLargeForNATS sends a body past the server's max payload: it can
-// never be queued, and both publish paths say so with status.ErrTooLarge.
-func TestTooLargeForNATS(t *testing.T) {
-	_, nc := startStreams(t, mesh.StreamConfig{Job: "big"})
+// TestLargeBodies sends a body past the server's max payload, whose
+// answer is past it too: it travels beside its message, in BodiesBucket,
+// both ways, and comes back whole, on the synchronous path (Submit) and
+// the durable one (Enqueue, its result consumed); Submit's objects are
+// deleted once it has its answer.
+func TestLargeBodies(t *testing.T) {
+	s, nc := startStreams(t, mesh.StreamConfig{Job: "big"})
+	runWorker(t, meshtest.Connect(t, s), mesh.WorkerConfig{Stream: mesh.StreamConfig{Job: "big"}}, reversePredictor{})
 	c := newClient(t, nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	body := make([]byte, nc.MaxPayload()+1)
-	err := c.Enqueue(ctx, "big", mesh.Request{Body: body}, mesh.ResultsSubject("big", "door"))
-	if !errors.Is(err, status.ErrTooLarge) || status.Of(err) != status.TooLarge {
-		t.Errorf("Enqueue: got %v, want status.ErrTooLarge", err)
+	body := make([]byte, 3*nc.MaxPayload()/2)
+	for i := range body {
+		body[i] = byte(i * 7)
 	}
-	if _, err := c.Submit(ctx, "big", mesh.Request{Body: body}); !errors.Is(err, status.ErrTooLarge) {
-		t.Errorf("Submit: got %v, want status.ErrTooLarge", err)
+	want := slices.Clone(body)
+	slices.Reverse(want)
+	res, err := c.Submit(ctx, "big", mesh.Request{Body: body})
+	if err != nil || !bytes.Equal(res.Body, want) {
+		t.Fatalf("Submit: got %d bytes (%v), want the %d reversed", len(res.Body), err, len(want))
 	}
+	if err := c.Enqueue(ctx, "big", mesh.Request{URI: "u1", Body: body}, mesh.ResultsSubject("big", "door")); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	got := make(chan mesh.Result, 1)
+	cctx, stop := context.WithCancel(ctx)
+	go func() {
+		_ = c.ConsumeResults(cctx, "big", "door", "door", func(_ context.Context, r mesh.Result) error { got <- r; stop(); return nil })
+	}()
+	select {
+	case r := <-got:
+		if r.Status != status.OK || !bytes.Equal(r.Body, want) {
+			t.Errorf("durable result: status %d, %d bytes, want 200 and the %d reversed", r.Status, len(r.Body), len(want))
+		}
+	case <-ctx.Done():
+		t.Fatal("no durable result")
+	}
+	js, _ := jetstream.New(nc)
+	store, err := js.ObjectStore(ctx, mesh.BodiesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.WaitFor(t, "Submit's objects deleted", func() bool {
+		st, err := store.Status(ctx)
+		// The Enqueue's request and result stay until BodiesTTL.
+		return err == nil && st.Size() < uint64(4*len(body))
+	})
+}
+
+// reversePredictor answers the body reversed.
+type reversePredictor struct{}
+
+func (reversePredictor) Predict(_ context.Context, _ string, body []byte) ([]byte, error) {
+	out := slices.Clone(body)
+	slices.Reverse(out)
+	return out, nil
 }
 
 func TestClosedClientIsBusy(t *testing.T) {

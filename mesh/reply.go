@@ -195,7 +195,11 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 	}()
 	switch r.Mode {
 	case ReplyDurable:
-		return w.storeResult(ctx, r.To, resultMsg(r.To, h, a.status, a.body, a.message), h.Get(HeaderMsgID))
+		m := resultMsg(r.To, h, a.status, a.body, a.message)
+		if err := w.large.offload(ctx, w.cfg.Stream.Job, m); err != nil {
+			return err
+		}
+		return w.storeResult(ctx, r.To, m, h.Get(HeaderMsgID))
 	case ReplyCaller:
 		// The NATS door's caller, answered here rather than through the
 		// door: two crossings fewer (see Client.Forward).
@@ -208,6 +212,9 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 	}
 	m := resultMsg(r.To, h, a.status, a.body, a.message)
 	telemetry.Inject(ctx, m.Header)
+	if err := w.large.offload(ctx, w.cfg.Stream.Job, m); err != nil {
+		return fmt.Errorf("reply to %s: %w", r.To, err)
+	}
 	if err := w.bounce.publish(m, deadlineOf(h)); err != nil {
 		return fmt.Errorf("reply to %s: %w", r.To, err)
 	}

@@ -1,6 +1,8 @@
 package mesh
 
 import (
+	"github.com/cluster-serving/cluster-serving/infer/status"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -35,7 +37,7 @@ func ConsumeResults(ctx context.Context, js jetstream.JetStream, job, durableNam
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		r := resultOf(msg)
+		r := resultOf(js, msg)
 		id, now := r.Header.Get(HeaderMsgID), time.Now()
 		if id != "" && seen.has(id, now) {
 			_ = msg.Ack() // written already, from another partition
@@ -93,10 +95,21 @@ func resultsConsumers(js jetstream.JetStream, job, durableName, filterSubject st
 	}
 }
 
-// resultOf reads a result message, headers included.
-func resultOf(msg jetstream.Msg) Result {
+// resultOf reads a result message, headers included, and its body from
+// BodiesBucket when it travelled beside it (large.go); a body that cannot
+// be read is a 500 result saying why.
+func resultOf(js jetstream.JetStream, msg jetstream.Msg) Result {
 	r := parseResult(msg.Headers(), msg.Data())
 	r.Header = msg.Headers()
+	if msg.Headers().Get(HeaderBodyRef) != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), resultPublishTimeout)
+		defer cancel()
+		body, err := (&bodies{js: js}).body(ctx, msg.Headers(), nil)
+		r.Body = body
+		if err != nil {
+			r.Status, r.Message = status.Internal, err.Error()
+		}
+	}
 	return r
 }
 
@@ -123,6 +136,7 @@ func ConsumeResultBatches(ctx context.Context, js jetstream.JetStream, job, dura
 	// The callbacks only hand messages over; the batcher batches them.
 	// They block while the batcher is busy, which bounds what is held here.
 	b := &resultBatcher{
+		js:      js,
 		msgs:    make(chan jetstream.Msg, maxBatch),
 		batch:   make([]jetstream.Msg, 0, maxBatch),
 		results: make([]Result, 0, maxBatch),
@@ -161,6 +175,7 @@ const resultsDrainTimeout = 5 * time.Second
 // batches for handle, and settles each batch by handle's answer. One
 // goroutine uses it.
 type resultBatcher struct {
+	js      jetstream.JetStream // reads bodies past max_payload
 	msgs    chan jetstream.Msg
 	batch   []jetstream.Msg
 	results []Result
@@ -201,7 +216,7 @@ func (b *resultBatcher) flush(ctx context.Context) {
 	b.results = b.results[:0]
 	clear(b.inBatch)
 	for _, m := range b.batch {
-		r := resultOf(m)
+		r := resultOf(b.js, m)
 		if id := r.Header.Get(HeaderMsgID); id != "" {
 			if b.inBatch[id] || b.seen.has(id, now) {
 				continue

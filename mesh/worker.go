@@ -124,6 +124,7 @@ type Worker struct {
 	// answered knows the NATS callers answered lately, by this worker
 	// and the job's others.
 	answered *answered
+	large    *bodies // bodies past max_payload (large.go)
 	// confirming counts the answers to NATS callers waiting for their
 	// ack's confirmation (confirmAck); stop waits for them.
 	confirming sync.WaitGroup
@@ -168,7 +169,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 		return nil, fmt.Errorf("mesh: jetstream: %w", err)
 	}
 	log := cfg.Logger.With("job", cfg.Stream.Job)
-	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log),
+	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, large: newBodies(nc, js), route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log),
 		limit: telemetry.NewLogLimit(log, 0), spawn: newSpawner(spawnerIdle), answered: newAnswered(nc, cfg.Stream.Job)}, nil
 }
 
@@ -371,7 +372,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	if dl, ok := pctx.Deadline(); ok {
 		w.held.bound(msg, dl) // a hung Predict stops being beaten
 	}
-	out, err := w.predict(pctx, ct, msg.Data())
+	body, err := w.large.body(pctx, h, msg.Data())
+	var out []byte
+	if err == nil {
+		out, err = w.predict(pctx, ct, body)
+	}
 	if err != nil {
 		span.RecordError(err)
 		st = w.settleError(ctx, pctx, msg, err, delivered)

@@ -151,9 +151,9 @@ func (g *Graph) errorf(format string, args ...any) error {
 }
 
 // checkSettings refuses what an ensemble cannot have, in Triton's words
-// (model_config_utils.cc) where Triton refuses it too. Triton ignores
-// dynamic and sequence batching on an ensemble; here they would promise
-// what the ensemble's queue does not do, so they are refused.
+// (model_config_utils.cc) where Triton refuses it too. Dynamic and
+// sequence batching are a oneof with ensemble_scheduling, so a config
+// that has one has no steps: it says why before Triton's "must be set".
 func checkSettings(name string, cfg *kservepb.ModelConfig) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %q: %s", ErrEnsemble, name, fmt.Sprintf(format, args...))
@@ -162,6 +162,10 @@ func checkSettings(name string, cfg *kservepb.ModelConfig) error {
 	switch {
 	case sched == nil && cfg.GetPlatform() != "ensemble":
 		return bad("model '%s' is not an ensemble: set platform: \"ensemble\" and ensemble_scheduling", name)
+	case cfg.GetDynamicBatching() != nil: // a oneof with ensemble_scheduling
+		return bad("dynamic batching should not be specified for ensemble '%s': each step batches in its own model's queue; replace dynamic_batching with ensemble_scheduling", name)
+	case cfg.GetSequenceBatching() != nil:
+		return bad("sequence batching should not be specified for ensemble '%s': replace sequence_batching with ensemble_scheduling", name)
 	case sched == nil:
 		return bad("ensemble scheduling must be set for ensemble '%s' whose platform is ensemble: add ensemble_scheduling { step [...] }", name)
 	case cfg.Platform != "ensemble":
@@ -172,10 +176,6 @@ func checkSettings(name string, cfg *kservepb.ModelConfig) error {
 		return bad("instance group should not be specified for ensemble '%s': each step runs on its own model's instances", name)
 	case cfg.Optimization != nil:
 		return bad("optimization should not be specified for ensemble '%s': set it on its composing models", name)
-	case cfg.GetDynamicBatching() != nil:
-		return bad("dynamic batching should not be specified for ensemble '%s': each step batches in its own model's queue", name)
-	case cfg.GetSequenceBatching() != nil:
-		return bad("sequence batching should not be specified for ensemble '%s': remove sequence_batching", name)
 	case len(cfg.ModelWarmup) > 0:
 		return bad("model_warmup can not be specified for ensemble '%s': warm its composing models up instead", name)
 	case cfg.MaxBatchSize < 0:

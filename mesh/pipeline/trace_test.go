@@ -42,7 +42,12 @@ ensemble_scheduling { step [
 
 // serveDiamond runs a node on a repository of two_io and the diamond
 // and returns a client of its NATS server.
-func serveDiamond(t *testing.T) *mesh.Client {
+func serveDiamond(t *testing.T) *mesh.Client { return serveRepo(t, 0, map[string]string{"diamond": diamond}) }
+
+// serveRepo runs a node on a repository of two_io and the ensembles
+// (name to config.pbtxt), its NATS server taking messages of up to
+// maxPayload bytes (0: the default), and returns a client of it.
+func serveRepo(t *testing.T, maxPayload int32, ensembles map[string]string) *mesh.Client {
 	t.Helper()
 	infertest.RequireLibrary(t)
 	repo := t.TempDir()
@@ -50,19 +55,20 @@ func serveDiamond(t *testing.T) *mesh.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"two_io/1", "diamond/1"} {
-		if err := os.MkdirAll(filepath.Join(repo, d), 0o755); err != nil {
+	files := map[string][]byte{"two_io/1/model.onnx": model}
+	for name, cfg := range ensembles {
+		files[name+"/config.pbtxt"], files[name+"/1/.keep"] = []byte(cfg), nil
+	}
+	for name, data := range files {
+		if err := os.MkdirAll(filepath.Join(repo, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(repo, "two_io/1/model.onnx"), model, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(repo, "diamond/config.pbtxt"), []byte(diamond), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	n, err := serving.NewNode(context.Background(), serving.Config{
-		Embedded:   embedded.Config{Port: embedded.RandomPort},
+		Embedded:   embedded.Config{Port: embedded.RandomPort, MaxPayload: maxPayload},
 		Serve:      true,
 		Repository: serving.RepositoryConfig{Dir: repo, Job: "p"},
 		Unit:       serving.UnitConfig{Engine: infer.Config{Threads: 1}, Stream: mesh.StreamConfig{Storage: 1}},

@@ -71,7 +71,8 @@ func (r *Repository) member(name string, version int64) (pipeline.Member, error)
 		return pipeline.Member{}, fmt.Errorf("model %q is %s: %s", name, m.state, cmp.Or(m.reason, "not loaded"))
 	}
 	v := version
-	if v == -1 {
+	if v <= 0 { // -1, or unset: the latest
+
 		v = m.highest()
 	}
 	rv := m.served[v]
