@@ -2,6 +2,7 @@ package serving
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -145,4 +146,50 @@ func ensembleConfig(name string, raw *kservepb.ModelConfig) *kservepb.ModelConfi
 		}
 	}
 	return c
+}
+
+// dependents lists the READY ensembles with a step on model name, by
+// name.
+func (r *Repository) dependents(name string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for ename, m := range r.models {
+		if m.state != StateReady {
+			continue
+		}
+		for _, v := range m.served {
+			if pipeline.IsEnsemble(v.model.Config) && slices.Contains(pipeline.Steps(v.model.Config), name) && !slices.Contains(out, ename) {
+				out = append(out, ename)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// unloadDependents unloads the ensembles with a step on model name, which
+// stopped serving: their requests would wait for a step nobody runs. A
+// load of name (or the next poll) brings them back.
+func (r *Repository) unloadDependents(name string) {
+	for _, e := range r.dependents(name) {
+		_ = r.unload(e, fmt.Sprintf("a step's model %q does not serve: load it, then this ensemble", name), false)
+		r.unloadDependents(e) // nested ensembles
+	}
+}
+
+// reloadDependents loads again the ensembles of the repository with a
+// step on model name, after name loaded: those it unloaded come back,
+// and those that serve pick its new versions up.
+func (r *Repository) reloadDependents(ctx context.Context, name string) {
+	entries, err := ScanRepository(r.cfg.Dir)
+	if err != nil {
+		return
+	}
+	for _, e := range orderEntries(entries) {
+		if e.Err == nil && pipeline.IsEnsemble(e.Config) && slices.Contains(pipeline.Steps(e.Config), name) {
+			_ = r.apply(ctx, e, false) // logged and in the index
+			r.reloadDependents(ctx, e.Name)
+		}
+	}
 }

@@ -133,3 +133,37 @@ func TestEnsembleStepOnAnotherProcess(t *testing.T) {
 		t.Fatalf("answer %s lacks %s", res.Body, want)
 	}
 }
+
+// TestEnsembleFollowsItsSteps unloads the diamond's step model: the
+// diamond stops serving too, with a reason that names the step; loading
+// the step model brings the diamond back, answering.
+func TestEnsembleFollowsItsSteps(t *testing.T) {
+	repo := t.TempDir()
+	putModel(t, repo, "two_io", "1", "model.onnx", twoIOModel)
+	putEnsemble(t, repo, "diamond", diamondConfig)
+	n := runReady(t, repoConfig(t, repo, "ens", 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Repository().Unload(ctx, "two_io"); err != nil {
+		t.Fatal(err)
+	}
+	if e := index(n, "diamond"); e.State != serving.StateUnavailable || !strings.Contains(e.Reason, `"two_io" does not serve`) {
+		t.Fatalf("diamond after its step's unload: %+v", e)
+	}
+	if err := n.Repository().Load(ctx, "two_io"); err != nil {
+		t.Fatal(err)
+	}
+	if e := index(n, "diamond"); e.State != serving.StateReady {
+		t.Fatalf("diamond after its step's load: %+v", e)
+	}
+	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Submit(ctx, "ens-diamond", mesh.Request{ContentType: wire.MediaTypeOIP,
+		Body: []byte(`{"inputs":[{"name":"IN","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}`)})
+	if err != nil || !strings.Contains(string(res.Body), `"data":[4,14,36]`) {
+		t.Fatalf("diamond answered %s %v", res.Body, err)
+	}
+}

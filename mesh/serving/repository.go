@@ -496,8 +496,13 @@ func (r *Repository) stopAll() {
 // run carries out op in the Run loop.
 func (r *Repository) run(ctx context.Context, op repoOp) error {
 	if op.unload {
-		return r.unload(op.name, "unloaded (POST /v2/repository/models/"+op.name+"/unload)", true)
+		err := r.unload(op.name, "unloaded (POST /v2/repository/models/"+op.name+"/unload)", true)
+		if err == nil {
+			r.unloadDependents(op.name)
+		}
+		return err
 	}
+	defer r.reloadDependents(ctx, op.name)
 	entries, err := ScanRepository(r.cfg.Dir)
 	if err != nil {
 		return status.Errorf(status.BadInput, "%v", err)
@@ -540,6 +545,7 @@ func (r *Repository) poll(ctx context.Context) {
 	r.mu.Unlock()
 	for _, name := range gone {
 		_ = r.unload(name, "its directory left the model repository", false)
+		r.unloadDependents(name)
 	}
 }
 
