@@ -124,6 +124,7 @@ func Build(name string, cfg *kservepb.ModelConfig, resolve Resolve) (*Graph, err
 		return nil, err
 	}
 	g.info = ensembleInfo(name, cfg)
+	g.info.BatchReason = g.stepsReason()
 	return g, nil
 }
 
@@ -468,4 +469,14 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// stepsReason is the ensemble's batching reason, which status shows: its
+// steps in run order, each with the job whose queue batches it.
+func (g *Graph) stepsReason() string {
+	parts := make([]string, len(g.steps))
+	for i, s := range g.steps {
+		parts[i] = fmt.Sprintf("%d:%s@%s(%s)", s.index, s.member.Name, s.member.Version, s.member.Job)
+	}
+	return "ensemble: steps " + strings.Join(parts, " ") + "; each batches in its model's queue"
 }
