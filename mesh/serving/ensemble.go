@@ -151,17 +151,10 @@ func ensembleConfig(name string, raw *kservepb.ModelConfig) *kservepb.ModelConfi
 // dependents lists the READY ensembles with a step on model name, by
 // name.
 func (r *Repository) dependents(name string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []string
-	for ename, m := range r.models {
-		if m.state != StateReady {
-			continue
-		}
-		for _, v := range m.served {
-			if pipeline.IsEnsemble(v.model.Config) && slices.Contains(pipeline.Steps(v.model.Config), name) && !slices.Contains(out, ename) {
-				out = append(out, ename)
-			}
+	for _, m := range r.Models() {
+		if pipeline.IsEnsemble(m.Config) && slices.Contains(pipeline.Steps(m.Config), name) && !slices.Contains(out, m.Name) {
+			out = append(out, m.Name)
 		}
 	}
 	slices.Sort(out)
