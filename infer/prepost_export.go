@@ -13,10 +13,10 @@ import (
 // the same header check, budget, decode and pre-processing, the same
 // errors. Safe for concurrent use; it does not retain raw.
 //
-// It goes through base64 so that DecodeImage stays the one decode path;
-// the round trip costs about 1 µs per KB of image, next to the
-// milliseconds the decode takes. Splitting DecodeImage into DecodeBase64
-// and this function would remove it.
+// It goes through base64 so that DecodeImage stays the one decode path.
+// The round trip costs about 4 µs per KB (0.4 ms for a 100 KB JPEG, on 2
+// busy cores), against the milliseconds its decode takes; splitting
+// DecodeImage into DecodeBase64 and this function would remove it.
 func DecodeImageBytes(ctx context.Context, raw []byte, p ImagePre) (Tensor, error) {
 	return DecodeImage(ctx, base64.StdEncoding.AppendEncode(nil, raw), p)
 }
