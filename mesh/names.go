@@ -58,6 +58,10 @@ const (
 	HeaderStatus = "Cs-Status"
 	// HeaderError is the error message of a non-200 result.
 	HeaderError = "Cs-Error"
+	// HeaderCompute is a 200 result's compute times, nanoseconds
+	// "input,infer,output" (Triton's compute_input, compute_infer,
+	// compute_output of the request): an ensemble sums its steps'.
+	HeaderCompute = "Cs-Compute"
 	// HeaderTraceParent and HeaderTraceState are W3C trace context, passed through untouched.
 	HeaderTraceParent = "traceparent"
 	HeaderTraceState  = "tracestate"

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
+	"github.com/cluster-serving/cluster-serving/infer/timing"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 
 	"github.com/nats-io/nats.go"
@@ -212,6 +214,9 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 	}
 	m := resultMsg(r.To, h, a.status, a.body, a.message)
 	telemetry.Inject(ctx, m.Header)
+	if a.status == status.OK {
+		setCompute(m.Header, timing.From(ctx).Times())
+	}
 	if err := w.large.offload(ctx, w.cfg.Stream.Job, m); err != nil {
 		return fmt.Errorf("reply to %s: %w", r.To, err)
 	}

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
+	"github.com/cluster-serving/cluster-serving/infer/timing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,6 +30,31 @@ type Result struct {
 	// worker's span), Nats-Msg-Id of a durable record. Nil for a
 	// synchronous Submit.
 	Header nats.Header
+	// Compute is the worker's compute time of a 200 answer to Submit
+	// (Input, Infer, Output; HeaderCompute), zero when it sent none.
+	Compute timing.Times
+}
+
+// setCompute writes t's compute times into h (HeaderCompute).
+func setCompute(h nats.Header, t timing.Times) {
+	h.Set(HeaderCompute, strconv.FormatInt(int64(t.Input), 10)+","+strconv.FormatInt(int64(t.Infer), 10)+","+strconv.FormatInt(int64(t.Output), 10))
+}
+
+// computeOf reads HeaderCompute; zero when missing or unreadable.
+func computeOf(h nats.Header) timing.Times {
+	parts := strings.Split(h.Get(HeaderCompute), ",")
+	if len(parts) != 3 {
+		return timing.Times{}
+	}
+	var ns [3]int64
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 0 {
+			return timing.Times{}
+		}
+		ns[i] = n
+	}
+	return timing.Times{Input: time.Duration(ns[0]), Infer: time.Duration(ns[1]), Output: time.Duration(ns[2])}
 }
 
 // Err returns nil for status.OK and a *status.Error otherwise.
@@ -74,7 +101,7 @@ func microReply(subject string, st int, body []byte, errMsg string) *nats.Msg {
 
 // parseResult reads a result message. A missing or unreadable status is 500.
 func parseResult(h nats.Header, body []byte) Result {
-	r := Result{URI: uriOf(h), Message: h.Get(HeaderError)}
+	r := Result{URI: uriOf(h), Message: h.Get(HeaderError), Compute: computeOf(h)}
 	st, err := strconv.Atoi(h.Get(HeaderStatus))
 	if err != nil || st < 100 || st > 599 {
 		st = status.Internal

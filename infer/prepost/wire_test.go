@@ -19,7 +19,7 @@ import (
 
 // predictor serves s as the repository does.
 func predictor(s *prepost.Step) *wire.Predictor {
-	return wire.NewRunnerPredictor(s, wire.Spec{Model: wire.Model{Name: s.Info().Name}, Info: s.Info()}, infer.Hooks{})
+	return wire.NewRunnerPredictor(s, wire.Spec{Model: wire.Model{Name: s.Info().Name}, Info: s.Info()}, infer.Hooks{}, false)
 }
 
 // stepRequest is a step's request on the mesh, as an ensemble sends it:

@@ -49,6 +49,9 @@ type Predictor struct {
 	runner Runner
 	spec   Spec
 	hooks  infer.Hooks
+	// untimed: decoding and encoding are not the request's compute time
+	// (an ensemble's is its steps').
+	untimed bool
 }
 
 // NewPredictor returns the Predictor of e, which answers OIP requests in
@@ -71,12 +74,14 @@ func NewPredictor(e *infer.Engine, m Model) *Predictor {
 
 // NewRunnerPredictor returns the Predictor of r, whose codecs know the
 // model as spec says (spec.Model.Version "" means "1") and whose decode
-// and encode times go to hooks.
-func NewRunnerPredictor(r Runner, spec Spec, hooks infer.Hooks) *Predictor {
+// and encode times go to hooks. With computeOfRunner, those times are
+// not added to the request's compute times (timing.From): the runner
+// adds its own, as an ensemble adds its steps' (Triton's rule).
+func NewRunnerPredictor(r Runner, spec Spec, hooks infer.Hooks, computeOfRunner bool) *Predictor {
 	if spec.Model.Version == "" {
 		spec.Model.Version = "1"
 	}
-	return &Predictor{runner: r, spec: spec, hooks: hooks}
+	return &Predictor{runner: r, spec: spec, hooks: hooks, untimed: computeOfRunner}
 }
 
 // Spec returns what the Predictor's codecs know of its model.
@@ -141,6 +146,9 @@ func (p *Predictor) stage(ctx context.Context, stage string, fn func() error) er
 	took := time.Since(start)
 	if p.hooks.Stage != nil {
 		p.hooks.Stage(ctx, stage, took)
+	}
+	if p.untimed {
+		return err
 	}
 	ts := timing.Output
 	if stage == infer.StageDecode {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -156,7 +155,6 @@ func (p *Pipeline) run(ctx context.Context, inputs []infer.Tensor, outputs []str
 	if len(inputs) != len(p.g.info.Inputs) {
 		return nil, infer.NewInputError(-1, "", "got %d inputs, the ensemble has %d", len(inputs), len(p.g.info.Inputs))
 	}
-	began := time.Now()
 	r := &request{tensors: make(map[string]infer.Tensor, len(inputs)), done: map[int]chan struct{}{}}
 	for j, in := range p.g.info.Inputs {
 		r.tensors[in.Name] = inputs[j]
@@ -180,10 +178,15 @@ func (p *Pipeline) run(ctx context.Context, inputs []infer.Tensor, outputs []str
 	}
 	err := g.Wait()
 	if tr := timing.From(ctx); tr != nil {
+		// As Triton's ensemble scheduler: the ensemble's compute is the
+		// sum of its steps' (each step's worker sends its own).
+		c := r.compute
 		tr.AddRows(rowsOf(inputs, p.g.maxBatch))
-		tr.Add(timing.Infer, time.Since(began))
+		tr.Add(timing.Input, c.Input)
+		tr.Add(timing.Infer, c.Infer)
+		tr.Add(timing.Output, c.Output)
 		if sink := tr.Sink(); sink != nil && err == nil {
-			sink.Execution(rowsOf(inputs, p.g.maxBatch), 0, time.Since(began), 0)
+			sink.Execution(rowsOf(inputs, p.g.maxBatch), c.Input, c.Infer, c.Output)
 		}
 	}
 	if err != nil {
@@ -211,6 +214,7 @@ type request struct {
 	mu      sync.Mutex
 	tensors map[string]infer.Tensor
 	done    map[int]chan struct{} // per needed step: closed when its outputs are in tensors
+	compute timing.Times          // the steps' compute times, summed
 }
 
 func (r *request) get(name string) infer.Tensor {
@@ -242,11 +246,14 @@ func (p *Pipeline) runStep(ctx context.Context, r *request, s *step) error {
 	for i, in := range s.inputs {
 		ins[i] = r.get(in.tensor)
 	}
-	outs, err := p.submit(ctx, s, ins)
+	outs, t, err := p.submit(ctx, s, ins)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
+	r.compute.Input += t.Input
+	r.compute.Infer += t.Infer
+	r.compute.Output += t.Output
 	for i, o := range s.outputs {
 		r.tensors[o.tensor] = outs[i]
 	}
@@ -256,8 +263,9 @@ func (p *Pipeline) runStep(ctx context.Context, r *request, s *step) error {
 }
 
 // submit sends step s's inputs to its model's job and decodes the
-// outputs it maps, in s.outputs order, under a span of the step.
-func (p *Pipeline) submit(ctx context.Context, s *step, ins []infer.Tensor) ([]infer.Tensor, error) {
+// outputs it maps, in s.outputs order, under a span of the step, with
+// the step worker's compute times.
+func (p *Pipeline) submit(ctx context.Context, s *step, ins []infer.Tensor) ([]infer.Tensor, timing.Times, error) {
 	ctx, span := tracer.Start(ctx, telemetry.SpanStep, withStepAttrs(p.g.name, s))
 	defer span.End()
 	body, err := encodeStep(s, ins)
@@ -267,14 +275,14 @@ func (p *Pipeline) submit(ctx context.Context, s *step, ins []infer.Tensor) ([]i
 		if err == nil {
 			var outs []infer.Tensor
 			if outs, err = decodeStep(s, res.Body); err == nil {
-				return outs, nil
+				return outs, res.Compute, nil
 			}
 		}
 	}
 	err = p.stepError(s, err)
 	span.RecordError(err)
 	span.SetStatus(codes.Error, err.Error())
-	return nil, err
+	return nil, timing.Times{}, err
 }
 
 func withStepAttrs(ensemble string, s *step) trace.SpanStartOption {

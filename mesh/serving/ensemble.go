@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cluster-serving/cluster-serving/infer/prepost"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh/pipeline"
 )
@@ -185,4 +186,28 @@ func (r *Repository) reloadDependents(ctx context.Context, name string) {
 			r.reloadDependents(ctx, e.Name)
 		}
 	}
+}
+
+// loadStep loads a built-in pre- or post-processing step (backend
+// cluster_serving, see infer/prepost): a Unit whose worker runs it on a
+// serving node, else its description.
+func (r *Repository) loadStep(model Model, raw *kservepb.ModelConfig) (*Unit, Model, error) {
+	cfg := proto.Clone(raw).(*kservepb.ModelConfig)
+	cfg.Name = model.Name
+	s, err := prepost.New(cfg)
+	if err != nil {
+		return nil, model, fmt.Errorf("%w: model %q: %w", ErrModelConfig, model.Name, err)
+	}
+	model.Info, model.Config = s.Info(), s.Config()
+	if !r.node.cfg.Serve || !r.cfg.serves(model.Name) {
+		return nil, model, nil
+	}
+	ucfg := r.node.cfg.unit(model)
+	if err := ucfg.Validate(); err != nil {
+		return nil, model, err
+	}
+	ucfg.Logger = cmp.Or(ucfg.Logger, slog.Default())
+	ucfg.Logger.Info("step loaded", "name", model.Name, "version", model.Version, "job", model.Job,
+		"inputs", FormatIO(model.Info.Inputs), "outputs", FormatIO(model.Info.Outputs), "backend", prepost.Backend)
+	return &Unit{cfg: ucfg, step: s}, model, nil
 }

@@ -2,12 +2,15 @@ package serving_test
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
@@ -93,6 +96,16 @@ func TestEnsembleDiamond(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("stats: %+v", stats)
+	// As Triton's: the ensemble counts its requests and rows, and its
+	// compute is its steps' summed.
+	ens, step := stats["ens-diamond"].InferStats, stats["ens-two_io"].InferStats
+	if ens.Success.Count != 2 || ens.InferenceCount != 4 || step.Success.Count != 8 {
+		t.Errorf("counts: diamond %d requests %d rows, two_io %d requests: want 2, 4, 8", ens.Success.Count, ens.InferenceCount, step.Success.Count)
+	}
+	if ens.ComputeInput.NS != step.ComputeInput.NS || ens.ComputeInfer.NS != step.ComputeInfer.NS || ens.ComputeOutput.NS != step.ComputeOutput.NS {
+		t.Errorf("diamond's compute %v %v %v, two_io's %v %v %v: want the same sums", ens.ComputeInput, ens.ComputeInfer, ens.ComputeOutput,
+			step.ComputeInput, step.ComputeInfer, step.ComputeOutput)
+	}
 }
 
 // TestEnsembleStepOnAnotherProcess serves the diamond from a node told
@@ -166,4 +179,73 @@ func TestEnsembleFollowsItsSteps(t *testing.T) {
 	if err != nil || !strings.Contains(string(res.Body), `"data":[4,14,36]`) {
 		t.Fatalf("diamond answered %s %v", res.Body, err)
 	}
+}
+
+// seedRepo is the seed's image pipeline as a repository: an image as
+// TYPE_STRING in, the image step (resize to 224x224), an ONNX model
+// (image_mean: the channel means, [-1,3]), the topN step (top 2), its
+// text out.
+var seedRepo = map[string]string{
+	"preprocess": `name: "preprocess" backend: "cluster_serving" max_batch_size: 8
+input [ { name: "image" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "tensor" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
+parameters { key: "step" value: { string_value: "image" } }
+parameters { key: "imageResize" value: { string_value: "224,224" } }`,
+	"postprocess": `name: "postprocess" backend: "cluster_serving" max_batch_size: 8
+input [ { name: "scores" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "text" data_type: TYPE_STRING dims: [ 1 ] } ]
+parameters { key: "step" value: { string_value: "topN" } }
+parameters { key: "postProcessing" value: { string_value: "topN(2)" } }`,
+	"classify": `name: "classify" platform: "ensemble" max_batch_size: 8
+input [ { name: "IMAGE" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "TOP" data_type: TYPE_STRING dims: [ 1 ] } ]
+ensemble_scheduling { step [
+  { model_name: "preprocess" input_map { key: "image" value: "IMAGE" } output_map { key: "tensor" value: "pixels" } },
+  { model_name: "image_mean" input_map { key: "x" value: "pixels" } output_map { key: "y" value: "means" } },
+  { model_name: "postprocess" input_map { key: "scores" value: "means" } output_map { key: "text" value: "TOP" } }
+] }`,
+}
+
+// TestSeedImagePipeline serves the seed's image pipeline as an ordinary
+// repository entry: a JPEG, base64 in OIP JSON's BYTES, comes back as
+// the original's topN text, the same the Redis door's engine with
+// imageResize and topN(2) writes for it.
+func TestSeedImagePipeline(t *testing.T) {
+	repo := t.TempDir()
+	putModel(t, repo, "image_mean", "1", "model.onnx", "../../infer/testdata/image_mean.onnx")
+	for name, cfg := range seedRepo {
+		putEnsemble(t, repo, name, cfg)
+	}
+	n := runReady(t, repoConfig(t, repo, "seed", 0))
+	for _, e := range n.Repository().Index(false) {
+		if e.State != serving.StateReady {
+			t.Fatalf("%s: %s %s", e.Name, e.State, e.Reason)
+		}
+	}
+	img, err := os.ReadFile("../../infer/testdata/fixtures/images/cat1.jpeg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body := `{"inputs":[{"name":"IMAGE","datatype":"BYTES","shape":[1,1],"data":["` + base64.StdEncoding.EncodeToString(img) + `"]}]}`
+	res, err := c.Submit(ctx, "seed-classify", mesh.Request{ContentType: wire.MediaTypeOIP, Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := infertest.NewEngine(t, infer.Config{ModelPath: "../../infer/testdata/image_mean.onnx", ImageResize: [2]int{224, 224}, PostProcessing: "topN(2)"})
+	want, err := wire.NewPredictor(engine, wire.Model{}).Predict(ctx, wire.MediaTypeRedisJSON,
+		[]byte(`{"instances":[{"x":"`+base64.StdEncoding.EncodeToString(img)+`"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 10 || !strings.Contains(string(res.Body), `"data":["`+string(want)+`"]`) {
+		t.Errorf("pipeline answered %s, want its text to be the Redis door's %s", res.Body, want)
+	}
+	t.Logf("%s", res.Body)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/prepost"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh/pipeline"
 )
@@ -168,6 +169,9 @@ func (r *Repository) swap(m *repoModel, e RepoEntry, next map[int64]*repoVersion
 func (r *Repository) load(model Model, raw *kservepb.ModelConfig) (*Unit, Model, error) {
 	if pipeline.IsEnsemble(raw) {
 		return r.loadEnsemble(model, raw)
+	}
+	if prepost.Is(raw) {
+		return r.loadStep(model, raw)
 	}
 	if !r.node.cfg.Serve || !r.cfg.serves(model.Name) {
 		model, err := describeModel(model, raw, r.node.cfg.Unit.Engine)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
+	"github.com/cluster-serving/cluster-serving/infer/prepost"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/pipeline"
@@ -115,7 +116,7 @@ func scanModel(path, name string) RepoEntry {
 	}
 	usable := false
 	for _, v := range versions {
-		rv := scanVersion(path, name, v, pipeline.IsEnsemble(m.Config))
+		rv := scanVersion(path, name, v, pipeline.IsEnsemble(m.Config) || prepost.Is(m.Config))
 		m.Versions = append(m.Versions, rv)
 		usable = usable || rv.Err == nil
 	}
@@ -148,7 +149,7 @@ func readConfig(path, name string) (*kservepb.ModelConfig, []string, error) {
 	// Only the platform is checked before a version loads (there is no
 	// graph yet: its inputs and outputs are checked once it has); an
 	// ensemble is checked against its steps' models when it loads.
-	if pipeline.IsEnsemble(cfg) {
+	if pipeline.IsEnsemble(cfg) || prepost.Is(cfg) {
 		return cfg, warnings, nil
 	}
 	if err := modelconfig.CheckPlatform(cfg); err != nil {
@@ -175,13 +176,13 @@ func versionDirs(path string) ([]int64, error) {
 	return out, nil
 }
 
-// scanVersion finds the model file of version v; an ensemble's version
-// directory holds none (as Triton's, it may be empty), and its Path is
-// the directory.
-func scanVersion(path, name string, v int64, ensemble bool) RepoVersion {
+// scanVersion finds the model file of version v; the version directory
+// of a model without one (an ensemble, a built-in step) may be empty (as
+// Triton's), and its Path is the directory.
+func scanVersion(path, name string, v int64, fileless bool) RepoVersion {
 	rv := RepoVersion{Version: v}
 	vdir := filepath.Join(path, strconv.FormatInt(v, 10))
-	if ensemble {
+	if fileless {
 		rv.Path = vdir
 		return rv
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
+	"github.com/cluster-serving/cluster-serving/infer/prepost"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -123,8 +124,9 @@ func predictor(e *infer.Engine, m Model) mesh.Predictor {
 // are safe for concurrent use; Run it once.
 type Unit struct {
 	cfg    UnitConfig
-	engine *infer.Engine   // nil for an ensemble
-	graph  *pipeline.Graph // an ensemble's steps; nil for a model
+	engine *infer.Engine   // nil for an ensemble or a built-in step
+	graph  *pipeline.Graph // an ensemble's steps
+	step   *prepost.Step   // a built-in pre- or post-processing step
 	worker atomic.Pointer[mesh.Worker]
 	// running is true while Run serves; stopped once the engine closed.
 	running, stopped atomic.Bool
@@ -198,8 +200,12 @@ func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
 		}
 		defer c.Close()
 		spec := wire.Spec{Model: wire.Model{Name: u.cfg.Model.Name, Version: u.cfg.Model.Version}, Info: u.graph.Info()}
-		p = wire.NewRunnerPredictor(pipeline.New(u.graph, c), spec, u.cfg.engine().Hooks)
+		p = wire.NewRunnerPredictor(pipeline.New(u.graph, c), spec, u.cfg.engine().Hooks, true)
 		wcfg.ExecutionProvider = "ensemble"
+	} else if u.step != nil {
+		spec := wire.Spec{Model: wire.Model{Name: u.cfg.Model.Name, Version: u.cfg.Model.Version}, Info: u.step.Info()}
+		p = wire.NewRunnerPredictor(u.step, spec, u.cfg.engine().Hooks, false)
+		wcfg.ExecutionProvider = prepost.Backend
 	} else {
 		p = predictor(u.engine, u.cfg.Model)
 	}
