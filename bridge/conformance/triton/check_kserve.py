@@ -10,6 +10,8 @@ import sys
 import numpy as np
 from kserve import InferenceGRPCClient, InferenceRESTClient, InferInput, InferRequest, RESTConfig
 
+from ensembles import BROKEN, ENSEMBLES
+
 HTTP_URL, GRPC_URL = sys.argv[1], sys.argv[2]
 BASE = "http://" + HTTP_URL
 RESULTS = []
@@ -31,6 +33,31 @@ def assert_simple(resp, a, b):
     assert set(outs) == {"OUTPUT0", "OUTPUT1"}, "outputs %s" % sorted(outs)
     assert np.array_equal(outs["OUTPUT0"].reshape(1, 16), a + b), outs["OUTPUT0"]
     assert np.array_equal(outs["OUTPUT1"].reshape(1, 16), a - b), outs["OUTPUT1"]
+
+
+def ensemble_request(model, batch, binary=True):
+    x = np.random.default_rng(batch).uniform(-2, 2, (batch, 3)).astype(np.float32)
+    i = InferInput("IN", [batch, 3], "FP32")
+    i.set_data_from_numpy(x, binary_data=binary)
+    return InferRequest(model_name=model, infer_inputs=[i], request_id="e%d" % batch), x
+
+
+def assert_ensemble(model, resp, x):
+    """Every output of ensemble model as numpy computes it (float64) from x."""
+    want = ENSEMBLES[model]["outputs"]
+    outs = {o.name: o.as_numpy() for o in resp.outputs}
+    assert set(outs) == set(want), "%s outputs %s, want %s" % (model, sorted(outs), sorted(want))
+    for n, f in want.items():
+        w = f(x.astype(np.float64))
+        got = np.asarray(outs[n], dtype=np.float64).reshape(w.shape)
+        assert np.allclose(got, w, rtol=1e-5, atol=1e-5), "%s.%s = %s, want %s" % (model, n, got.tolist(), w.tolist())
+
+
+async def ensemble_ready(is_model_ready):
+    """Every working ensemble ready, every broken one not."""
+    got = {m: await is_model_ready(m) for m in list(ENSEMBLES) + list(BROKEN)}
+    want = {m: m in ENSEMBLES for m in got}
+    assert got == want, "is_model_ready %s, want %s" % (got, want)
 
 
 async def run(name, coro):
@@ -62,6 +89,16 @@ async def rest_checks():
 
     for n, f in (("live", live), ("ready", ready), ("model_ready", model_ready), ("infer", infer)):
         await run("kserve.rest." + n, f())
+    await run("kserve.rest.ensemble_ready", ensemble_ready(lambda m: c.is_model_ready(BASE, m)))
+
+    async def ensemble_infer(model, binary):
+        for batch in (1, 2):
+            req, x = ensemble_request(model, batch, binary)
+            assert_ensemble(model, await c.infer(BASE, req, model_name=model), x)
+
+    for model in ENSEMBLES:
+        await run("kserve.rest.ensemble_infer_" + model, ensemble_infer(model, True))
+    await run("kserve.rest.ensemble_infer_diamond_json", ensemble_infer("diamond", False))
     await c.close()
 
 
@@ -86,6 +123,17 @@ async def grpc_checks():
 
     for n, f in (("live", live), ("ready", ready), ("model_ready", model_ready), ("infer", infer)):
         await run("kserve.grpc." + n, f())
+    await run("kserve.grpc.ensemble_ready", ensemble_ready(c.is_model_ready))
+
+    async def ensemble_infer(model):
+        for batch in (1, 2):
+            req, x = ensemble_request(model, batch)
+            resp = await c.infer(req)
+            assert resp.id == "e%d" % batch, "id %r" % resp.id
+            assert_ensemble(model, resp, x)
+
+    for model in ENSEMBLES:
+        await run("kserve.grpc.ensemble_infer_" + model, ensemble_infer(model))
     await c.close()
 
 

@@ -19,6 +19,8 @@ import tritonclient.http.aio as httpaio
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
+from ensembles import BROKEN, ENSEMBLES
+
 HTTP_URL, GRPC_URL = sys.argv[1], sys.argv[2]
 TIMEOUT = 20.0
 # What door.Extensions(repository=true) answers (bridge/door), Triton's names.
@@ -539,6 +541,215 @@ for P in ("http", "grpc"):
             st = c.get_inference_statistics("simple", "1", client_timeout=TIMEOUT).model_stats
             st = [{"name": x.name, "version": x.version} for x in st]
         assert [(x["name"], x["version"]) for x in st] == [("simple", "1")], st
+
+
+# ---- ensembles (make_repo.py writes them, ensembles.py says what they answer and run)
+
+
+def ens_x(batch=2, seed=0):
+    return np.random.default_rng(seed).uniform(-2, 2, (batch, 3)).astype(np.float32)
+
+
+def ens_infer(p, c, model, x, binary=True):
+    """Runs ensemble model on x and compares every output with numpy's answer (float64)."""
+    i = mod(p).InferInput("IN", list(x.shape), "FP32")
+    i.set_data_from_numpy(x, binary_data=binary) if p == "http" else i.set_data_from_numpy(x)
+    want = ENSEMBLES[model]["outputs"]
+    if p == "http":
+        outs = [httpclient.InferRequestedOutput(n, binary_data=binary) for n in want]
+    else:
+        outs = [grpcclient.InferRequestedOutput(n) for n in want]
+    res = call(p, c, "infer", model, [i], outputs=outs)
+    for n, f in want.items():
+        got = res.as_numpy(n)
+        assert got is not None, "%s: no output %s in %s" % (model, n, res.get_response())
+        w = f(x.astype(np.float64))
+        assert got.shape == w.shape, "%s.%s shape %s, want %s" % (model, n, got.shape, w.shape)
+        assert np.allclose(got, w, rtol=1e-5, atol=1e-5), "%s.%s = %s, want %s (x = %s)" % (
+            model, n, got.tolist(), w.tolist(), x.tolist())
+
+
+def model_stats(p, c, model, version=""):
+    """The statistics entry of (model, version) as a dict (Triton's JSON names, ints as ints)."""
+    if p == "http":
+        st = c.get_inference_statistics(model, version)["model_stats"]
+    else:
+        from google.protobuf.json_format import MessageToDict
+        s = call(p, c, "get_inference_statistics", model, version)
+        st = [_ints(x) for x in MessageToDict(s, preserving_proto_field_name=True,
+                                              including_default_value_fields=True)["model_stats"]]
+    st = [x for x in st if x["name"] == model and (not version or str(x["version"]) == version)]
+    assert len(st) == 1, "statistics of %s version %r: %d entries %s" % (model, version, len(st), st)
+    return st[0]
+
+
+def stat_numbers(s):
+    """What the checks compare of one model_stats entry: counts, and compute durations in ns."""
+    inf = s.get("inference_stats", {})
+    out = {"inference_count": int(s.get("inference_count", 0)),
+           "execution_count": int(s.get("execution_count", 0))}
+    for k in ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output"):
+        out[k + ".count"] = int(inf.get(k, {}).get("count", 0))
+        out[k + ".ns"] = int(inf.get(k, {}).get("ns", 0))
+    return out
+
+
+def ens_stats_delta(p, model, k, batch):
+    """Sends k requests of batch rows to ensemble model; returns the statistics delta of the ensemble
+    and of each (composing model, version) it runs, keyed by (name, version)."""
+    c = C_OF[p]()
+    keys = [(model, "")] + list(ENSEMBLES[model]["runs"])
+    before = {key: stat_numbers(model_stats(p, c, *key)) for key in keys}
+    for j in range(k):
+        ens_infer(p, c, model, ens_x(batch, seed=j))
+    after = {key: stat_numbers(model_stats(p, c, *key)) for key in keys}
+    return {key: {f: after[key][f] - before[key][f] for f in after[key]} for key in keys}
+
+
+C_OF = {"http": http, "grpc": grpc}
+
+for P in ("http", "grpc"):
+    C = C_OF[P]
+
+    @check(P + ".ensemble_ready")
+    def _(p=P, C=C):
+        c = C()
+        want = {(m, ""): True for m in ENSEMBLES}
+        want.update({("two_io", ""): True, ("scale", "1"): True, ("scale", "2"): True, ("scale", "3"): False})
+        want.update({(m, ""): False for m in BROKEN})
+        got = {key: call(p, c, "is_model_ready", *key) for key in want}
+        bad = ["%s%s: %r" % (m, v and " v" + v, got[(m, v)]) for (m, v), w in want.items() if got[(m, v)] is not w]
+        assert not bad, "is_model_ready wrong for: %s" % "; ".join(bad)
+
+    @check(P + ".ensemble_metadata")
+    def _(p=P, C=C):
+        c = C()
+        for model, e in ENSEMBLES.items():
+            m = call(p, c, "get_model_metadata", model)
+            if p == "grpc":
+                from google.protobuf.json_format import MessageToDict
+                m = _ints(MessageToDict(m, preserving_proto_field_name=True))
+            assert m.get("platform") == "ensemble", "%s platform %r, want ensemble" % (model, m.get("platform"))
+            ins = [(i["name"], i["datatype"], [int(d) for d in i["shape"]]) for i in m.get("inputs", [])]
+            assert ins == [("IN", "FP32", [-1, 3])], "%s inputs %s" % (model, ins)
+            outs = sorted((o["name"], o["datatype"], [int(d) for d in o["shape"]]) for o in m.get("outputs", []))
+            assert outs == [(n, "FP32", [-1, 3]) for n in sorted(e["outputs"])], "%s outputs %s" % (model, outs)
+
+    @check(P + ".ensemble_config")
+    def _(p=P, C=C):
+        c = C()
+
+        def steps(model):
+            cfg = config_of(p, c, model)
+            assert cfg.get("platform") == "ensemble", "%s platform %r" % (model, cfg.get("platform"))
+            assert cfg.get("max_batch_size") == 8, "%s max_batch_size %r" % (model, cfg.get("max_batch_size"))
+            st = cfg.get("ensemble_scheduling", {}).get("step", [])
+            return [(s.get("model_name"), int(s.get("model_version", 0))) for s in st], st
+        got, _ = steps("diamond")
+        assert got == [("two_io", -1)] * 4, "diamond steps %s" % got
+        got, raw = steps("pinned")
+        assert got == [("scale", 1), ("two_io", -1)], "pinned steps %s" % got
+        assert raw[0].get("input_map") == {"X": "IN"} and raw[0].get("output_map") == {"Y": "T"}, raw[0]
+        got, _ = steps("nested")
+        assert got == [("diamond", -1), ("two_io", -1)], "nested steps %s" % got
+        pol = config_of(p, c, "scale").get("version_policy", {})
+        assert [int(v) for v in pol.get("specific", {}).get("versions", [])] == [1, 2], "scale version_policy %s" % pol
+
+    for model in ENSEMBLES:
+        @check("%s.ensemble_infer_%s" % (P, model))
+        def _(p=P, C=C, model=model):
+            c = C()
+            for batch in (1, 3):
+                ens_infer(p, c, model, ens_x(batch, seed=batch))
+
+    if P == "http":
+        @check("http.ensemble_infer_diamond_json")
+        def _():
+            ens_infer("http", http(), "diamond", ens_x(2), binary=False)
+
+    @check(P + ".ensemble_infer_composing_versions")
+    def _(p=P, C=C):
+        # the versions the ensembles pin, asked directly: scale v1 doubles, v2 multiplies by 10
+        c = C()
+        x = ens_x(2)
+        for v, k in (("1", 2.0), ("2", 10.0)):
+            i = mod(p).InferInput("X", [2, 3], "FP32")
+            i.set_data_from_numpy(x)
+            y = call(p, c, "infer", "scale", [i], model_version=v).as_numpy("Y")
+            assert y is not None and np.allclose(y, k * x, rtol=1e-6), "scale v%s: %s, want %s" % (v, y, k * x)
+
+    @check(P + ".ensemble_infer_broken_refused")
+    def _(p=P, C=C):
+        c = C()
+        for model in BROKEN:
+            dtype = np.int32 if model == "broken_dtype" else np.float32
+            i = mod(p).InferInput("IN", [1, 3], np_to_triton_dtype(np.dtype(dtype)))
+            i.set_data_from_numpy(np.ones((1, 3), dtype=dtype))
+            try:
+                call(p, c, "infer", model, [i])
+            except InferenceServerException as e:
+                assert model in str(e), "%s: message does not name the model: %s" % (model, e)
+                continue
+            raise AssertionError("%s answered an inference" % model)
+
+    @check(P + ".ensemble_repository_index")
+    def _(p=P, C=C):
+        idx = call(p, C(), "get_model_repository_index")
+        rows = idx if p == "http" else [{"name": m.name, "version": m.version, "state": m.state,
+                                         "reason": m.reason} for m in idx.models]
+        bad = []
+        for r in rows:
+            name, state, reason = r["name"], r.get("state", ""), r.get("reason", "")
+            if name in BROKEN:
+                if state != "UNAVAILABLE" or BROKEN[name] not in reason.lower():
+                    bad.append("%s: %s %r, want UNAVAILABLE with a reason naming %r" % (name, state, reason, BROKEN[name]))
+            elif (name, r.get("version")) == ("scale", "3"):
+                pass  # on disk, outside the version policy: Triton lists it or not
+            elif state != "READY":
+                bad.append("%s v%s: %s %r, want READY" % (name, r.get("version"), state, reason))
+        listed = {(r["name"], r.get("version", "")) for r in rows}
+        want = {(m, "1") for m in list(ENSEMBLES) + list(BROKEN) + ["two_io"]} | {("scale", "1"), ("scale", "2")}
+        missing = sorted(want - listed)
+        assert not bad and not missing, "; ".join(bad + ["not listed: %s" % missing] if missing else bad)
+
+    for model in ENSEMBLES:
+        @check("%s.ensemble_statistics_%s" % (P, model))
+        def _(p=P, model=model):
+            k, batch = 5, 2
+            d = ens_stats_delta(p, model, k, batch)
+            bad = []
+            for (name, version), n in [((model, ""), 1)] + list(ENSEMBLES[model]["runs"].items()):
+                got = d[(name, version)]
+                for f, w in (("success.count", k * n), ("fail.count", 0), ("inference_count", k * n * batch),
+                             ("execution_count", k * n)):
+                    if got[f] != w:
+                        bad.append("%s%s %s +%d, want +%d" % (name, version and " v" + version, f, got[f], w))
+            assert not bad, "after %d requests of batch %d to %s: %s" % (k, batch, model, "; ".join(bad))
+
+    @check(P + ".ensemble_statistics_pinned_version_only")
+    def _(p=P):
+        # pinned runs scale v1 only; pinned_latest runs v2 only
+        c = C_OF[p]()
+        before = {v: stat_numbers(model_stats(p, c, "scale", v))["success.count"] for v in ("1", "2")}
+        for j in range(3):
+            ens_infer(p, c, "pinned", ens_x(1, seed=j))
+        ens_infer(p, c, "pinned_latest", ens_x(1))
+        after = {v: stat_numbers(model_stats(p, c, "scale", v))["success.count"] for v in ("1", "2")}
+        got = {v: after[v] - before[v] for v in after}
+        assert got == {"1": 3, "2": 1}, "scale success +%s after 3 pinned (v1) and 1 pinned_latest (v2) requests, want {'1': 3, '2': 1}" % got
+
+    @check(P + ".ensemble_statistics_compute_is_steps_sum")
+    def _(p=P):
+        # Triton (core ensemble_scheduler.cc): an ensemble's compute_input/infer/output durations are
+        # the sums of its composing models' (perf_analyzer reads the composing models instead).
+        k = 5
+        d = ens_stats_delta(p, "diamond", k, 2)
+        ens, step = d[("diamond", "")], d[("two_io", "")]
+        bad = []
+        for f in ("compute_input.ns", "compute_infer.ns", "compute_output.ns"):
+            if abs(ens[f] - step[f]) > 0.05 * step[f] + 1000:
+                bad.append("%s +%d, two_io's +%d" % (f, ens[f], step[f]))
+        assert not bad, "diamond after %d requests: %s (want the sum of its steps')" % (k, "; ".join(bad))
 
 
 @contextlib.contextmanager

@@ -7,10 +7,17 @@ a "Server:" block (the statistics extension was listed and its numbers were read
 successful request count is within 2*concurrency+2 of the client's request count (requests in flight
 at a window's two edges are counted by one side only). A name with "dynamic_batching" also needs
 execution count < inference count at concurrency 4 (batches formed); one with "max_batch_size_0"
-needs them equal at every level.
+needs them equal at every level. A name with "ensemble_MODEL" (an ensemble of ensembles.py) also
+needs, at every level, a "Composing models:" block that lists exactly MODEL's steps (pinned versions
+as they resolve), each composing model (nested ones included) with a successful request count of about
+its runs per request (ensembles.py) times the ensemble's.
 """
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ensembles import ENSEMBLES  # noqa: E402
 
 name, rc, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 text = open(path, errors="replace").read()
@@ -32,6 +39,35 @@ levels = sorted({int(c) for c in re.findall(r"^Concurrency: (\d+),", text, re.M)
 if levels != [1, 2, 3, 4]:
     why = [l for l in text.splitlines() if "Failed to obtain stable" in l or "error" in l.lower()]
     fail("summary lists concurrency %s, want 1..4%s" % (levels, (": " + why[-1]) if why else ""))
+
+
+def composing(c, block, model, ens_success):
+    """Checks the "Composing models:" breakdown of concurrency c's report of ensemble model."""
+    at = re.search(r"^( *)Composing models:", block, re.M)
+    if at is None:
+        fail("concurrency %d: no 'Composing models:' breakdown for ensemble %s" % (c, model))
+    rows = []  # (indent, name, version, successful request count)
+    parts = re.split(r"^( *)(\S+), version: (\S*)\s*$", block[at.start():], flags=re.M)
+    for k in range(1, len(parts) - 1, 4):
+        succ = re.search(r"(?:Successful request|Request) count: (\d+)", parts[k + 3])
+        rows.append((len(parts[k]), parts[k + 1], parts[k + 2], int(succ.group(1)) if succ else -1))
+    runs = ENSEMBLES[model]["runs"]
+    direct = sorted((n, v) for i, n, v, _ in rows if i == len(at.group(1)))
+    want = sorted({n for n, _ in runs})  # every ensemble of ensembles.py lists its direct steps
+    if sorted({n for n, _ in direct}) != want:
+        fail("concurrency %d: composing models %s, want %s" % (c, direct, want))
+    total = {}
+    for (n, v), k in runs.items():
+        total[n] = total.get(n, 0) + k
+    for _, n, v, got in rows:
+        versions = [rv for (rn, rv) in runs if rn == n and rv]
+        if versions and v not in versions:
+            fail("concurrency %d: composing %s version %s, want %s" % (c, n, v, versions))
+        want_n = total.get(n, 0) * ens_success
+        if abs(got - want_n) > total.get(n, 1) * (2 * c + 2):
+            fail("concurrency %d: composing %s v%s counted %d successful requests, want about %d (%d per %s request)"
+                 % (c, n, v, got, want_n, total.get(n, 0), model))
+
 
 blocks = re.split(r"^Request concurrency: (\d+)\s*$", text, flags=re.M)
 seen = {}
@@ -58,5 +94,7 @@ for c in (1, 2, 3, 4):
         fail("concurrency %d: execution count %d != inference count %d (max_batch_size 0 batched)" % (c, e, i))
     if "dynamic_batching" in name and c == 4 and not e < i:
         fail("concurrency 4: execution count %d, inference count %d: no batch formed" % (e, i))
+    if "ensemble_" in name:
+        composing(c, b, name.split("ensemble_", 1)[1], s)
     notes.append("c%d %d/%d" % (c, n, s))
 print("PASS %s (client/server requests: %s)" % (name, ", ".join(notes)))

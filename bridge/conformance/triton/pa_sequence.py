@@ -88,10 +88,10 @@ def metadata(proto):
     return as_json(stub().ModelMetadata(pb.ModelMetadataRequest(name=MODEL), timeout=20))
 
 
-def config(proto, model=MODEL):
+def config(proto, model=MODEL, version=""):
     if proto == "http":
-        return http_json("GET", "/v2/models/%s/config" % model)
-    return as_json(stub().ModelConfig(pb.ModelConfigRequest(name=model), timeout=20))["config"]
+        return http_json("GET", "/v2/models/%s%s/config" % (model, version and "/versions/" + version))
+    return as_json(stub().ModelConfig(pb.ModelConfigRequest(name=model, version=version), timeout=20))["config"]
 
 
 def extensions(proto):
@@ -100,10 +100,11 @@ def extensions(proto):
     return set(stub().ServerMetadata(pb.ServerMetadataRequest(), timeout=20).extensions)
 
 
-def statistics(proto):
+def statistics(proto, model=MODEL):
+    """One model's statistics; model "" asks for every model's (an ensemble's GetServerSideStatus)."""
     if proto == "http":
-        return http_json("GET", "/v2/models/%s/stats" % MODEL)
-    return as_json(stub().ModelStatistics(pb.ModelStatisticsRequest(name=MODEL), timeout=20))
+        return http_json("GET", "/v2/models/%sstats" % (model and model + "/"))
+    return as_json(stub().ModelStatistics(pb.ModelStatisticsRequest(name=model), timeout=20))
 
 
 # ---- ModelParser::InitTriton and DetermineSchedulerType
@@ -164,8 +165,8 @@ def step_parse(proto):
 FIELDS = ("success", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
 
 
-def read_stats(proto):
-    doc = statistics(proto)
+def read_stats(proto, model=MODEL):
+    doc = statistics(proto, model)
     out = {}
     for s in doc["model_stats"]:
         if not isinstance(s.get("version"), str):
@@ -188,11 +189,13 @@ def read_stats(proto):
     return out
 
 
-def stats_delta(before, after):
+def stats_delta(before, after, model=MODEL, version=""):
     # DetermineStatsModelVersion: with no -x, the version whose queue count grew in the window.
-    grew = [k for k in after if k[0] == MODEL and after[k]["queue.count"] > before.get(k, {}).get("queue.count", 0)]
+    grew = [k for k in after if k[0] == model and after[k]["queue.count"] > before.get(k, {}).get("queue.count", 0)]
+    if version:
+        grew = [k for k in after if k == (model, version)]
     if not grew:
-        raise Fail("no version of %s whose queue.count grew: 'failed to find the requested model version'" % MODEL)
+        raise Fail("no version of %s whose queue.count grew: 'failed to find the requested model version'" % model)
     key = max(grew, key=lambda k: int(k[1]))
     a, b = after[key], before.get(key, {})
     d = {k: a[k] - b.get(k, 0) for k in a}
@@ -409,6 +412,98 @@ def shm_sweep(proto):
                 pass
 
 
+# ---- an ensemble: ModelParser::DetermineComposingModelMap, then every window's statistics of all
+# models (GetServerSideStatus with no name), each composing model summarized apart
+
+ENSEMBLE = "diamond"  # make_repo.py's: IN [-1,3] FP32 -> OUT = 3x + x^3, four runs of two_io
+
+
+def composing_map(proto, model, version=""):
+    """AddEnsembleComposingModels: {ensemble: {(step model, version or "" for -1)}}, recursively."""
+    cfg = config(proto, model, version)
+    out = {}
+    if cfg.get("platform") != "ensemble":
+        return out
+    steps = (cfg.get("ensemble_scheduling") or {}).get("step")
+    if not steps:
+        raise Fail("%s: platform ensemble without ensemble_scheduling.step" % model)
+    for st in steps:
+        v = st.get("model_version")
+        if not isinstance(v, (int, str)):
+            raise Fail("%s step model_version is %r: GetInt wants an integer or a string" % (model, v))
+        key = (st["model_name"], "" if int(v) == -1 else str(int(v)))
+        out.setdefault(model, set()).add(key)
+        for k, vs in composing_map(proto, *key).items():
+            out.setdefault(k, set()).update(vs)
+    return out
+
+
+def ensemble_worker(proto, tid, stop, counts, errors):
+    try:
+        x = np.arange(3, dtype=np.float32).reshape(1, 3) + tid
+        want = 3 * x + x ** 3
+        conn = http.client.HTTPConnection(HTTP_HP, timeout=20) if proto == "http" else None
+        k = 0
+        while not stop.is_set():
+            if proto == "http":
+                head = json.dumps({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 3],
+                                               "parameters": {"binary_data_size": 12}}],
+                                   "outputs": [{"name": "OUT", "parameters": {"binary_data": True}}]}).encode()
+                conn.request("POST", "/v2/models/%s/infer" % ENSEMBLE, body=head + x.tobytes(),
+                             headers={"Inference-Header-Content-Length": str(len(head)), "Expect": "",
+                                      "Content-Type": "application/octet-stream"})
+                r = conn.getresponse()
+                data = r.read()
+                if r.status != 200:
+                    raise Fail("infer %s -> %d %s" % (ENSEMBLE, r.status, data[:200]))
+                n = int(r.getheader("Inference-Header-Content-Length") or len(data))
+                got = np.frombuffer(data[n:], dtype=np.float32)
+            else:
+                rid = str((tid << 48) | k)
+                req = pb.ModelInferRequest(model_name=ENSEMBLE, id=rid)
+                req.inputs.add(name="IN", datatype="FP32", shape=[1, 3])
+                req.outputs.add(name="OUT")
+                req.raw_input_contents.append(x.tobytes())
+                resp = stub().ModelInfer(req, timeout=20)
+                got = np.frombuffer(resp.raw_output_contents[0], dtype=np.float32) if resp.raw_output_contents else None
+            if got is None or not np.allclose(got, want.reshape(-1), rtol=1e-5):
+                raise Fail("%s answered %s, want %s" % (ENSEMBLE, got, want))
+            k += 1
+            counts[tid] += 1
+    except Exception as e:  # noqa: BLE001
+        errors.append(e)
+
+
+def ensemble_sweep(proto):
+    cmap = composing_map(proto, ENSEMBLE)
+    if cmap.get(ENSEMBLE) != {("two_io", "")}:
+        raise Fail("composing models of %s: %s, want two_io (version -1)" % (ENSEMBLE, cmap))
+    if "statistics" not in extensions(proto):
+        raise Fail("no statistics extension")
+    notes = []
+    for c in (1, 2, 3, 4):
+        before = read_stats(proto, "")
+        stop, counts, errors = threading.Event(), [0] * c, []
+        ts = [threading.Thread(target=ensemble_worker, args=(proto, t, stop, counts, errors)) for t in range(c)]
+        for t in ts:
+            t.start()
+        time.sleep(WINDOW)
+        stop.set()
+        for t in ts:
+            t.join(30)
+        if errors:
+            raise Fail("concurrency %d: %s" % (c, errors[0]))
+        sent = sum(counts)
+        after = read_stats(proto, "")
+        d = stats_delta(before, after, ENSEMBLE)
+        step = stats_delta(before, after, "two_io")
+        if d["success.count"] != sent or step["success.count"] != 4 * sent:
+            raise Fail("concurrency %d: %d requests answered; statistics count %s %d, two_io %d (want %d)"
+                       % (c, sent, ENSEMBLE, d["success.count"], step["success.count"], 4 * sent))
+        notes.append("c%d %d" % (c, sent))
+    return ", ".join(notes)
+
+
 def main():
     for proto in ("http", "grpc"):
         report("pa_seq.%s.metadata_config_extensions" % proto, lambda: step_parse(proto))
@@ -416,6 +511,8 @@ def main():
     report("pa_seq.grpc.streaming", lambda: sweep("grpc", mode="stream"))
     report("pa_seq.http.shm_system", lambda: shm_sweep("http"))
     report("pa_seq.grpc.shm_system", lambda: shm_sweep("grpc"))
+    for proto in ("http", "grpc"):
+        report("pa_seq.%s.ensemble_diamond" % proto, lambda: ensemble_sweep(proto))
     sys.exit(0 if all(OK) else 1)
 
 

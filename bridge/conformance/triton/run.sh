@@ -106,6 +106,11 @@ if [ -x "$PA" ]; then
 	pa_check pa.http.densenet_reshape densenet_onnx http "127.0.0.1:$HTTP"
 	pa_check pa.http.dynamic_batching simple_dyna http "127.0.0.1:$HTTP"
 	pa_check pa.grpc.max_batch_size_0 simple_nobatch grpc "127.0.0.1:$GRPC" --shape INPUT0:1,16 --shape INPUT1:1,16
+	# ensembles (make_repo.py): pa_parse.py checks the "Composing models:" breakdown
+	pa_check pa.http.ensemble_diamond diamond http "127.0.0.1:$HTTP"
+	pa_check pa.grpc.ensemble_diamond diamond grpc "127.0.0.1:$GRPC"
+	pa_check pa.http.ensemble_pinned pinned http "127.0.0.1:$HTTP"
+	pa_check pa.grpc.ensemble_nested nested grpc "127.0.0.1:$GRPC"
 else
 	echo "perf_analyzer not built ($PA): running pa_sequence.py (its call sequence) instead"
 	if wanted pa; then
