@@ -35,9 +35,13 @@ func AnsweredSubject(job string) string { return SubjectPrefix + "." + job + ".a
 // stored again (the request of a batch stored alone) and a door's retried
 // store are the same request; a caller that sends again is a new one.
 //
-// What is left: a worker that gets the record again before it heard the
-// answering worker's note (answeredDelay and one crossing of NATS; a
-// redelivery comes after AckWait, so only a copy run at the same time);
+// A worker looks again just before it answers: a copy delivered while
+// the first run still went on (a consumer leader that changed hands out
+// records its predecessor had out; an ensemble's run lasts as long as its
+// steps wait on the same outage) is answered by whichever run ends first.
+//
+// What is left: two runs that end within one note's delay of each other
+// (answeredDelay and one crossing of NATS);
 // a note lost (core NATS delivers at most once: a note on its way through
 // a server that died, one dropped for a slow subscriber, or one sent
 // before the worker subscribed, i.e. started); a worker killed between

@@ -203,6 +203,13 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 		}
 		return w.storeResult(ctx, r.To, m, h.Get(HeaderMsgID))
 	case ReplyCaller:
+		if key := answerKey(r, h); key != "" && w.answered.has(key) {
+			// Another worker answered the caller while this one ran a
+			// copy (delivered again when the consumer's leader changed,
+			// while the first run went on): same answer, sent once.
+			w.answeredBefore.Add(1)
+			return nil
+		}
 		// The NATS door's caller, answered here rather than through the
 		// door: two crossings fewer (see Client.Forward).
 		if err := w.nc.PublishMsg(microReply(r.To, a.status, a.body, a.message)); err != nil {

@@ -61,8 +61,12 @@ func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	p := &process{role: "bridge", flags: f, file: file, stdout: stdout, stderr: stderr,
-		// The door serves the default model's job, jobName.
-		node:  func(c *serving.Config) { c.Models, c.Service = c.Models[:1], true },
+		// The door serves the default model's job, jobName; a
+		// repository's models are described (its ensembles' steps too).
+		node: func(c *serving.Config) {
+			c.Models, c.Service = c.Models[:min(1, len(c.Models))], true
+			c.Describe = c.Repository.Dir != ""
+		},
 		doors: []doorBuilder{redisRunner},
 		announce: func(doorDeps) {
 			fmt.Fprintf(stdout, "redis bridge of job %q: reads stream %q (group %q) at %s, queues on NATS %s, writes %s<uri>\n",
