@@ -101,8 +101,9 @@ func UsePipeline(opt *Options, twoIO string) error {
 	return nil
 }
 
-// modelKey is the config line that names what every process serves.
-func (c *Cluster) modelKey() string {
+// modelKey is the config line that names what process name serves: the
+// repository, when the cluster has one.
+func (c *Cluster) modelKey(string) string {
 	if c.opt.Repository != "" {
 		return "modelRepository: " + c.opt.Repository
 	}

@@ -88,11 +88,15 @@ func (m Calc) Body(id int64) []byte {
 	return append(b, "]}]}"...)
 }
 
-// GoodBody, CheckPredictions and WantRedis are AddOne's Body, Check and
-// WantRedis, for the power cuts of `start` (lazyfs), which serve add_f32.
-func GoodBody(id int64) []byte                     { return AddOne.Body(id) }
+// GoodBody is AddOne.Body, for the power cuts of `start` (lazyfs), which
+// serve add_f32.
+func GoodBody(id int64) []byte { return AddOne.Body(id) }
+
+// CheckPredictions is AddOne.Check, for the power cuts of `start`.
 func CheckPredictions(id int64, body []byte) error { return AddOne.Check(id, body) }
-func WantRedis(id int64) string                    { return AddOne.WantRedis(id) }
+
+// WantRedis is AddOne.WantRedis, for the power cuts of `start`.
+func WantRedis(id int64) string { return AddOne.WantRedis(id) }
 
 // garbageBody is a malformed body, different each time.
 func garbageBody(id int64) []byte { return fmt.Appendf(nil, `{"instances":[{"x":[%d,, garbage`, id) }
