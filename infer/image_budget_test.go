@@ -22,19 +22,10 @@ import (
 
 // smallPNG returns an opaque w×h PNG.
 func smallPNG(tb testing.TB, w, h int) []byte {
-	tb.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for i := range img.Pix {
-		img.Pix[i] = uint8(i)
-	}
-	for i := 3; i < len(img.Pix); i += 4 {
-		img.Pix[i] = 255
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
+	return infertest.PNG(tb, w, h, func(x, y int) color.NRGBA {
+		k := 4 * (y*w + x)
+		return color.NRGBA{R: uint8(k), G: uint8(k + 1), B: uint8(k + 2), A: 255}
+	})
 }
 
 // TestDecodeImageBombRefusedBeforeDecode: a 5792×5792 PNG of about 130 KB

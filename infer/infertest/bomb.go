@@ -5,6 +5,9 @@ import (
 	"compress/flate"
 	"encoding/binary"
 	"hash/crc32"
+	"image"
+	"image/color"
+	"image/png"
 	"testing"
 )
 
@@ -54,4 +57,21 @@ func pngChunk(b *bytes.Buffer, kind string, data []byte) {
 	b.WriteString(kind)
 	b.Write(data)
 	_ = binary.Write(b, binary.BigEndian, crc.Sum32())
+}
+
+// PNG returns a w×h RGBA PNG whose pixel at x, y is px(x, y): the small
+// real images of the image tests.
+func PNG(tb testing.TB, w, h int, px func(x, y int) color.NRGBA) []byte {
+	tb.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.SetNRGBA(x, y, px(x, y))
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
 }

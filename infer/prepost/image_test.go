@@ -1,13 +1,10 @@
 package prepost_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
-	"image"
 	"image/color"
-	"image/png"
 	"math"
 	"slices"
 	"strings"
@@ -23,18 +20,9 @@ import (
 
 // testPNG is a w×h RGBA PNG with a gradient and some transparency.
 func testPNG(tb testing.TB, w, h int) []byte {
-	tb.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			img.SetNRGBA(x, y, color.NRGBA{R: uint8(x * 7), G: uint8(y * 13), B: uint8(x*y + 5), A: uint8(255 - x)})
-		}
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
+	return infertest.PNG(tb, w, h, func(x, y int) color.NRGBA {
+		return color.NRGBA{R: uint8(x * 7), G: uint8(y * 13), B: uint8(x*y + 5), A: uint8(255 - x)}
+	})
 }
 
 // redisDoorImage is the engine path: the tensor the Redis door's codec

@@ -207,3 +207,8 @@ func TestSeedConfigs(t *testing.T) {
 		}
 	}
 }
+
+// f32 is a float32 tensor of shape holding v.
+func f32(shape []int64, v ...float32) infer.Tensor {
+	return infer.Tensor{DType: infer.Float32, Shape: shape, Data: v}
+}

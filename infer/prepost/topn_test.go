@@ -12,11 +12,6 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer"
 )
 
-// f32 is a float32 tensor of shape holding v.
-func f32(shape []int64, v ...float32) infer.Tensor {
-	return infer.Tensor{DType: infer.Float32, Shape: shape, Data: v}
-}
-
 // tensorString formats t as "dtype shape data", NaN and all.
 func tensorString(t infer.Tensor) string {
 	return fmt.Sprintf("%s %s %v", t.DType, infer.ShapeString(t.Shape), t.Data)

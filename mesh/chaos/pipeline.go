@@ -20,26 +20,6 @@ const (
 	stepModel   = "two_io"
 )
 
-// diamondConfig is the ensemble's config.pbtxt: a diamond of four
-// requests to two_io (sum = a+b, prod = a*b on [batch,3]). Step 0 feeds
-// steps 1 and 2, which run in parallel, and step 3 joins them: S = 2x,
-// P = x², S2 = 3x, P2 = x³, OUT = 3x + x³.
-const diamondConfig = `name: "%[1]s"
-platform: "ensemble"
-max_batch_size: 8
-input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 3 ] } ]
-ensemble_scheduling { step [
-  { model_name: "%[2]s" model_version: -1 input_map { key: "a" value: "IN" } input_map { key: "b" value: "IN" }
-    output_map { key: "sum" value: "S" } output_map { key: "prod" value: "P" } },
-  { model_name: "%[2]s" model_version: -1 input_map { key: "a" value: "S" } input_map { key: "b" value: "IN" }
-    output_map { key: "sum" value: "S2" } },
-  { model_name: "%[2]s" model_version: -1 input_map { key: "a" value: "P" } input_map { key: "b" value: "IN" }
-    output_map { key: "prod" value: "P2" } },
-  { model_name: "%[2]s" model_version: -1 input_map { key: "a" value: "S2" } input_map { key: "b" value: "P2" }
-    output_map { key: "sum" value: "OUT" } }
-] }
-`
 
 // Diamond is the pipeline's Calc: OUT = 3x + x³ of three floats under
 // "IN". Its inputs keep every step exact in float32: integers up to 255,
@@ -89,8 +69,13 @@ func UsePipeline(opt *Options, twoIO string) error {
 	if err := os.WriteFile(filepath.Join(repo, stepModel, "1", "model.onnx"), model, 0o644); err != nil {
 		return err
 	}
-	config := fmt.Sprintf(diamondConfig, pipelineJob, stepModel)
-	if err := os.WriteFile(filepath.Join(repo, pipelineJob, "config.pbtxt"), []byte(config), 0o644); err != nil {
+	// The diamond (infer/testdata/diamond.pbtxt, beside two_io): its
+	// steps feed 3x + x³ through four requests to two_io.
+	config, err := os.ReadFile(filepath.Join(filepath.Dir(twoIO), "diamond.pbtxt"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(repo, pipelineJob, "config.pbtxt"), config, 0o644); err != nil {
 		return err
 	}
 	opt.Repository, opt.Job, opt.Calc, opt.Serve = repo, pipelineJob, Diamond, nil

@@ -26,19 +26,14 @@ import (
 
 // diamond is an ensemble over two_io (sum = a+b, prod = a*b) whose steps
 // form a diamond: 0 feeds 1 and 2, 3 joins them; OUT = 3x + x³.
-const diamond = `name: "diamond"
-platform: "ensemble"
-max_batch_size: 8
-input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 3 ] } ]
-ensemble_scheduling { step [
-  { model_name: "two_io" input_map { key: "a" value: "IN" } input_map { key: "b" value: "IN" }
-    output_map { key: "sum" value: "S" } output_map { key: "prod" value: "P" } },
-  { model_name: "two_io" input_map { key: "a" value: "S" } input_map { key: "b" value: "IN" } output_map { key: "sum" value: "S2" } },
-  { model_name: "two_io" input_map { key: "a" value: "P" } input_map { key: "b" value: "IN" } output_map { key: "prod" value: "P2" } },
-  { model_name: "two_io" input_map { key: "a" value: "S2" } input_map { key: "b" value: "P2" } output_map { key: "sum" value: "OUT" } }
-] }
-`
+var diamond = string(must(os.ReadFile("../../infer/testdata/diamond.pbtxt")))
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
 
 // serveDiamond runs a node on a repository of two_io and the diamond
 // and returns a client of its NATS server.

@@ -21,25 +21,13 @@ const twoIOModel = "../../infer/testdata/two_io.onnx" // sum = a+b, prod = a*b, 
 // diamondConfig is an ensemble whose steps form a diamond: step 0 feeds
 // steps 1 and 2, which run in parallel, and step 3 joins them. For x it
 // answers OUT = 3x + x³ (S = 2x, P = x², S2 = 3x, P2 = x³).
-const diamondConfig = `
-name: "diamond"
-platform: "ensemble"
-max_batch_size: 8
-input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 3 ] } ]
-ensemble_scheduling {
-  step [
-    { model_name: "two_io" model_version: -1 input_map { key: "a" value: "IN" } input_map { key: "b" value: "IN" }
-      output_map { key: "sum" value: "S" } output_map { key: "prod" value: "P" } },
-    { model_name: "two_io" model_version: -1 input_map { key: "a" value: "S" } input_map { key: "b" value: "IN" }
-      output_map { key: "sum" value: "S2" } },
-    { model_name: "two_io" model_version: -1 input_map { key: "a" value: "P" } input_map { key: "b" value: "IN" }
-      output_map { key: "prod" value: "P2" } },
-    { model_name: "two_io" model_version: -1 input_map { key: "a" value: "S2" } input_map { key: "b" value: "P2" }
-      output_map { key: "sum" value: "OUT" } }
-  ]
-}
-`
+var diamondConfig = func() string {
+	b, err := os.ReadFile("../../infer/testdata/diamond.pbtxt")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 // putEnsemble writes an ensemble's config.pbtxt and its empty version
 // directory 1, as Triton's repositories hold them.
@@ -61,7 +49,7 @@ func TestEnsembleDiamond(t *testing.T) {
 	repo := t.TempDir()
 	putModel(t, repo, "two_io", "1", "model.onnx", twoIOModel)
 	putEnsemble(t, repo, "diamond", diamondConfig)
-	putEnsemble(t, repo, "broken", strings.ReplaceAll(strings.ReplaceAll(diamondConfig, `"diamond"`, `"broken"`), `model_name: "two_io" model_version: -1 input_map { key: "a" value: "S" }`, `model_name: "nosuch" model_version: -1 input_map { key: "a" value: "S" }`))
+	putEnsemble(t, repo, "broken", strings.ReplaceAll(strings.ReplaceAll(diamondConfig, `"diamond"`, `"broken"`), `model_name: "two_io" input_map { key: "a" value: "S" }`, `model_name: "nosuch" input_map { key: "a" value: "S" }`))
 	n := runReady(t, repoConfig(t, repo, "ens", 0))
 	if e := index(n, "broken"); e.State != serving.StateUnavailable || !strings.Contains(e.Reason, "depends on 'nosuch' which is not available") {
 		t.Fatalf("broken: %+v", e)
@@ -69,11 +57,7 @@ func TestEnsembleDiamond(t *testing.T) {
 	if e := index(n, "diamond"); e.State != serving.StateReady {
 		t.Fatalf("diamond: %+v", e)
 	}
-	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := clientOf(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := c.Submit(ctx, "ens-diamond", mesh.Request{ContentType: wire.MediaTypeOIP,
@@ -122,11 +106,7 @@ func TestEnsembleStepOnAnotherProcess(t *testing.T) {
 	if got := n.Repository().Index(true); len(got) != 2 {
 		t.Fatalf("index %+v: want two_io and diamond READY", got)
 	}
-	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := clientOf(t, n)
 	body := []byte(`{"inputs":[{"name":"IN","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}`)
 	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -169,11 +149,7 @@ func TestEnsembleFollowsItsSteps(t *testing.T) {
 	if e := index(n, "diamond"); e.State != serving.StateReady {
 		t.Fatalf("diamond after its step's load: %+v", e)
 	}
-	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := clientOf(t, n)
 	res, err := c.Submit(ctx, "ens-diamond", mesh.Request{ContentType: wire.MediaTypeOIP,
 		Body: []byte(`{"inputs":[{"name":"IN","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}`)})
 	if err != nil || !strings.Contains(string(res.Body), `"data":[4,14,36]`) {
@@ -226,11 +202,7 @@ func TestSeedImagePipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := clientOf(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	body := `{"inputs":[{"name":"IMAGE","datatype":"BYTES","shape":[1,1],"data":["` + base64.StdEncoding.EncodeToString(img) + `"]}]}`
@@ -248,4 +220,15 @@ func TestSeedImagePipeline(t *testing.T) {
 		t.Errorf("pipeline answered %s, want its text to be the Redis door's %s", res.Body, want)
 	}
 	t.Logf("%s", res.Body)
+}
+
+// clientOf is a client of n's NATS server, closed when the test ends.
+func clientOf(t *testing.T, n *running) *mesh.Client {
+	t.Helper()
+	c, err := mesh.NewClient(n.Conn(), mesh.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

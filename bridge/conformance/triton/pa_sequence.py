@@ -36,6 +36,22 @@ class Fail(Exception):
     pass
 
 
+
+def run_window(c, work):
+    """Runs c callers of work(t, stop, counts, errors) for WINDOW seconds, as
+    perf_analyzer's concurrency mode does, and returns the requests they sent."""
+    stop, counts, errors = threading.Event(), [0] * c, []
+    ts = [threading.Thread(target=work, args=(t, stop, counts, errors)) for t in range(c)]
+    for t in ts:
+        t.start()
+    time.sleep(WINDOW)
+    stop.set()
+    for t in ts:
+        t.join(30)
+    if errors:
+        raise Fail("concurrency %d: %s" % (c, errors[0]))
+    return sum(counts)
+
 def report(name, fn):
     try:
         note = fn()
@@ -335,17 +351,7 @@ def sweep(proto, mode="sync", shm=False):
     notes = []
     for c in (1, 2, 3, 4):
         before = None if NOSTATS else read_stats(proto)
-        stop, counts, errors = threading.Event(), [0] * c, []
-        ts = [threading.Thread(target=worker, args=(proto, mode, t, stop, counts, errors, shm)) for t in range(c)]
-        for t in ts:
-            t.start()
-        time.sleep(WINDOW)
-        stop.set()
-        for t in ts:
-            t.join(30)
-        if errors:
-            raise Fail("concurrency %d: %s" % (c, errors[0]))
-        sent = sum(counts)
+        sent = run_window(c, lambda t, stop, counts, errors: worker(proto, mode, t, stop, counts, errors, shm))
         if sent == 0:
             raise Fail("concurrency %d: No valid requests recorded" % c)
         if NOSTATS:
@@ -483,17 +489,7 @@ def ensemble_sweep(proto):
     notes = []
     for c in (1, 2, 3, 4):
         before = read_stats(proto, "")
-        stop, counts, errors = threading.Event(), [0] * c, []
-        ts = [threading.Thread(target=ensemble_worker, args=(proto, t, stop, counts, errors)) for t in range(c)]
-        for t in ts:
-            t.start()
-        time.sleep(WINDOW)
-        stop.set()
-        for t in ts:
-            t.join(30)
-        if errors:
-            raise Fail("concurrency %d: %s" % (c, errors[0]))
-        sent = sum(counts)
+        sent = run_window(c, lambda t, stop, counts, errors: ensemble_worker(proto, t, stop, counts, errors))
         after = read_stats(proto, "")
         d = stats_delta(before, after, ENSEMBLE)
         step = stats_delta(before, after, "two_io")
