@@ -459,3 +459,28 @@ func workMsg(ctx context.Context, job string, req Request) *nats.Msg {
 	telemetry.Inject(ctx, m.Header)
 	return m
 }
+
+// drop deletes the objects named by the headers, in the background: a
+// Submit's request and answer, once it has the answer.
+func (b *bodies) drop(hs ...nats.Header) {
+	var names []string
+	for _, h := range hs {
+		if h != nil && h.Get(HeaderBodyRef) != "" {
+			names = append(names, h.Get(HeaderBodyRef))
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		store, err := b.bucket(ctx, "")
+		if err != nil {
+			return
+		}
+		for _, name := range names {
+			_ = store.Delete(ctx, name) // BodiesTTL removes what this misses
+		}
+	}()
+}

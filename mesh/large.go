@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,15 +27,6 @@ import (
 // BodiesTTL, the backstop; a Client deletes the two objects of a Submit
 // once it has the answer. The bucket's storage and replicas are those of
 // the first job whose request needed it (its work streams').
-const (
-	BodiesBucket = "CS_BODIES"
-	BodiesTTL    = time.Hour
-	// HeaderBodyRef names the object holding the message's body.
-	HeaderBodyRef = "Cs-Body-Ref"
-	// bodyHeadroom is what max_payload keeps for a message's headers
-	// (trace context, uri, reply, deadline) beside an inline body.
-	bodyHeadroom = 64 << 10
-)
 
 // bodies puts and gets the bodies of one connection's large messages.
 // Safe for concurrent use.
@@ -118,29 +108,4 @@ func (b *bodies) body(ctx context.Context, h nats.Header, data []byte) ([]byte, 
 		return nil, fmt.Errorf("mesh: read body %s from %s: %w", name, BodiesBucket, err)
 	}
 	return out, nil
-}
-
-// drop deletes the objects named by the headers, in the background: a
-// Submit's request and answer, once it has the answer.
-func (b *bodies) drop(hs ...nats.Header) {
-	var names []string
-	for _, h := range hs {
-		if h != nil && h.Get(HeaderBodyRef) != "" {
-			names = append(names, h.Get(HeaderBodyRef))
-		}
-	}
-	if len(names) == 0 {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		store, err := b.bucket(ctx, "")
-		if err != nil {
-			return
-		}
-		for _, name := range names {
-			_ = store.Delete(ctx, name) // BodiesTTL removes what this misses
-		}
-	}()
 }

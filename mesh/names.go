@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Names of the NATS objects for a job J. Subjects, streams and headers are
@@ -117,3 +118,14 @@ func isResultsSubject(job, subject string) bool {
 	rest, ok := strings.CutPrefix(subject, ResultsSubject(job, ""))
 	return ok && rest != "" && !strings.ContainsAny(rest, " \t\r\n")
 }
+
+// Bodies past max_payload (large.go).
+const (
+	BodiesBucket = "CS_BODIES"
+	BodiesTTL    = time.Hour
+	// HeaderBodyRef names the object holding the message's body.
+	HeaderBodyRef = "Cs-Body-Ref"
+	// bodyHeadroom is what max_payload keeps for a message's headers
+	// (trace context, uri, reply, deadline) beside an inline body.
+	bodyHeadroom = 64 << 10
+)

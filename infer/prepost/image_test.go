@@ -18,11 +18,9 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 )
 
-// testPNG is a w×h RGBA PNG with a gradient and some transparency.
-func testPNG(tb testing.TB, w, h int) []byte {
-	return infertest.PNG(tb, w, h, func(x, y int) color.NRGBA {
-		return color.NRGBA{R: uint8(x * 7), G: uint8(y * 13), B: uint8(x*y + 5), A: uint8(255 - x)}
-	})
+// gradient is the pixels of the test PNGs: a gradient with some transparency.
+func gradient(x, y int) color.NRGBA {
+	return color.NRGBA{R: uint8(x * 7), G: uint8(y * 13), B: uint8(x*y + 5), A: uint8(255 - x)}
 }
 
 // redisDoorImage is the engine path: the tensor the Redis door's codec
@@ -86,7 +84,7 @@ func TestImageMatchesRedisDoor(t *testing.T) {
 		"cat1.jpeg":  infertest.Fixture(t, "images/cat1.jpeg"),
 		"dog1.jpeg":  infertest.Fixture(t, "images/dog1.jpeg"),
 		"fish1.jpeg": infertest.Fixture(t, "images/fish1.jpeg"),
-		"alpha.png":  testPNG(t, 37, 21),
+		"alpha.png":  infertest.PNG(t, 37, 21, gradient),
 	}
 	tests := []struct {
 		name   string
@@ -176,7 +174,7 @@ func TestImageRecords(t *testing.T) {
 
 func TestImageErrors(t *testing.T) {
 	s := newStep(t, imageHead)
-	cat, png := infertest.Fixture(t, "images/cat1.jpeg"), testPNG(t, 5, 5)
+	cat, png := infertest.Fixture(t, "images/cat1.jpeg"), infertest.PNG(t, 5, 5, gradient)
 	tests := []struct {
 		name    string
 		records [][]infer.Tensor
@@ -212,7 +210,7 @@ func TestImageOverBudget(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	records := [][]infer.Tensor{{stringTensor([]int64{1}, testPNG(t, 4, 4))}, {stringTensor([]int64{1}, testPNG(t, 4, 4))}}
+	records := [][]infer.Tensor{{stringTensor([]int64{1}, infertest.PNG(t, 4, 4, gradient))}, {stringTensor([]int64{1}, infertest.PNG(t, 4, 4, gradient))}}
 	if _, err := newStep(t, imageHead).Infer(ctx, records); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: got %v, want nil or context.Canceled", err)
 	}
@@ -223,10 +221,10 @@ func TestImageOverBudget(t *testing.T) {
 // *infer.InputError, and never panic.
 func FuzzImageStep(f *testing.F) {
 	f.Add(infertest.Fixture(f, "images/fish1.jpeg"))
-	f.Add(testPNG(f, 3, 2))
+	f.Add(infertest.PNG(f, 3, 2, gradient))
 	f.Add([]byte("\xff\xd8\xff\xe0"))
 	f.Add([]byte("\x89PNG\r\n\x1a\n"))
-	f.Add([]byte(base64.StdEncoding.EncodeToString(testPNG(f, 2, 2))))
+	f.Add([]byte(base64.StdEncoding.EncodeToString(infertest.PNG(f, 2, 2, gradient))))
 	f.Add([]byte("iVBORw0KGgo"))
 	f.Add([]byte{})
 	s := newStep(f, imageHead+param("imageResize", "4,4")+param("imageMaxPixels", "65536"))

@@ -20,7 +20,6 @@ const (
 	stepModel   = "two_io"
 )
 
-
 // Diamond is the pipeline's Calc: OUT = 3x + x³ of three floats under
 // "IN". Its inputs keep every step exact in float32: integers up to 255,
 // whose cubes stay under 2^24, and quarters, whose cubes are 64ths.

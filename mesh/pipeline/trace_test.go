@@ -37,7 +37,9 @@ func must[T any](v T, err error) T {
 
 // serveDiamond runs a node on a repository of two_io and the diamond
 // and returns a client of its NATS server.
-func serveDiamond(t *testing.T) *mesh.Client { return serveRepo(t, 0, map[string]string{"diamond": diamond}) }
+func serveDiamond(t *testing.T) *mesh.Client {
+	return serveRepo(t, 0, map[string]string{"diamond": diamond})
+}
 
 // serveRepo runs a node on a repository of two_io and the ensembles
 // (name to config.pbtxt), its NATS server taking messages of up to
