@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,6 +113,14 @@ func TestPipelineTrace(t *testing.T) {
 	mem.Reset()
 	c := serveDiamond(t)
 
+	// A first request warms the connections and caches up; the second is
+	// the one traced.
+	if _, err := c.Submit(context.Background(), "p-diamond", mesh.Request{ContentType: wire.MediaTypeOIP,
+		Body: []byte(`{"inputs":[{"name":"IN","datatype":"FP32","shape":[1,3],"data":[0,0,0]}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	mem.Reset()
 	ctx, root := sdk.Tracer("test").Start(context.Background(), "caller")
 	res, err := c.Submit(ctx, "p-diamond", mesh.Request{ContentType: wire.MediaTypeOIP,
 		Body: []byte(`{"inputs":[{"name":"IN","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}`)})
@@ -164,11 +173,33 @@ func TestPipelineTrace(t *testing.T) {
 			t.Errorf("step %d: no publish with a worker's process span under it", i)
 		}
 	}
-	var names []string
+	var t0 time.Time
 	for _, s := range spans {
-		names = append(names, s.Name)
+		if s.Name == "caller" {
+			t0 = s.StartTime
+		}
 	}
-	t.Logf("%d spans: %v", len(spans), names)
+	logTree(t, spans, root.SpanContext().SpanID(), t0, 0)
+}
+
+// logTree logs the spans under parent as a tree: name, start after the
+// caller's and duration, children in the order they started.
+func logTree(t *testing.T, spans tracetest.SpanStubs, parent trace.SpanID, t0 time.Time, depth int) {
+	var kids []tracetest.SpanStub
+	for _, s := range spans {
+		if s.Parent.SpanID() == parent && s.Parent.IsValid() {
+			kids = append(kids, s)
+		}
+	}
+	slices.SortFunc(kids, func(a, b tracetest.SpanStub) int { return a.StartTime.Compare(b.StartTime) })
+	for _, s := range kids {
+		what := s.Name
+		if step := attr(s, "cs.step"); s.Name == telemetry.SpanStep {
+			what += fmt.Sprintf(" %d", step)
+		}
+		t.Logf("%*s%-22s +%-9v %v", 2*depth, "", what, s.StartTime.Sub(t0).Round(time.Microsecond), s.EndTime.Sub(s.StartTime).Round(time.Microsecond))
+		logTree(t, spans, s.SpanContext.SpanID(), t0, depth+1)
+	}
 }
 
 func steps(spans tracetest.SpanStubs, id trace.TraceID) int {
