@@ -15,14 +15,14 @@ import (
 // and the ResNet-50-shaped model needs python3-onnx and a 100 MB file. A
 // step that scales with worker processes must spend its time in ONNX
 // Runtime, not in the mesh, and take a small request: this one turns
-// x[batch,4] into y[batch,4] through slowRows×slowWidth hidden rows per
-// record and slowDepth dense layers (GEMMs of slowRows×slowWidth by
-// slowWidth×slowWidth, 64×256×256 multiply-adds each), about 10 ms of one
-// core per record, on a 32-byte input.
+// x[batch,4] into y[batch,4] through slowRows rows of slowWidth per
+// record and slowDepth dense tanh layers (each a GEMM of 64×256 by
+// 256×256, 4.2M multiply-adds): about 0.54 GFLOP, some 17 ms of one core of
+// the 2-core bench machine per record, for a 16-byte input.
 const (
 	slowRows  = 64
 	slowWidth = 256
-	slowDepth = 40
+	slowDepth = 64
 )
 
 // ONNX protobuf field numbers (onnx.proto, IR version 8) and element
