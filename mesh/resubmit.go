@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,10 +22,17 @@ import (
 // waits. The cost: a request whose answer was not lost runs twice.
 const resubmitAfter = time.Second
 
+// reconnectChain serializes the chaining of reconnect handlers.
+var reconnectChain sync.Mutex
+
 // watchReconnects closes c.reconnected at every reconnect of c.nc, after
 // whatever reconnect handler was set before (a Client chains, so that
 // several Clients may share a connection).
 func (c *Client) watchReconnects() {
+	// Clients made at once on one connection (a node's ensembles) must
+	// not read the same prev: one's handler would be lost.
+	reconnectChain.Lock()
+	defer reconnectChain.Unlock()
 	prev := c.nc.Opts.ReconnectedCB
 	c.nc.SetReconnectHandler(func(nc *nats.Conn) {
 		if prev != nil {
