@@ -52,3 +52,23 @@ func TestIntermediateBeyondMaxPayload(t *testing.T) {
 		t.Errorf("answer starts %.300s", res.Body)
 	}
 }
+
+// TestNoBatchEnsembleTakesInstances sends JSON instances, whose codec
+// cuts the leading dim off each, to an ensemble without a batch dim of
+// its own (wide: [-1,3]): each instance runs with a dim of 1, as a model
+// that does not batch runs it.
+func TestNoBatchEnsembleTakesInstances(t *testing.T) {
+	c := serveRepo(t, 0, map[string]string{"wide": wide})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.Submit(ctx, "p-wide", mesh.Request{ContentType: wire.MediaTypeJSON, Body: []byte(`{"instances":[{"IN":[1,2,3]},{"IN":[-1,0,4]}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// OUT = IN*IN.
+	for _, want := range []string{`[1,4,9]`, `[1,0,16]`} {
+		if !strings.Contains(string(res.Body), want) {
+			t.Errorf("answer %s lacks %s", res.Body, want)
+		}
+	}
+}

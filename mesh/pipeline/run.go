@@ -79,7 +79,14 @@ func (p *Pipeline) InferOutputs(ctx context.Context, records [][]infer.Tensor, o
 			continue
 		}
 		g.Go(func() (err error) {
-			out[i], err = p.run(gctx, rec, outputs)
+			rec, added := p.withDim(rec)
+			if out[i], err = p.run(gctx, rec, outputs); err == nil && added {
+				for j, t := range out[i] {
+					if len(t.Shape) > 0 && t.Shape[0] == 1 {
+						out[i][j].Shape = t.Shape[1:]
+					}
+				}
+			}
 			return err
 		})
 	}
@@ -101,6 +108,22 @@ func (p *Pipeline) isRow(rec []infer.Tensor) bool {
 		return false
 	}
 	return len(rec[0].Shape) == len(p.g.info.Inputs[0].Shape)-1
+}
+
+// withDim gives a record of an ensemble without a batch dim of its own
+// the leading dim of 1 its inputs declare, when a codec cut it off (a
+// JSON instance), as the engine does for a model that does not batch;
+// added reports whether it did.
+func (p *Pipeline) withDim(rec []infer.Tensor) ([]infer.Tensor, bool) {
+	if p.g.maxBatch != 0 || len(rec) == 0 || len(rec[0].Shape) != len(p.g.info.Inputs[0].Shape)-1 {
+		return rec, false
+	}
+	out := make([]infer.Tensor, len(rec))
+	for j, t := range rec {
+		t.Shape = append([]int64{1}, t.Shape...)
+		out[j] = t
+	}
+	return out, true
 }
 
 // runRows stacks the row records at idx into one batch, runs it and cuts
