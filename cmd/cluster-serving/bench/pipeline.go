@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -268,7 +267,7 @@ func (r *runner) pipelineResNet(o *options) error {
 		{pipeResNetEns, nil, chainConfig(pipeResNetEns, o.batch, resNetInput, "[ 3, -1, -1 ]", "output", "[ 1000 ]", pipeResNet)},
 	}
 	body := imageRequest(resNetInput, 224, 224)
-	rc, err := r.startRepo(models, map[string]string{"threadPerModel": strconv.Itoa(o.threads)},
+	rc, err := r.startRepo(models, map[string]string{"threadPerModel": fmt.Sprint(o.threads)},
 		map[string][]byte{pipeResNet: body, pipeResNetEns: body})
 	if err != nil {
 		return err

@@ -2,15 +2,14 @@ package bench
 
 import (
 	"math"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
+	"github.com/cluster-serving/cluster-serving/mesh/pipeline"
 )
 
 // TestSlowModel: the generated slow step loads in ONNX Runtime with a
@@ -43,52 +42,29 @@ func TestSlowModel(t *testing.T) {
 	}
 }
 
-// TestChainConfig: a three-step chain feeds each step the previous one's
-// output, the first the ensemble's input, and answers the last's.
+// TestChainConfig: a three-step chain is an ensemble Triton's checks
+// (pipeline.Build) accept, its steps in order, each fed the previous
+// one's output.
 func TestChainConfig(t *testing.T) {
-	got := chainConfig("c", 4, "x", "[ 4 ]", "y", "[ 4 ]", "a", "b", "c")
-	for _, want := range []string{
-		`model_name: "a" model_version: -1 input_map { key: "x" value: "x" } output_map { key: "y" value: "t0" } },`,
-		`model_name: "b" model_version: -1 input_map { key: "x" value: "t0" } output_map { key: "y" value: "t1" } },`,
-		`model_name: "c" model_version: -1 input_map { key: "x" value: "t1" } output_map { key: "y" value: "y" } }` + "\n] }",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("config lacks %q:\n%s", want, got)
-		}
+	cfg, _, err := modelconfig.Parse([]byte(chainConfig("c", 4, "x", "[ 4 ]", "y", "[ 4 ]", "a", "b", "c")))
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// TestPipelineSample runs `bench -only pipeline` for a second per run
-// against the real binary (built here), the real ONNX Runtime and a
-// generated repository: every row answers, with no errors, and each
-// figure prints. It checks no timing.
-func TestPipelineSample(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs serving processes for about a minute")
+	step, _, err := modelconfig.Parse([]byte(`max_batch_size: 8 input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ] output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	infertest.RequireLibrary(t)
-	bin := filepath.Join(t.TempDir(), "cluster-serving")
-	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	g, err := pipeline.Build("c", cfg, func(name string, _ int64) (pipeline.Member, error) {
+		return pipeline.Member{Name: name, Version: "1", Job: "j-" + name, Config: step}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var b strings.Builder
-	r := &runner{w: &b, bin: bin, storage: "memory"}
-	o := &options{tiny: infertest.Model("add_f32"), d: time.Second, batch: 8, threads: 1}
-	if err := r.pipeline(o); err != nil {
-		t.Fatalf("%v\n%s", err, b.String())
+	var order []string
+	for _, m := range g.Members() {
+		order = append(order, m.Name)
 	}
-	out := b.String()
-	t.Log(out)
-	for _, want := range []string{
-		"tiny: one-step ensemble / direct, req/s at 32 callers:",
-		"3-step pipeline p50",
-		"slow step on 3 worker processes / on 1, pipeline req/s at 32 callers:",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
-	if strings.Contains(out, "last error") {
-		t.Errorf("a row had errors")
+	if !slices.Equal(order, []string{"a", "b", "c"}) {
+		t.Errorf("steps run %v, want a, b, c", order)
 	}
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"errors"
 	"io"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/mesh/meshtest"
 )
 
@@ -144,5 +147,40 @@ func TestResNetScaleTable(t *testing.T) {
 		if !strings.Contains(b.String(), line) {
 			t.Errorf("table lacks %q:\n%s", line, b.String())
 		}
+	}
+}
+
+// TestPipelineSample runs `bench -only pipeline` for a second per run
+// against the real binary (built here), the real ONNX Runtime and a
+// generated repository: every row answers, with no errors, and each
+// figure prints. It checks no timing.
+func TestPipelineSample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs serving processes for about a minute")
+	}
+	infertest.RequireLibrary(t)
+	bin := filepath.Join(t.TempDir(), "cluster-serving")
+	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var b strings.Builder
+	r := &runner{w: &b, bin: bin, storage: "memory"}
+	o := &options{tiny: infertest.Model("add_f32"), d: time.Second, batch: 8, threads: 1}
+	if err := r.pipeline(o); err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	out := b.String()
+	t.Log(out)
+	for _, want := range []string{
+		"tiny: one-step ensemble / direct, req/s at 32 callers:",
+		"3-step pipeline p50",
+		"slow step on 3 worker processes / on 1, pipeline req/s at 32 callers:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "last error") {
+		t.Errorf("a row had errors")
 	}
 }
