@@ -114,6 +114,7 @@ func (c Config) Validate() error {
 func (c Config) unit(m Model) UnitConfig {
 	u := c.Unit
 	u.Model, u.Version, u.Logger, u.Metrics = m, c.Version, c.Logger, c.Metrics
+	u.Steps.Coalesce = cmp.Or(u.Steps.Coalesce, c.Coalesce)
 	return u
 }
 

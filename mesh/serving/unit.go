@@ -47,6 +47,9 @@ type UnitConfig struct {
 	// Metrics records the model load, engine stages and worker figures;
 	// nil records none.
 	Metrics *telemetry.Metrics
+	// Steps configures the client an ensemble's worker submits its steps
+	// with (the node's coalesce; mesh's defaults for zero fields).
+	Steps mesh.ClientConfig
 	// ModelConfig is the model's Triton config.pbtxt as written (a model
 	// repository's); nil: none. Before the engine loads, it is completed
 	// from the graph and checked against it (see configured), and the
@@ -194,7 +197,7 @@ func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
 	if u.graph != nil {
 		// An ensemble's steps are requests on the mesh, submitted from
 		// the worker's own connection.
-		c, err := mesh.NewClient(nc, mesh.ClientConfig{})
+		c, err := mesh.NewClient(nc, u.cfg.Steps)
 		if err != nil {
 			return err
 		}
