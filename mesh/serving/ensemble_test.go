@@ -183,7 +183,8 @@ ensemble_scheduling { step [
 }
 
 // TestSeedImagePipeline serves the seed's image pipeline as an ordinary
-// repository entry: a JPEG, base64 in OIP JSON's BYTES, comes back as
+// repository entry (the ensemble without its empty version directory, as
+// git leaves it): a JPEG, base64 in OIP JSON's BYTES, comes back as
 // the original's topN text, the same the Redis door's engine with
 // imageResize and topN(2) writes for it.
 func TestSeedImagePipeline(t *testing.T) {
@@ -192,7 +193,14 @@ func TestSeedImagePipeline(t *testing.T) {
 	for name, cfg := range seedRepo {
 		putEnsemble(t, repo, name, cfg)
 	}
+	// A git checkout of a Triton repository drops the ensemble's empty 1/.
+	if err := os.Remove(filepath.Join(repo, "classify", "1")); err != nil {
+		t.Fatal(err)
+	}
 	n := runReady(t, repoConfig(t, repo, "seed", 0))
+	if e := index(n, "classify"); e.Version != "1" {
+		t.Errorf("classify without a version directory: %+v, want version 1", e)
+	}
 	for _, e := range n.Repository().Index(false) {
 		if e.State != serving.StateReady {
 			t.Fatalf("%s: %s %s", e.Name, e.State, e.Reason)

@@ -104,6 +104,12 @@ func scanModel(path, name string) RepoEntry {
 		m.Err = fmt.Errorf("%w: %w", ErrRepositoryLayout, err)
 		return m
 	}
+	fileless := pipeline.IsEnsemble(m.Config) || prepost.Is(m.Config)
+	if len(onDisk) == 0 && fileless {
+		// Triton's repositories give an ensemble an empty 1/, which a git
+		// checkout drops: without one it is version 1.
+		onDisk = []int64{1}
+	}
 	if len(onDisk) == 0 {
 		m.Err = fmt.Errorf("%w: model %q has no version directory: want %s/1/model.onnx (versions are positive integers; the highest serves)",
 			ErrRepositoryLayout, name, path)
@@ -116,7 +122,7 @@ func scanModel(path, name string) RepoEntry {
 	}
 	usable := false
 	for _, v := range versions {
-		rv := scanVersion(path, name, v, pipeline.IsEnsemble(m.Config) || prepost.Is(m.Config))
+		rv := scanVersion(path, name, v, fileless)
 		m.Versions = append(m.Versions, rv)
 		usable = usable || rv.Err == nil
 	}
