@@ -224,8 +224,12 @@ func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
 	return w.Run(ctx)
 }
 
-// Ready reports whether Run serves and the engine is open.
-func (u *Unit) Ready() bool { return u.running.Load() && !u.stopped.Load() }
+// Ready reports whether Run serves, its worker pulls records and shows
+// in discovery, and the engine is open. Discovery first: nats.go's
+// micro.AddService still writes the service's start time after its STATS
+// handler is subscribed, so a node that answered ready while a worker
+// registered could see a stats call race with it (go test -race did).
+func (u *Unit) Ready() bool { return u.running.Load() && u.consuming() }
 
 // consuming reports whether the worker pulls records and shows in
 // discovery (a model repository's swap waits for it).
