@@ -96,6 +96,15 @@ func DecodeImage(ctx context.Context, b64 []byte, p ImagePre) (Tensor, error) {
 	if err != nil {
 		return Tensor{}, NewInputError(-1, "", "image is not base64: %v", err)
 	}
+	return DecodeImageBytes(ctx, raw, p)
+}
+
+// DecodeImageBytes is DecodeImage of raw, the encoded JPEG or PNG itself
+// rather than its base64 (an OIP BYTES element carries the file's bytes):
+// the same header check, budget, decode and pre-processing, the same
+// errors. It does not retain raw.
+func DecodeImageBytes(ctx context.Context, raw []byte, p ImagePre) (Tensor, error) {
+	var err error
 	if p.Key != nil {
 		if raw, err = p.Key.Open(raw); err != nil {
 			return Tensor{}, NewInputError(-1, "", "encrypted image (recordEncrypted): %v", err)

@@ -118,29 +118,42 @@ func widenHalf[T half](d []T) []float64 {
 // prints a float, and no comma between pairs. n larger than the tensor
 // prints every element.
 func TopN(t Tensor, n int) (string, error) {
-	v, err := Float64s(t)
+	idx, v, err := Rank(t, n)
 	if err != nil {
 		return "", err
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for k, i := range idx {
+		b.WriteByte('[')
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte(',')
+		b.WriteString(JavaFloat(v[k]))
+		b.WriteByte(']')
+	}
+	b.WriteByte(']')
+	return b.String(), nil
+}
+
+// Rank returns the indices of t's n highest scores, best first (ties by
+// index, NaN last: TopN's order), and those scores as float32; fewer when
+// t has fewer elements.
+func Rank(t Tensor, n int) ([]int, []float32, error) {
+	v, err := Float64s(t)
+	if err != nil {
+		return nil, nil, err
 	}
 	idx := make([]int, len(v))
 	for i := range idx {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return greater(v[idx[a]], v[idx[b]]) })
-	if n > len(idx) {
-		n = len(idx)
+	idx = idx[:min(n, len(idx))]
+	scores := make([]float32, len(idx))
+	for k, i := range idx {
+		scores[k] = float32(v[i])
 	}
-	var b strings.Builder
-	b.WriteByte('[')
-	for _, i := range idx[:n] {
-		b.WriteByte('[')
-		b.WriteString(strconv.Itoa(i))
-		b.WriteByte(',')
-		b.WriteString(JavaFloat(float32(v[i])))
-		b.WriteByte(']')
-	}
-	b.WriteByte(']')
-	return b.String(), nil
+	return idx, scores, nil
 }
 
 // greater orders scores descending with NaN last.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
@@ -83,15 +81,18 @@ func (st *topNStep) run(_ context.Context, _ int, t infer.Tensor, whole bool) ([
 	k := min(int64(st.n), infer.NumElems(row))
 	idx, vals, texts := make([]int64, 0, int64(len(rows))*k), make([]float32, 0, int64(len(rows))*k), make([]string, len(rows))
 	for r, rt := range rows {
+		ix, vs, err := infer.Rank(rt, st.n)
+		if err != nil {
+			return nil, err
+		}
 		text, err := infer.TopN(rt, st.n)
 		if err != nil {
 			return nil, err
 		}
-		ix, vs, err := parseTopN(text)
-		if err != nil {
-			return nil, err
+		for _, i := range ix {
+			idx = append(idx, int64(i))
 		}
-		idx, vals, texts[r] = append(idx, ix...), append(vals, vs...), text
+		vals, texts[r] = append(vals, vs...), text
 	}
 	shape := func(last int64) []int64 { return append(slices.Clone(lead), last) }
 	out := make([]infer.Tensor, len(st.outs))
@@ -106,33 +107,4 @@ func (st *topNStep) run(_ context.Context, _ int, t infer.Tensor, whole bool) ([
 		}
 	}
 	return out, nil
-}
-
-// parseTopN reads infer.TopN's text, "[[i,score][j,score]]", back into
-// indices and scores. The step ranks through that text so that the
-// original's one ranking rule (ties by index, NaN last) serves both the
-// Redis door and the ensemble; the text's scores are the shortest digits
-// that read back as the same float32 (infer.JavaFloat), so they come back
-// exact.
-func parseTopN(s string) ([]int64, []float32, error) {
-	body, ok1 := strings.CutPrefix(s, "[")
-	body, ok2 := strings.CutSuffix(body, "]")
-	if !ok1 || !ok2 {
-		return nil, nil, fmt.Errorf("prepost: topN text %q is not [[i,score]...]", s)
-	}
-	if body == "" {
-		return nil, nil, nil
-	}
-	pairs := strings.Split(strings.TrimSuffix(strings.TrimPrefix(body, "["), "]"), "][")
-	idx, vals := make([]int64, len(pairs)), make([]float32, len(pairs))
-	for j, pair := range pairs {
-		is, vs, ok := strings.Cut(pair, ",")
-		i, err1 := strconv.ParseInt(is, 10, 64)
-		v, err2 := strconv.ParseFloat(vs, 32)
-		if !ok || err1 != nil || err2 != nil {
-			return nil, nil, fmt.Errorf("prepost: topN text %q: pair %q is not i,score", s, pair)
-		}
-		idx[j], vals[j] = i, float32(v)
-	}
-	return idx, vals, nil
 }
