@@ -85,9 +85,9 @@ func UsePipeline(opt *Options, twoIO string) error {
 	return nil
 }
 
-// modelKey is the config line that names what process name serves: the
+// modelKey is the config line that names what the processes serve: the
 // repository, when the cluster has one.
-func (c *Cluster) modelKey(string) string {
+func (c *Cluster) modelKey() string {
 	if c.opt.Repository != "" {
 		return "modelRepository: " + c.opt.Repository
 	}

@@ -28,7 +28,7 @@ func (c *Cluster) config(name, role string) (path string, metrics int, err error
 	text := fmt.Sprintf("%s\njobName: %s\nnatsUrl: %q\nqueueReplicas: 3\nqueueStorage: file\n"+
 		"ackWait: %d\nthreadPerModel: 1\nmodelParallelism: 1\nmetricsListen: 127.0.0.1:%d\n"+
 		"httpRequestTimeout: 15000\nlogLevel: info\n",
-		c.modelKey(name), c.Job, c.URLs, c.opt.AckWait.Milliseconds(), ports[0])
+		c.modelKey(), c.Job, c.URLs, c.opt.AckWait.Milliseconds(), ports[0])
 	if c.opt.ORTLib != "" {
 		text += fmt.Sprintf("onnxruntimeLib: %s\n", c.opt.ORTLib)
 	}

@@ -34,11 +34,12 @@ type Pipeline struct {
 	g     *Graph
 	call  Caller
 	slots []chan struct{} // per step (by index): max_inflight_requests; nil: none
+	all   map[int]bool    // the steps every output needs (g.needed of all); read-only
 }
 
 // New returns the Pipeline of g, whose steps c submits.
 func New(g *Graph, c Caller) *Pipeline {
-	p := &Pipeline{g: g, call: c, slots: make([]chan struct{}, len(g.steps))}
+	p := &Pipeline{g: g, call: c, slots: make([]chan struct{}, len(g.steps)), all: g.needed(g.info.OutputNames())}
 	if g.inflight > 0 {
 		for i := range p.slots {
 			p.slots[i] = make(chan struct{}, g.inflight)
@@ -75,7 +76,7 @@ func (p *Pipeline) InferOutputs(ctx context.Context, records [][]infer.Tensor, o
 		g.Go(func() error { return p.runRows(gctx, records, rows, outputs, out) })
 	}
 	for i, rec := range records {
-		if len(rows) > 0 && slices.Contains(rows, i) {
+		if p.isRow(rec) {
 			continue
 		}
 		g.Go(func() (err error) {
@@ -102,20 +103,22 @@ func (p *Pipeline) checkOutputs(outputs []string) error {
 	return nil
 }
 
-// isRow reports whether rec lacks the batch dim of a batching ensemble.
-func (p *Pipeline) isRow(rec []infer.Tensor) bool {
-	if p.g.maxBatch == 0 || len(rec) == 0 {
-		return false
-	}
-	return len(rec[0].Shape) == len(p.g.info.Inputs[0].Shape)-1
+// lacksDim reports whether rec's tensors have one dim fewer than the
+// ensemble's inputs: a codec cut the leading dim off (a JSON instance).
+func (p *Pipeline) lacksDim(rec []infer.Tensor) bool {
+	return len(rec) > 0 && len(rec[0].Shape) == len(p.g.info.Inputs[0].Shape)-1
 }
 
+// isRow reports whether rec is a row of a batching ensemble: it runs
+// stacked with the request's other rows.
+func (p *Pipeline) isRow(rec []infer.Tensor) bool { return p.g.maxBatch > 0 && p.lacksDim(rec) }
+
 // withDim gives a record of an ensemble without a batch dim of its own
-// the leading dim of 1 its inputs declare, when a codec cut it off (a
-// JSON instance), as the engine does for a model that does not batch;
-// added reports whether it did.
+// the leading dim of 1 its inputs declare, when a codec cut it off, as
+// the engine does for a model that does not batch; added reports whether
+// it did.
 func (p *Pipeline) withDim(rec []infer.Tensor) ([]infer.Tensor, bool) {
-	if p.g.maxBatch != 0 || len(rec) == 0 || len(rec[0].Shape) != len(p.g.info.Inputs[0].Shape)-1 {
+	if p.g.maxBatch != 0 || !p.lacksDim(rec) {
 		return rec, false
 	}
 	out := make([]infer.Tensor, len(rec))
@@ -182,11 +185,10 @@ func (p *Pipeline) run(ctx context.Context, inputs []infer.Tensor, outputs []str
 	for j, in := range p.g.info.Inputs {
 		r.tensors[in.Name] = inputs[j]
 	}
-	wanted := p.g.info.OutputNames()
+	wanted, need := p.g.info.OutputNames(), p.all
 	if outputs != nil {
-		wanted = outputs
+		wanted, need = outputs, p.g.needed(outputs)
 	}
-	need := p.g.needed(wanted)
 	for _, s := range p.g.steps {
 		if need[s.index] {
 			r.done[s.index] = make(chan struct{})

@@ -172,19 +172,19 @@ func (r *Repository) unloadDependents(name string) {
 	}
 }
 
-// reloadDependents loads again the ensembles of the repository with a
-// step on model name, after name loaded: those it unloaded come back,
-// and those that serve pick its new versions up.
-func (r *Repository) reloadDependents(ctx context.Context, name string) {
-	entries, err := ScanRepository(r.cfg.Dir)
-	if err != nil {
-		return
-	}
+// reloadDependents loads again the ensembles among entries (the
+// repository as just scanned) with a step on model name, directly or
+// through another ensemble, after name loaded: those unloaded with it
+// come back, and those that serve pick its new versions up. Ordered
+// entries put each ensemble after those it uses, so one pass suffices.
+func (r *Repository) reloadDependents(ctx context.Context, entries []RepoEntry, name string) {
+	changed := map[string]bool{name: true}
 	for _, e := range orderEntries(entries) {
-		if e.Err == nil && pipeline.IsEnsemble(e.Config) && slices.Contains(pipeline.Steps(e.Config), name) {
-			_ = r.apply(ctx, e, false) // logged and in the index
-			r.reloadDependents(ctx, e.Name)
+		if e.Err != nil || !pipeline.IsEnsemble(e.Config) || !slices.ContainsFunc(pipeline.Steps(e.Config), func(s string) bool { return changed[s] }) {
+			continue
 		}
+		_ = r.apply(ctx, e, false) // logged and in the index
+		changed[e.Name] = true
 	}
 }
 

@@ -502,14 +502,15 @@ func (r *Repository) run(ctx context.Context, op repoOp) error {
 		}
 		return err
 	}
-	defer r.reloadDependents(ctx, op.name)
 	entries, err := ScanRepository(r.cfg.Dir)
 	if err != nil {
 		return status.Errorf(status.BadInput, "%v", err)
 	}
 	for _, e := range entries {
 		if e.Name == op.name {
-			if err := r.apply(ctx, e, true); err != nil {
+			err := r.apply(ctx, e, true)
+			r.reloadDependents(ctx, entries, op.name)
+			if err != nil {
 				return status.Errorf(status.BadInput, "load model %q: %v", op.name, err)
 			}
 			return nil

@@ -202,12 +202,10 @@ func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
 			return err
 		}
 		defer c.Close()
-		spec := wire.Spec{Model: wire.Model{Name: u.cfg.Model.Name, Version: u.cfg.Model.Version}, Info: u.graph.Info()}
-		p = wire.NewRunnerPredictor(pipeline.New(u.graph, c), spec, u.cfg.engine().Hooks, true)
+		p = wire.NewRunnerPredictor(pipeline.New(u.graph, c), u.spec(), u.cfg.engine().Hooks, true)
 		wcfg.ExecutionProvider = "ensemble"
 	} else if u.step != nil {
-		spec := wire.Spec{Model: wire.Model{Name: u.cfg.Model.Name, Version: u.cfg.Model.Version}, Info: u.step.Info()}
-		p = wire.NewRunnerPredictor(u.step, spec, u.cfg.engine().Hooks, false)
+		p = wire.NewRunnerPredictor(u.step, u.spec(), u.cfg.engine().Hooks, false)
 		wcfg.ExecutionProvider = prepost.Backend
 	} else {
 		p = predictor(u.engine, u.cfg.Model)
@@ -222,6 +220,11 @@ func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
 	u.running.Store(true)
 	defer u.running.Store(false)
 	return w.Run(ctx)
+}
+
+// spec is what the codecs of a unit without an engine know of its model.
+func (u *Unit) spec() wire.Spec {
+	return wire.Spec{Model: wire.Model{Name: u.cfg.Model.Name, Version: u.cfg.Model.Version}, Info: u.cfg.Model.Info}
 }
 
 // Ready reports whether Run serves, its worker pulls records and shows
