@@ -602,14 +602,15 @@ func (n *Node) probe(ctx context.Context) {
 	}
 }
 
-// unitsRunning reports whether every unit started at Run serves.
+// unitsRunning reports whether every unit started at Run serves, the
+// model repository's too.
 func (n *Node) unitsRunning() bool {
 	for _, u := range n.units {
 		if !u.Ready() {
 			return false
 		}
 	}
-	return true
+	return n.repo == nil || n.repo.Ready()
 }
 
 // stopping logs how the node stops and, for ErrStopNow, closes the
