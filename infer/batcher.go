@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cluster-serving/cluster-serving/infer/status"
 	"github.com/cluster-serving/cluster-serving/infer/timing"
 )
 
@@ -87,8 +89,13 @@ type item struct {
 	inputs []Tensor
 	rows   int64
 	enq    time.Time
-	seq    uint64          // Batcher.enqSeq of its Submit
-	done   chan itemResult // buffered 1: runners never block on it
+	seq    uint64 // Batcher.enqSeq of its Submit
+	prio   int    // WithPriority's: the queue is ordered by it, then seq
+	// due is when the record's queue timeout passes (WithQueueTimeout;
+	// zero: none), delay its DELAY action.
+	due   time.Time
+	delay bool
+	done  chan itemResult // buffered 1: runners never block on it
 	// tr collects its request's stage times (nil: none); the records of
 	// one request share it and sit side by side in a batch.
 	tr *timing.Request
@@ -145,12 +152,13 @@ func (b *Batcher) submitAt(ctx context.Context, records [][]Tensor, base int) ([
 	items := make([]*item, len(records))
 	now := time.Now()
 	tr := timing.From(ctx)
+	q, _ := ctx.Value(queueingKey{}).(Queueing)
 	for i, rec := range records {
 		rows, ok := recordRows(rec)
 		if !ok && !b.cfg.Unbatchable {
 			return nil, NewInputError(base+i, "", "record has no batch dim")
 		}
-		items[i] = &item{ctx: ctx, inputs: rec, rows: rows, enq: now, done: make(chan itemResult, 1), tr: tr}
+		items[i] = &item{ctx: ctx, inputs: rec, rows: rows, enq: now, done: make(chan itemResult, 1), tr: tr, prio: q.Priority, due: q.Due, delay: q.Delay}
 		tr.AddRows(rows)
 	}
 	b.mu.Lock()
@@ -167,7 +175,7 @@ func (b *Batcher) submitAt(ctx context.Context, records [][]Tensor, base int) ([
 	for _, it := range items {
 		it.seq = b.enqSeq
 	}
-	b.queue = append(b.queue, items...)
+	b.queue = enqueue(b.queue, items, q.Priority)
 	close(b.wake)
 	b.wake = make(chan struct{})
 	b.mu.Unlock()
@@ -190,6 +198,45 @@ func (b *Batcher) submitAt(ctx context.Context, records [][]Tensor, base int) ([
 	}
 	return out, nil
 }
+
+// enqueue adds items, all of priority prio, to queue: behind every
+// record of the same or a higher priority (a lower prio), ahead of those
+// of a lower one. Without priorities that is the end.
+func enqueue(queue, items []*item, prio int) []*item {
+	at := len(queue)
+	for at > 0 && queue[at-1].prio > prio {
+		at--
+	}
+	if at == len(queue) {
+		return append(queue, items...)
+	}
+	return slices.Insert(queue, at, items...)
+}
+
+// Queueing is how a request's records wait in a Batcher's queue:
+// those of a lower Priority run first, those of one priority in the
+// order they came (records without one have priority 0); one still
+// queued at Due (zero: never) fails with ErrQueueTimeout, or with Delay
+// runs after every other record. A worker gives a record its priority
+// level (Triton's priority_levels, 1 the highest) and queue timeout.
+type Queueing struct {
+	Priority int
+	Due      time.Time
+	Delay    bool
+}
+
+type queueingKey struct{}
+
+// WithQueueing returns ctx whose records wait in a Batcher's queue as q says.
+func WithQueueing(ctx context.Context, q Queueing) context.Context {
+	return context.WithValue(ctx, queueingKey{}, q)
+}
+
+// ErrQueueTimeout is the error of a record still queued when its queue
+// timeout passed (Queueing.Due); a worker answers it with Triton's
+// words, "Request timeout expired". It wraps
+// status.ErrBusy (503): the caller may retry.
+var ErrQueueTimeout = fmt.Errorf("infer: request timeout expired: %w", status.ErrBusy)
 
 // recordError names record i of a request in err: an *InputError gets
 // its index, another error is wrapped with it when the request had
@@ -325,9 +372,21 @@ func (b *Batcher) take() []*item {
 		lim = b.limit(b.queuedRows())
 	}
 	rest := b.queue[:0]
+	var late []*item
+	now := time.Now()
 	for i, it := range b.queue {
 		if err := it.ctx.Err(); err != nil {
 			it.done <- itemResult{err: err}
+			continue
+		}
+		if !it.due.IsZero() && now.After(it.due) {
+			if !it.delay {
+				it.done <- itemResult{err: ErrQueueTimeout}
+				continue
+			}
+			// DELAY: behind every other record, now and to come.
+			it.due, it.prio = time.Time{}, math.MaxInt
+			late = append(late, it)
 			continue
 		}
 		full := len(batch) > 0 && (b.cfg.Unbatchable || rows+it.rows > lim)
@@ -342,6 +401,7 @@ func (b *Batcher) take() []*item {
 		batch = append(batch, it)
 		rows += it.rows
 	}
+	rest = append(rest, late...)
 	clear(b.queue[len(rest):])
 	b.queue = rest
 	return batch

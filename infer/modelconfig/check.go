@@ -40,6 +40,9 @@ func Check(cfg *kservepb.ModelConfig, info infer.ModelInfo) error {
 	if _, err := threads(cfg); err != nil {
 		return err
 	}
+	if err := QueueOf(cfg).Check(MaxPriorityLevels); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	mbs := cfg.MaxBatchSize
 	switch why := batchBlocker(info); {
 	case mbs < 0:
