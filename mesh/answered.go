@@ -77,7 +77,7 @@ type answered struct {
 	mu   sync.Mutex
 	seen *recentIDs
 	out  []byte // keys to tell, answerKeyLen bytes each
-	sub  *nats.Subscription
+	sub  noteSub
 }
 
 func newAnswered(nc *nats.Conn, job string) *answered {
@@ -108,27 +108,10 @@ func answerKey(r Reply, h nats.Header) string {
 }
 
 // listen subscribes to the job's notes.
-func (a *answered) listen() error {
-	sub, err := a.nc.Subscribe(a.subject, a.heard)
-	if err != nil {
-		return fmt.Errorf("mesh: subscribe %s: %w", a.subject, err)
-	}
-	a.mu.Lock()
-	a.sub = sub
-	a.mu.Unlock()
-	return nil
-}
+func (a *answered) listen() error { return a.sub.listen(a.nc, a.subject, a.heard) }
 
 // close unsubscribes; notes still to send go with run's end.
-func (a *answered) close() {
-	a.mu.Lock()
-	sub := a.sub
-	a.sub = nil
-	a.mu.Unlock()
-	if sub != nil {
-		_ = sub.Unsubscribe()
-	}
-}
+func (a *answered) close() { a.sub.close() }
 
 // has reports whether the request key was answered lately.
 func (a *answered) has(key string) bool {
@@ -225,4 +208,32 @@ func (w *Worker) answeredAlready(msg jetstream.Msg) bool {
 	w.answeredBefore.Add(1)
 	w.settle(msg, msg.Ack)
 	return true
+}
+
+// noteSub is a worker's subscription to one of its job's note subjects
+// (AnsweredSubject, CancelSubject), closed once: safe for concurrent use.
+type noteSub struct {
+	mu  sync.Mutex
+	sub *nats.Subscription
+}
+
+func (n *noteSub) listen(nc *nats.Conn, subject string, heard nats.MsgHandler) error {
+	sub, err := nc.Subscribe(subject, heard)
+	if err != nil {
+		return fmt.Errorf("mesh: subscribe %s: %w", subject, err)
+	}
+	n.mu.Lock()
+	n.sub = sub
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *noteSub) close() {
+	n.mu.Lock()
+	sub := n.sub
+	n.sub = nil
+	n.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
 }

@@ -56,6 +56,9 @@ type Request struct {
 	// Header holds extra headers passed through to the worker, such as
 	// traceparent. Cs-* headers set here are overwritten.
 	Header nats.Header
+	// Schedule is the request's priority level and queue timeout
+	// (schedule.go); the zero value is the job's default.
+	Schedule Schedule
 }
 
 // Client publishes requests to work queues and waits for their results.
@@ -188,6 +191,9 @@ func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg
 	reconnected := c.reconnects()
 	st, err := c.store(ctx, job, req, m)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			c.cancel(job, m) // gone while it was stored: a batch may still store it
+		}
 		return Result{}, fmt.Errorf("mesh: submit to %s: %w", job, err)
 	}
 	if st.ack.Duplicate && !st.retried {
@@ -216,6 +222,9 @@ func (c *Client) await(ctx context.Context, job string, req Request, m *nats.Msg
 				c.storeAgain(ctx, job, m, ch)
 			}
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				c.cancel(job, m) // the caller went away: run it nowhere
+			}
 			return Result{}, ctx.Err()
 		}
 	}
@@ -235,7 +244,7 @@ func (c *Client) store(ctx context.Context, job string, req Request, m *nats.Msg
 // generated Nats-Msg-Id when msgID is "".
 func (c *Client) storeMsg(ctx context.Context, job string, m *nats.Msg, msgID string) (stored, error) {
 	n := c.parts.get(ctx, job)
-	subjects := workSubjects(job, n)
+	subjects := levelSubjects(job, n, levelOf(m.Header))
 	first := c.route.next(n)
 	if msgID != "" {
 		first = firstPartition(msgID, n)
@@ -441,9 +450,11 @@ func workMsg(ctx context.Context, job string, req Request) *nats.Msg {
 	for k, v := range req.Header {
 		m.Header[k] = v
 	}
-	for _, k := range []string{HeaderURI, HeaderContentType, HeaderReplyTo, HeaderReplyForm, HeaderReceived, HeaderResultTo, HeaderDeadline, HeaderStatus, HeaderError, HeaderBodyRef} {
+	for _, k := range []string{HeaderURI, HeaderContentType, HeaderReplyTo, HeaderReplyForm, HeaderReceived, HeaderResultTo, HeaderDeadline, HeaderStatus, HeaderError, HeaderBodyRef,
+		HeaderPriority, HeaderQueueDeadline, HeaderQueueTimeout, HeaderTimeoutAction, HeaderAsked} {
 		m.Header.Del(k)
 	}
+	req.Schedule.setHeaders(m.Header)
 	ct := req.ContentType
 	ct = cmp.Or(ct, DefaultContentType)
 	m.Header.Set(HeaderContentType, ct)

@@ -97,7 +97,7 @@ type coResult struct {
 // and m's size in a batch; nil when m is stored alone: coalescing off, a
 // caller's id, a durable record, or too big.
 func (c *Client) coalescerOf(job string, req Request, m *nats.Msg) (*coalescer, int) {
-	if c.coalesce < 2 || req.MsgID != "" {
+	if c.coalesce < 2 || req.MsgID != "" || req.Schedule.Level != 0 {
 		return nil, 0
 	}
 	mode := replyOf(m.Header).Mode

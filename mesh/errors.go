@@ -17,6 +17,9 @@ var (
 	// because it reached its MaxMsgs or MaxBytes limit (DiscardNew). It
 	// wraps status.ErrBusy: a door answers 503.
 	ErrQueueFull error = &wireError{"mesh: queue full", status.ErrBusy}
+	// ErrMaxQueueSize is the ErrQueueFull of a priority level's queue at
+	// its model's max_queue_size (schedule.go); Triton's words.
+	ErrMaxQueueSize error = &wireError{"mesh: Exceeds maximum queue size", ErrQueueFull}
 	// ErrNoStorage is returned when the NATS servers have no storage left
 	// for the work queue (a full disk, or JetStream's max_file reached:
 	// API errors 10047 and 10023): nothing was stored. It wraps status.ErrBusy: a

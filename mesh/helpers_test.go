@@ -56,6 +56,16 @@ func newClient(tb testing.TB, nc *nats.Conn) *mesh.Client {
 	return c
 }
 
+// newCache is mesh.NewCache(nc, cfg), failing the test on an error.
+func newCache(tb testing.TB, nc *nats.Conn, cfg mesh.CacheConfig) *mesh.Cache {
+	tb.Helper()
+	c, err := mesh.NewCache(nc, cfg)
+	if err != nil {
+		tb.Fatalf("NewCache: %v", err)
+	}
+	return c
+}
+
 // startService runs the NATS door (Service) with cfg on nc, its Client on
 // clientConn, until cleanup.
 func startService(tb testing.TB, nc, clientConn *nats.Conn, cfg mesh.ServiceConfig) *mesh.Service {

@@ -317,15 +317,7 @@ func TestDuplicateMsgIDRunsOnce(t *testing.T) {
 
 func TestQueueFull(t *testing.T) {
 	_, nc := startStreams(t, mesh.StreamConfig{Job: "full", MaxMsgs: 2})
-	c := newClient(t, nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	subj := mesh.ResultsSubject("full", "door")
-	for i := range 2 {
-		if err := c.Enqueue(ctx, "full", mesh.Request{Body: []byte("x")}, subj); err != nil {
-			t.Fatalf("Enqueue %d: %v", i, err)
-		}
-	}
+	c, ctx, subj := enqueued(t, nc, "full", 2)
 	if err := c.Enqueue(ctx, "full", mesh.Request{Body: []byte("x")}, subj); !errors.Is(err, mesh.ErrQueueFull) {
 		t.Errorf("Enqueue: got %v, want ErrQueueFull", err)
 	}

@@ -53,7 +53,10 @@ type BatchStats struct {
 // the time it waited in the work queue and in the batcher's queue;
 // ComputeInput decoding its body and stacking its records, ComputeInfer
 // the model runs it took part in, ComputeOutput cutting its outputs back
-// and encoding its answer.
+// and encoding its answer. CacheHit and CacheMiss count the response
+// cache's lookups at the doors and their time (Cache.Count): a hit is
+// also a Success, and neither an inference nor an execution, as in
+// Triton.
 type InferStats struct {
 	// InferenceCount counts the rows of the requests answered (a request
 	// of batch b counts b); ExecutionCount the model runs.
@@ -68,6 +71,8 @@ type InferStats struct {
 	ComputeInput  StatDuration `json:"compute_input"`
 	ComputeInfer  StatDuration `json:"compute_infer"`
 	ComputeOutput StatDuration `json:"compute_output"`
+	CacheHit      StatDuration `json:"cache_hit"`
+	CacheMiss     StatDuration `json:"cache_miss"`
 	// Batches has one entry per batch size run, by size.
 	Batches []BatchStats `json:"batch_stats,omitempty"`
 }
@@ -78,7 +83,8 @@ func (s *InferStats) add(o InferStats) {
 	s.ExecutionCount += o.ExecutionCount
 	s.LastInference = max(s.LastInference, o.LastInference)
 	for _, p := range [][2]*StatDuration{{&s.Success, &o.Success}, {&s.Fail, &o.Fail}, {&s.Queue, &o.Queue},
-		{&s.ComputeInput, &o.ComputeInput}, {&s.ComputeInfer, &o.ComputeInfer}, {&s.ComputeOutput, &o.ComputeOutput}} {
+		{&s.ComputeInput, &o.ComputeInput}, {&s.ComputeInfer, &o.ComputeInfer}, {&s.ComputeOutput, &o.ComputeOutput},
+		{&s.CacheHit, &o.CacheHit}, {&s.CacheMiss, &o.CacheMiss}} {
 		p[0].add(*p[1])
 	}
 	for _, b := range o.Batches {
@@ -114,13 +120,28 @@ func (c *Client) Stats(ctx context.Context, job string) (ModelStats, error) {
 // every worker on the mesh once ($SRV.STATS.cluster-serving-worker, as
 // DiscoverWorkers) and returns once the answers stop coming (StatsQuiet,
 // StatsWait), or sooner when ctx ends with its deadline, so that many
-// jobs cost one wait. The sums cover the workers running now: a worker
-// that stopped takes its counts with it, and one that answers late is
-// left out. A job without workers gets a zero ModelStats, not an error.
-// It returns ctx.Err() when ctx is cancelled, and an error when the
-// connection cannot ask.
+// jobs cost one wait. It asks the processes that count response cache
+// lookups ($SRV.STATS.cluster-serving-cache, see Cache) at the same time
+// and adds their counts. The sums cover the workers and processes running
+// now: one that stopped takes its counts with it, and one that answers
+// late is left out. A job without workers gets a zero ModelStats, not an
+// error. It returns ctx.Err() when ctx is cancelled, and an error when
+// the connection cannot ask.
 func (c *Client) StatsOf(ctx context.Context, jobs ...string) (map[string]ModelStats, error) {
+	var (
+		counts map[string]InferStats
+		cerr   error
+		asked  = make(chan struct{})
+	)
+	go func() {
+		defer close(asked)
+		counts, cerr = cacheCounts(ctx, c.nc)
+	}()
 	ws, err := discover(ctx, c.nc, StatsWait, StatsQuiet)
+	<-asked
+	if err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mesh: stats of %s: %w", strings.Join(jobs, ", "), err)
 	}
@@ -140,6 +161,12 @@ func (c *Client) StatsOf(ctx context.Context, jobs ...string) (map[string]ModelS
 		}
 		st.add(w.Stats.Infer)
 		out[w.Job] = st
+	}
+	for job, n := range counts {
+		if st, ok := out[job]; ok {
+			st.add(n)
+			out[job] = st
+		}
 	}
 	for _, st := range out {
 		slices.Sort(st.Versions)

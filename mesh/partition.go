@@ -30,6 +30,9 @@ const (
 	DefaultPartitions = 3
 	// MaxPartitions bounds StreamConfig.Partitions.
 	MaxPartitions = 16
+	// MaxLevels bounds StreamConfig.Levels (Triton's priority_levels):
+	// each level is a consumer per partition.
+	MaxLevels = 16
 )
 
 // PartitionStreamName is the work-queue stream of partition p of job.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,7 +61,6 @@ type ProcessConfig struct {
 // RegisterProcess adds the process's micro service (ProcessServiceName)
 // on nc until stop is called.
 func RegisterProcess(nc *nats.Conn, cfg ProcessConfig) (stop func(), err error) {
-	host, _ := os.Hostname()
 	stats := func() ProcessStats {
 		var s ProcessStats
 		s.Doors, s.Errors = cfg.Tally.Snapshot()
@@ -73,7 +73,7 @@ func RegisterProcess(nc *nats.Conn, cfg ProcessConfig) (stop func(), err error) 
 		Name:         ProcessServiceName,
 		Version:      cmp.Or(cfg.Version, "0.0.0"),
 		Description:  "cluster-serving process: its doors, last errors and models",
-		Metadata:     map[string]string{"name": cfg.Name, "host": host, "pid": fmt.Sprint(os.Getpid())},
+		Metadata:     processMetadata(map[string]string{"name": cfg.Name}),
 		StatsHandler: func(*micro.Endpoint) any { return stats() },
 	})
 	if err != nil {
@@ -86,6 +86,14 @@ func RegisterProcess(nc *nats.Conn, cfg ProcessConfig) (stop func(), err error) 
 		return nil, fmt.Errorf("mesh: register process status endpoint: %w", err)
 	}
 	return func() { _ = svc.Stop() }, nil
+}
+
+// processMetadata adds to md, a micro service's metadata, the host name
+// and pid of this process, which name the process a service runs in.
+func processMetadata(md map[string]string) map[string]string {
+	md["host"], _ = os.Hostname()
+	md["pid"] = strconv.Itoa(os.Getpid())
+	return md
 }
 
 // ProcessInfo is one process found on the mesh.

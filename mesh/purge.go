@@ -2,7 +2,9 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -132,24 +134,24 @@ func (p *purger) purge(ctx context.Context, i int) {
 }
 
 // purgeAnswered removes the messages of work partition stream name below
-// its workers consumer's ack floor: every one of them was answered
-// (acked or terminated). It reports whether there were any. A stream
-// with work-queue retention (made by an older version) has none: its
-// acks delete.
+// the ack floor of its workers consumers, the default level's and each
+// priority level's (schedule.go): every one of them was answered (acked
+// or terminated). A consumer with nothing pending or out bounds nothing.
+// It reports whether there were any. A stream with work-queue retention
+// (made by an older version) has none: its acks delete.
 func purgeAnswered(ctx context.Context, js jetstream.JetStream, name string) (bool, error) {
 	st, err := js.Stream(ctx, name)
 	if err != nil {
 		return false, err
 	}
-	info := st.CachedInfo()
+	info := st.CachedInfo() // before the consumers: what came after is kept
 	if info.Config.Retention == jetstream.WorkQueuePolicy || info.State.Msgs == 0 {
 		return false, nil
 	}
-	c, err := st.Consumer(ctx, WorkersConsumer)
+	floor, err := answeredFloor(ctx, st, info.State.LastSeq)
 	if err != nil {
 		return false, err
 	}
-	floor := c.CachedInfo().AckFloor.Stream
 	if floor < info.State.FirstSeq {
 		return false, nil
 	}
@@ -157,8 +159,32 @@ func purgeAnswered(ctx context.Context, js jetstream.JetStream, name string) (bo
 	if err := st.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
 		return false, err
 	}
-
 	return true, nil
+}
+
+// answeredFloor is the highest sequence at or below last below which the
+// workers consumers of st answered everything: the lowest ack floor of
+// those with records pending or out. Without a levels consumer, it asks
+// the server once, as with one.
+func answeredFloor(ctx context.Context, st jetstream.Stream, last uint64) (uint64, error) {
+	floor, found := last, false
+	infos := st.ListConsumers(ctx)
+	for c := range infos.Info() {
+		if c.Name != WorkersConsumer && !strings.HasPrefix(c.Name, WorkersConsumer+"-p") {
+			continue
+		}
+		found = found || c.Name == WorkersConsumer
+		if c.NumPending > 0 || c.NumAckPending > 0 {
+			floor = min(floor, c.AckFloor.Stream)
+		}
+	}
+	if err := infos.Err(); err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("mesh: stream %s: %w", st.CachedInfo().Config.Name, jetstream.ErrConsumerNotFound)
+	}
+	return floor, nil
 }
 
 // purgeFull purges the answered records of job's n work partitions after

@@ -149,6 +149,10 @@ func mapPublishErr(err error) error {
 	}
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStoreFailed {
 		d := apiErr.Description
+		if strings.Contains(d, "per subject") {
+			// A priority level's queue at its max_queue_size (schedule.go).
+			return fmt.Errorf("%w: %w", ErrMaxQueueSize, err)
+		}
 		if strings.Contains(d, "maximum messages") || strings.Contains(d, "maximum bytes") {
 			return fmt.Errorf("%w: %w", ErrQueueFull, err)
 		}

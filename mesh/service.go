@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
 	"github.com/nats-io/nats.go"
@@ -60,7 +61,19 @@ type ServiceConfig struct {
 	// goroutine (one connection's read loop is one core). Optional;
 	// the caller keeps ownership.
 	Conns []*nats.Conn
+	// Queue is the queue settings (priority levels, queue policy) of a
+	// job's model, which a caller's Priority and Timeout headers are
+	// placed in (ScheduleIn); nil: those headers are ignored.
+	Queue func(job string) modelconfig.Queue
 }
+
+// Headers a NATS caller sets on a request: Triton's priority and
+// timeout parameters (a priority level, 1 the highest; microseconds in
+// the queue), honoured as the model's dynamic_batching allows.
+const (
+	HeaderCallerPriority = "Priority"
+	HeaderCallerTimeout  = "Timeout"
+)
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
 func (c ServiceConfig) Validate() error {
@@ -221,6 +234,12 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 		URI:         hdr.Get(HeaderURI),
 		MsgID:       hdr.Get(HeaderMsgID),
 	}
+	var err error
+	if r.Schedule, err = s.schedule(job, hdr); err != nil {
+		st, msg = status.BadInput, err.Error()
+		_ = req.Error(strconv.Itoa(st), msg, nil)
+		return
+	}
 	if req.Reply() == "" {
 		// A publish, not a request: nobody could read the answer, so the
 		// model does not run for it.
@@ -229,7 +248,7 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 		req.done(fmt.Errorf("%d:%w", st, errNoReply))
 		return
 	}
-	err := s.c.Forward(ctx, job, r, req.Reply(), start)
+	err = s.c.Forward(ctx, job, r, req.Reply(), start)
 	if err == nil {
 		// Stored: the worker answers the caller and records the request's
 		// outcome in its metrics (Client.Forward); this door is done.
@@ -243,10 +262,34 @@ func (s *Service) serve(ctx context.Context, job string, req *microRequest) {
 	switch {
 	case errors.As(err, &we):
 		msg = we.Message
+	case errors.Is(err, ErrMaxQueueSize):
+		msg = "Exceeds maximum queue size"
 	case errors.Is(err, ErrQueueFull):
 		msg = "queue full"
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = "timed out queueing the request"
 	}
 	_ = req.Error(strconv.Itoa(st), msg, nil)
+}
+
+// schedule reads a caller's Priority and Timeout headers: a request
+// without them, or a door without Queue, has the default schedule.
+func (s *Service) schedule(job string, hdr micro.Headers) (Schedule, error) {
+	p, t := hdr.Get(HeaderCallerPriority), hdr.Get(HeaderCallerTimeout)
+	if s.cfg.Queue == nil || (p == "" && t == "") {
+		return Schedule{}, nil
+	}
+	var priority, us uint64
+	var err error
+	if p != "" {
+		if priority, err = strconv.ParseUint(p, 10, 64); err != nil {
+			return Schedule{}, fmt.Errorf("header %s: want an unsigned integer, got %q", HeaderCallerPriority, p)
+		}
+	}
+	if t != "" {
+		if us, err = strconv.ParseUint(t, 10, 64); err != nil {
+			return Schedule{}, fmt.Errorf("header %s: want microseconds, got %q", HeaderCallerTimeout, t)
+		}
+	}
+	return ScheduleIn(s.cfg.Queue(job), priority, time.Duration(min(us, 1<<40))*time.Microsecond), nil
 }

@@ -40,18 +40,23 @@ type JobStatus struct {
 	// since each process started (telemetry.OutcomeOf).
 	Rate     float64           `json:"rate"`
 	Outcomes map[string]uint64 `json:"outcomes"`
-	// Processed, Failed, Retried and Expired sum the workers' counts
-	// (WorkerStats); Workers counts the workers.
+	// Processed, Failed, Retried, Expired and Cancelled sum the workers'
+	// counts (WorkerStats); Workers counts the workers.
 	Processed uint64 `json:"processed"`
 	Failed    uint64 `json:"failed"`
 	Retried   uint64 `json:"retried"`
 	Expired   uint64 `json:"expired"`
+	Cancelled uint64 `json:"cancelled"`
 	Workers   int    `json:"workers"`
 	// LatencyP50Ms and LatencyP99Ms are the slowest worker's, pull to
 	// acknowledgement; BatchSize the mean rows per model run.
 	LatencyP50Ms float64 `json:"latencyP50Ms"`
 	LatencyP99Ms float64 `json:"latencyP99Ms"`
 	BatchSize    float64 `json:"batchSize"`
+	// CacheHits and CacheMisses sum the response cache lookups of every
+	// door on the mesh (Cache.Count); none without the cache.
+	CacheHits   uint64 `json:"cacheHits,omitempty"`
+	CacheMisses uint64 `json:"cacheMisses,omitempty"`
 }
 
 // DoorStatus is one door of one process: what it listens on ("" for NATS
@@ -98,16 +103,25 @@ const (
 // streams SERVING_<job>.
 func TakeStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*Status, error) {
 	s := &Status{At: time.Now().UTC()}
-	var procs []ProcessInfo
-	var perr error
-	done := make(chan struct{})
+	var (
+		procs  []ProcessInfo
+		counts map[string]InferStats
+		perr   error
+		cerr   error
+	)
+	done, counted := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		procs, perr = DiscoverProcesses(ctx, nc, statusWait)
 	}()
+	go func() {
+		defer close(counted)
+		counts, cerr = cacheCounts(ctx, nc)
+	}()
 	ws, err := DiscoverWorkers(ctx, nc, statusWait)
 	<-done
-	if err = cmp.Or(err, perr); err != nil {
+	<-counted
+	if err = cmp.Or(err, perr, cerr); err != nil {
 		return nil, fmt.Errorf("discover workers: %w", err)
 	}
 	s.Workers = ws
@@ -125,6 +139,7 @@ func TakeStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*St
 			j.Waiting = info.NumWaiting
 		}
 		s.addWorkers(&j)
+		j.CacheHits, j.CacheMisses = counts[job].CacheHit.Count, counts[job].CacheMiss.Count
 		s.Jobs = append(s.Jobs, j)
 	}
 	s.addProcesses(procs)
@@ -161,6 +176,7 @@ func (s *Status) addWorkers(j *JobStatus) {
 		j.Failed += st.Failed
 		j.Retried += st.Retried
 		j.Expired += st.Expired
+		j.Cancelled += st.Cancelled
 		j.LatencyP50Ms = max(j.LatencyP50Ms, telemetry.Millis(st.P50))
 		j.LatencyP99Ms = max(j.LatencyP99Ms, telemetry.Millis(st.P99))
 		rows += st.Infer.InferenceCount

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,6 +68,21 @@ type StreamConfig struct {
 	// Backoff is the first retry delay after a failed attempt; it doubles
 	// with each delivery up to one minute. Default 500ms.
 	Backoff time.Duration
+	// Levels is the job's priority levels (Triton's priority_levels):
+	// each level k but the default has its own subject and consumer in
+	// every partition (schedule.go). 0 or 1: one level. Only a worker,
+	// which knows its model's config, makes the levels' consumers.
+	Levels int
+	// DefaultLevel is the level (1..Levels) whose requests take the
+	// partition's own subject, as requests without a priority do: it
+	// has no consumer of its own.
+	DefaultLevel int
+	// MaxQueue bounds each priority level's queue, per partition's share
+	// (max_queue_size, plus what runs): the streams' per-subject limit,
+	// refusing what passes it. 0 leaves the streams' limit as it is (a
+	// door's or a node's ensure, which knows no model config); -1 means
+	// none.
+	MaxQueue int64
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -85,6 +101,10 @@ func (c StreamConfig) Validate() error {
 		return fmt.Errorf("%w: MaxMsgs %d below -1", ErrInvalidConfig, c.MaxMsgs)
 	case c.MaxBytes < -1:
 		return fmt.Errorf("%w: MaxBytes %d below -1", ErrInvalidConfig, c.MaxBytes)
+	case c.MaxQueue < -1:
+		return fmt.Errorf("%w: MaxQueue %d below -1", ErrInvalidConfig, c.MaxQueue)
+	case c.Levels < 0 || c.Levels > MaxLevels:
+		return fmt.Errorf("%w: Levels %d not in 0..%d", ErrInvalidConfig, c.Levels, MaxLevels)
 	}
 	return CheckLimits(ErrInvalidConfig, Limit{"AckWait", c.AckWait}, Limit{"MaxDeliver", c.MaxDeliver},
 		Limit{"MaxAckPending", c.MaxAckPending}, Limit{"ResultTTL", c.ResultTTL}, Limit{"Backoff", c.Backoff})
@@ -181,7 +201,7 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, cfg StreamConf
 	work := jetstream.StreamConfig{
 		Name:        PartitionStreamName(job, p),
 		Description: fmt.Sprintf("cluster-serving work queue of job %s, partition %d of %d", job, p, cfg.Partitions),
-		Subjects:    []string{PartitionSubject(job, p)},
+		Subjects:    []string{PartitionSubject(job, p), PartitionSubject(job, p) + levelToken + "*"},
 		Retention:   jetstream.LimitsPolicy, // workers purge what was answered: see purge.go
 		Storage:     cfg.Storage,
 		Replicas:    cfg.Replicas,
@@ -190,22 +210,15 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, cfg StreamConf
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  DuplicateWindow,
 	}
-	if err := ensureStream(ctx, js, work); err != nil {
+	if cfg.MaxQueue > 0 {
+		work.MaxMsgsPerSubject, work.DiscardNewPerSubject = share(cfg.MaxQueue, cfg.Partitions), true
+	}
+	keepQueue := cfg.MaxQueue == 0
+	if err := ensureStream(ctx, js, work, keepQueue); err != nil {
 		return err
 	}
-	cons := jetstream.ConsumerConfig{
-		Durable:       WorkersConsumer,
-		Description:   "cluster-serving workers of job " + job,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxDeliver + 1,
-		MaxAckPending: cfg.MaxAckPending,
-		FilterSubject: PartitionSubject(job, p),
-	}
-	if c, err := js.Consumer(ctx, work.Name, cons.Durable); err == nil && sameConsumer(c.CachedInfo().Config, cons) {
-		// Up to date: leave it alone (see ensureStream).
-	} else if _, err := js.CreateOrUpdateConsumer(ctx, work.Name, cons); err != nil {
-		return fmt.Errorf("mesh: ensure consumer %s/%s: %w", work.Name, cons.Durable, err)
+	if err := ensureConsumers(ctx, js, cfg, p); err != nil {
+		return err
 	}
 	results := jetstream.StreamConfig{
 		Name:        ResultsPartitionStreamName(job, p),
@@ -217,7 +230,42 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, cfg StreamConf
 		MaxAge:      cfg.ResultTTL,
 		Duplicates:  min(DuplicateWindow, cfg.ResultTTL),
 	}
-	return ensureStream(ctx, js, results)
+	return ensureStream(ctx, js, results, false)
+}
+
+// ensureConsumers ensures partition p's workers consumer, and one for
+// each priority level but the default (LevelConsumer) when cfg has
+// levels. Levels a config no longer has keep their consumers: a record
+// may still wait there, and a worker consumes every level it finds
+// (Worker.levels).
+func ensureConsumers(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, p int) error {
+	job := cfg.Job
+	for k := 0; k <= cfg.Levels; k++ {
+		if k > 0 && k == cfg.DefaultLevel {
+			continue
+		}
+		cons := jetstream.ConsumerConfig{
+			Durable:       WorkersConsumer,
+			Description:   "cluster-serving workers of job " + job,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxDeliver:    cfg.MaxDeliver + 1,
+			MaxAckPending: cfg.MaxAckPending,
+			FilterSubject: PartitionSubject(job, p),
+		}
+		if k > 0 {
+			cons.Durable, cons.FilterSubject = LevelConsumer(k), levelSubject(cons.FilterSubject, k)
+			cons.Description += fmt.Sprintf(", priority level %d", k)
+		}
+		name := PartitionStreamName(job, p)
+		if c, err := js.Consumer(ctx, name, cons.Durable); err == nil && sameConsumer(c.CachedInfo().Config, cons) {
+			continue // up to date: leave it alone (see ensureStream)
+		}
+		if _, err := js.CreateOrUpdateConsumer(ctx, name, cons); err != nil {
+			return fmt.Errorf("mesh: ensure consumer %s/%s: %w", name, cons.Durable, err)
+		}
+	}
+	return nil
 }
 
 // share is one partition's part of a limit of n partitions: the limit
@@ -238,8 +286,15 @@ func share(limit int64, n int) int64 {
 // updated blindly either: the error goes back to EnsureStreams, which
 // retries it. Such an update raced a consumer create in nats-server's
 // file store (go test -race, CI).
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+//
+// keepQueue keeps the stream's per-subject limit (StreamConfig.MaxQueue
+// 0: an ensure that knows no model config).
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, keepQueue bool) error {
 	st, err := js.Stream(ctx, cfg.Name)
+	if err == nil && keepQueue {
+		have := st.CachedInfo().Config
+		cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = have.MaxMsgsPerSubject, have.DiscardNewPerSubject
+	}
 	if err == nil && st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
 		// A work partition an older version made. nats-server cannot
 		// change a stream's retention to or from work queue, and a
@@ -268,7 +323,8 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention &&
 		have.Storage == want.Storage && have.Replicas == want.Replicas && noLimit(have.MaxMsgs) == noLimit(want.MaxMsgs) &&
 		noLimit(have.MaxBytes) == noLimit(want.MaxBytes) && have.Discard == want.Discard && have.Duplicates == want.Duplicates &&
-		have.MaxAge == want.MaxAge
+		have.MaxAge == want.MaxAge && noLimit(have.MaxMsgsPerSubject) == noLimit(want.MaxMsgsPerSubject) &&
+		have.DiscardNewPerSubject == want.DiscardNewPerSubject
 }
 
 // noLimit reads a stream limit: 0 and -1 both mean none (-1).
@@ -285,7 +341,7 @@ func sameConsumer(have, want jetstream.ConsumerConfig) bool {
 }
 
 // WorkersInfo returns the info of job's shared workers consumer, summed
-// over the job's partitions: what waits (NumPending), what workers hold
+// over the job's partitions and priority levels: what waits (NumPending), what workers hold
 // (NumAckPending), redeliveries, waiting pulls. The rest is partition
 // 0's. status and the queue-depth gauges both read the queue through it.
 // A partition whose leader is being elected is left out of the sum; it
@@ -318,11 +374,38 @@ func WorkersInfo(ctx context.Context, js jetstream.JetStream, job string) (*jets
 	return sum, nil
 }
 
+// partitionInfo is the info of partition p's workers consumer, with the
+// counts of its priority levels' consumers (schedule.go) added: one
+// listing of the partition's consumers.
 func partitionInfo(ctx context.Context, js jetstream.JetStream, job string, p int) (*jetstream.ConsumerInfo, error) {
 	name := PartitionStreamName(job, p)
-	c, err := js.Consumer(ctx, name, WorkersConsumer)
+	st, err := js.Stream(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: consumer %s/%s: %w", name, WorkersConsumer, err)
 	}
-	return c.Info(ctx)
+	var base *jetstream.ConsumerInfo
+	var levels jetstream.ConsumerInfo
+	infos := st.ListConsumers(ctx)
+	for c := range infos.Info() {
+		switch {
+		case c.Name == WorkersConsumer:
+			base = c
+		case strings.HasPrefix(c.Name, WorkersConsumer+"-p"):
+			levels.NumPending += c.NumPending
+			levels.NumAckPending += c.NumAckPending
+			levels.NumRedelivered += c.NumRedelivered
+			levels.NumWaiting += c.NumWaiting
+		}
+	}
+	if err := infos.Err(); err != nil {
+		return nil, fmt.Errorf("mesh: consumers of %s: %w", name, err)
+	}
+	if base == nil {
+		return nil, fmt.Errorf("mesh: consumer %s/%s: %w", name, WorkersConsumer, jetstream.ErrConsumerNotFound)
+	}
+	base.NumPending += levels.NumPending
+	base.NumAckPending += levels.NumAckPending
+	base.NumRedelivered += levels.NumRedelivered
+	base.NumWaiting += levels.NumWaiting
+	return base, nil
 }

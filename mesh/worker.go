@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/status"
 	"github.com/cluster-serving/cluster-serving/infer/timing"
 
@@ -90,8 +91,12 @@ type WorkerStats struct {
 	Failed uint64
 	// Retried counts failed attempts handed back with a nak.
 	Retried uint64
-	// Expired counts records dropped unrun because their deadline passed.
+	// Expired counts records dropped unrun because their deadline passed,
+	// or rejected unrun because their queue timeout did.
 	Expired uint64
+	// Cancelled counts records dropped unrun because their caller went
+	// away (cancel.go).
+	Cancelled uint64
 	// AnsweredAlready counts records acked unrun because their NATS
 	// caller had its answer already, from this worker or another one
 	// (see answered.go): a record delivered again after its ack was lost.
@@ -135,11 +140,13 @@ type Worker struct {
 	// results to); pullBatch each one's pull batch. Set by Run.
 	parts, pullBatch int
 
-	processed, failed, retried, expired atomic.Uint64
-	answeredBefore                      atomic.Uint64 // AnsweredAlready
-	inflight                            atomic.Int64
-	lat                                 telemetry.LatencyRing
-	infer                               inferCounter
+	cancels *cancels // callers that went away (cancel.go)
+
+	processed, failed, retried, expired, cancelled atomic.Uint64
+	answeredBefore                                 atomic.Uint64 // AnsweredAlready
+	inflight                                       atomic.Int64
+	lat                                            telemetry.LatencyRing
+	infer                                          inferCounter
 
 	// consuming is true from when Run pulls and shows in discovery until
 	// ctx ends (see Consuming).
@@ -170,7 +177,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig, p Predictor) (*Worker, error) {
 	}
 	log := cfg.Logger.With("job", cfg.Stream.Job)
 	return &Worker{nc: nc, js: js, cfg: cfg, p: p, log: log, large: newBodies(nc, js), route: newRouter(DefaultAttemptTimeout), held: newHeld(), causes: newCauseLog(log),
-		limit: telemetry.NewLogLimit(log, 0), spawn: newSpawner(spawnerIdle), answered: newAnswered(nc, cfg.Stream.Job)}, nil
+		limit: telemetry.NewLogLimit(log, 0), spawn: newSpawner(spawnerIdle), answered: newAnswered(nc, cfg.Stream.Job), cancels: newCancels()}, nil
 }
 
 // Stats returns the counters so far.
@@ -181,6 +188,7 @@ func (w *Worker) Stats() WorkerStats {
 		Failed:          w.failed.Load(),
 		Retried:         w.retried.Load(),
 		Expired:         w.expired.Load(),
+		Cancelled:       w.cancelled.Load(),
 		Inflight:        w.inflight.Load(),
 		P50:             p[0],
 		P90:             p[1],
@@ -228,28 +236,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(telling); w.answered.run(work) }()
 	defer func() { cancelWork(); <-telling }()
 
-	g := newGate(w.cfg.MaxInflight)
-	job := w.cfg.Stream.Job
-	cs := &consumers{
-		stream: func(p int) string { return PartitionStreamName(job, p) },
-		lookup: func(ctx context.Context, p int) (jetstream.Consumer, error) {
-			return w.js.Consumer(ctx, PartitionStreamName(job, p), WorkersConsumer)
-		},
-		handle: func(msg jetstream.Msg) {
-			if msg.Headers().Get(HeaderBatch) != "" {
-				w.dispatchBatch(work, g, msg) // several requests (coalesce.go)
-				return
-			}
-			w.held.add(msg) // beaten from now on, while it waits for the gate too
-			w.dispatch(work, g, msg)
-		},
-		batch: w.pullBatch, causes: w.causes, stopping: g.stopping, grace: w.cfg.ShutdownGrace,
+	if err := w.cancels.listen(w.nc, w.cfg.Stream.Job); err != nil {
+		return err
 	}
+	defer w.cancels.close()
+
+	g := newGate(w.cfg.MaxInflight)
+	cs, slots := w.newConsumers(ctx, work, g, n)
 	w.purge = newPurger(w.js, w.cfg.Stream, n, w.causes)
 	purging := make(chan struct{})
 	go func() { defer close(purging); w.purge.run(work) }()
 	defer func() { cancelWork(); <-purging }()
-	cs.start(work, n)
+	cs.start(work, slots)
 	if w.cfg.Stream.Replicas > 1 && n > 1 {
 		cfg := w.cfg.Stream
 		cfg.Partitions = n
@@ -296,7 +294,7 @@ func (w *Worker) partitions(ctx context.Context) (int, error) {
 // dispatch runs the handling of msg on a goroutine of its own once g admits it,
 // and naks it when the worker is stopping.
 func (w *Worker) dispatch(ctx context.Context, g *gate, msg jetstream.Msg) {
-	if !g.enter() {
+	if !g.enter(w.rankOf(msg.Subject())) {
 		w.nak(msg, 0)
 		return
 	}
@@ -366,6 +364,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.fail(ctx, msg, st, fmt.Sprintf("gave up after %d deliveries: no attempt finished within ack wait", delivered-1))
 		return
 	}
+	var done bool
+	if done, st = w.unscheduled(ctx, msg, h); done {
+		return
+	}
+	defer w.cancels.track(cancelKey(h), cancel)()
+	pctx = w.withRank(pctx, msg)
 
 	ct := h.Get(HeaderContentType)
 	ct = cmp.Or(ct, DefaultContentType)
@@ -484,6 +488,16 @@ func (w *Worker) settleError(ctx, pctx context.Context, msg jetstream.Msg, err e
 	h := msg.Headers()
 	st := status.Of(err)
 	switch {
+	case w.cancels.has(cancelKey(h)):
+		// Its caller went away while it waited in the engine: nobody to answer.
+		w.cancelled.Add(1)
+		w.settle(msg, msg.Ack)
+		return status.ClientClosed
+	case errors.Is(err, infer.ErrQueueTimeout):
+		// Its queue timeout passed in the engine's queue (REJECT).
+		w.expired.Add(1)
+		w.fail(ctx, msg, status.Busy, "Request timeout expired")
+		return status.Busy
 	case requestAtFault(st):
 		w.fail(ctx, msg, st, message(err))
 		return st

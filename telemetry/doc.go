@@ -85,6 +85,10 @@
 //	  → cluster_serving_workers
 //	cluster_serving.model.load.duration  histogram  s          model, outcome
 //	  → cluster_serving_model_load_duration_seconds
+//	cluster_serving.cache.lookups        counter    {lookup}   job_name, model, result
+//	  → cluster_serving_cache_lookups_total        response cache at a door; result: hit, miss
+//	cluster_serving.cache.lookup.duration histogram s          job_name, model, result
+//	  → cluster_serving_cache_lookup_duration_seconds  decode, lookup and, on a hit, encode
 //
 // Latency histograms use LatencyBuckets (0.5 ms to 30 s), batch sizes
 // BatchSizeBuckets (1 to 512), model loads ModelLoadBuckets (50 ms to

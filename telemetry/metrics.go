@@ -20,6 +20,8 @@ const (
 	MetricQueueAckPending   = "cluster_serving.queue.ack_pending"
 	MetricWorkers           = "cluster_serving.workers"
 	MetricModelLoadDuration = "cluster_serving.model.load.duration"
+	MetricCacheLookups      = "cluster_serving.cache.lookups"
+	MetricCacheDuration     = "cluster_serving.cache.lookup.duration"
 )
 
 // Explicit histogram boundaries.
@@ -58,6 +60,8 @@ type Metrics struct {
 	modelLoad       metric.Float64Histogram
 	queuePending    metric.Int64ObservableGauge
 	queueAckPending metric.Int64ObservableGauge
+	cacheLookups    metric.Int64Counter
+	cacheDuration   metric.Float64Histogram
 	tally           *Tally
 }
 
@@ -87,6 +91,10 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 			"Messages in a job's work queue not yet delivered to a worker."),
 		queueAckPending: instrument(&err, meter.Int64ObservableGauge, MetricQueueAckPending, "{message}",
 			"Messages delivered to workers and not yet acknowledged."),
+		cacheLookups: instrument(&err, meter.Int64Counter, MetricCacheLookups, "{lookup}",
+			"Response cache lookups at a door, by job, model and result (hit or miss)."),
+		cacheDuration: instrument(&err, meter.Float64Histogram, MetricCacheDuration, "s",
+			"Time of a response cache lookup at a door: decoding the request, the lookup and, on a hit, encoding the answer.", LatencyBuckets...),
 	}
 	if err != nil {
 		return nil, err
@@ -214,6 +222,24 @@ func (m *Metrics) RecordModelLoad(ctx context.Context, model, outcome string, d 
 	}
 	m.modelLoad.Record(ctx, d.Seconds(), metric.WithAttributeSet(attribute.NewSet(
 		AttrModel.String(model), AttrOutcome.String(outcome))))
+}
+
+// RecordCache counts one response cache lookup of job's model at a door,
+// a hit (answered from the cache) or a miss, which took d.
+func (m *Metrics) RecordCache(ctx context.Context, job, model string, hit bool, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if !m.cacheLookups.Enabled(ctx) && !m.cacheDuration.Enabled(ctx) {
+		return
+	}
+	result := CacheMiss
+	if hit {
+		result = CacheHit
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(AttrJob.String(job), AttrModel.String(model), AttrResult.String(result)))
+	m.cacheLookups.Add(ctx, 1, set)
+	m.cacheDuration.Record(ctx, d.Seconds(), set)
 }
 
 // ObserveQueues registers fn to report the queue gauges at each collection

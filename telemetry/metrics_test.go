@@ -127,6 +127,37 @@ func TestMetricsPrometheus(t *testing.T) {
 	}
 }
 
+// TestCacheMetrics checks the response cache's lookups in Prometheus:
+// counted by result, with their time.
+func TestCacheMetrics(t *testing.T) {
+	tel := setup(t, telemetry.Config{MetricsEnabled: true, Output: io.Discard})
+	m, err := telemetry.NewMetrics(telemetry.Meter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m.RecordCache(ctx, "j", "add", true, time.Millisecond)
+	m.RecordCache(ctx, "j", "add", true, time.Millisecond)
+	m.RecordCache(ctx, "j", "add", false, 3*time.Millisecond)
+	var none *telemetry.Metrics
+	none.RecordCache(ctx, "j", "add", true, time.Millisecond) // records nothing, no panic
+	fams := telemetrytest.Scrape(t, tel.MetricsHandler())
+	for _, tt := range []struct {
+		result string
+		count  float64
+		sum    float64
+	}{{telemetry.CacheHit, 2, 0.002}, {telemetry.CacheMiss, 1, 0.003}} {
+		labels := map[string]string{"job_name": "j", "model": "add", "result": tt.result}
+		if got := find(fams, "cluster_serving_cache_lookups_total", labels).GetCounter().GetValue(); got != tt.count {
+			t.Errorf("lookups_total{result=%s}: got %v, want %v", tt.result, got, tt.count)
+		}
+		h := find(fams, "cluster_serving_cache_lookup_duration_seconds", labels).GetHistogram()
+		if h.GetSampleCount() != uint64(tt.count) || h.GetSampleSum() < tt.sum*0.999 || h.GetSampleSum() > tt.sum*1.001 {
+			t.Errorf("lookup_duration{result=%s}: got %d samples, sum %v; want %v, %v", tt.result, h.GetSampleCount(), h.GetSampleSum(), tt.count, tt.sum)
+		}
+	}
+}
+
 func TestQueueCallbackErrorIsLoggedNotFatal(t *testing.T) {
 	var buf telemetrytest.LogBuffer
 	tel := setup(t, telemetry.Config{MetricsEnabled: true, Output: &buf})

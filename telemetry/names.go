@@ -13,6 +13,7 @@ const (
 	AttrModel   = attribute.Key("model")
 	AttrOutcome = attribute.Key("outcome")
 	AttrStage   = attribute.Key("stage")
+	AttrResult  = attribute.Key("result")
 
 	// Span attribute keys of the hops a request makes through the work
 	// queues (OTel messaging semantic conventions where one fits).
@@ -41,6 +42,12 @@ const (
 	OutcomeError    = "error"     // inference or internal failure
 	OutcomeTimeout  = "timeout"   // ctx deadline passed before a result
 	OutcomeRejected = "rejected"  // a bounded queue was full
+)
+
+// Values of AttrResult on the response cache's metrics.
+const (
+	CacheHit  = "hit"  // answered from the cache
+	CacheMiss = "miss" // sent to a worker
 )
 
 // Values of AttrStage on cluster_serving.stage.duration.

@@ -61,6 +61,11 @@ type Config struct {
 	// door serves (see SharedMemory). Default DefaultSharedMemory, which
 	// every door of the process shares, as Triton's endpoints do.
 	SharedMemory *SharedMemory
+
+	// Cache is the mesh's response cache (a *mesh.Cache), where the door
+	// looks up the answers of the models that enable it (see Submit);
+	// nil: none, every request goes to the workers.
+	Cache Cache
 }
 
 // SetDefaults sets c's zero fields to their defaults, in place: the

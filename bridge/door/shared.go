@@ -55,24 +55,32 @@ func newer(a, b string) bool {
 // sentinels, which tells the caller what to do and no internals.
 func Message(err error) string {
 	var we *status.Error
-	switch {
-	case errors.As(err, &we):
+	if errors.As(err, &we) {
 		if status.Of(err) == status.Timeout {
 			return "timed out (httpRequestTimeout): " + we.Message
 		}
 		return we.Message
-	case errors.Is(err, mesh.ErrQueueFull):
-		return "queue full: retry later"
-	case errors.Is(err, mesh.ErrNoStorage):
-		return "NATS servers out of storage (disk full or max_file reached): retry later"
-	case errors.Is(err, mesh.ErrClosed):
-		return "shutting down"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timed out waiting for a worker (httpRequestTimeout or the client's deadline)"
-	case errors.Is(err, context.Canceled):
-		return "client closed the request"
+	}
+	for _, s := range sentinelMessages {
+		if errors.Is(err, s.err) {
+			return s.message
+		}
 	}
 	return err.Error()
+}
+
+// sentinelMessages are Message's fixed lines, the first whose error err
+// wraps wins.
+var sentinelMessages = []struct {
+	err     error
+	message string
+}{
+	{mesh.ErrMaxQueueSize, "Exceeds maximum queue size: retry later"},
+	{mesh.ErrQueueFull, "queue full: retry later"},
+	{mesh.ErrNoStorage, "NATS servers out of storage (disk full or max_file reached): retry later"},
+	{mesh.ErrClosed, "shutting down"},
+	{context.DeadlineExceeded, "timed out waiting for a worker (httpRequestTimeout or the client's deadline)"},
+	{context.Canceled, "client closed the request"},
 }
 
 // WarnIfOpen logs one warning when door (its name, "HTTP door"),

@@ -19,7 +19,8 @@ type StatsSource interface {
 // Statistics answers Triton's statistics extension for both doors: the
 // statistics of the served models (models) named name at version, every
 // version when version is "", every model when name is "". Each model's
-// statistics are its job's workers' summed (mesh.Client.StatsOf); the
+// statistics are its job's workers' summed, with the response cache's
+// hits and misses at every door (mesh.Client.StatsOf); the
 // mesh is asked once, so the answer takes one wait however many models it
 // names. A model that does not serve is a 404 *status.Error (see Lookup),
 // a Submitter that is no StatsSource a 500 saying so, and a mesh that
@@ -69,9 +70,10 @@ func modelStatistics(m Model, st mesh.ModelStats) *kservepb.ModelStatistics {
 			ComputeInput:  duration(st.ComputeInput),
 			ComputeInfer:  duration(st.ComputeInfer),
 			ComputeOutput: duration(st.ComputeOutput),
-			// No response cache: hits and misses stay zero.
-			CacheHit:  &kservepb.StatisticDuration{},
-			CacheMiss: &kservepb.StatisticDuration{},
+			// The response cache's lookups at every door of the mesh
+			// (mesh.Cache.Count): a hit is a success too.
+			CacheHit:  duration(st.CacheHit),
+			CacheMiss: duration(st.CacheMiss),
 		},
 		BatchStats: make([]*kservepb.InferBatchStatistics, len(st.Batches)),
 	}

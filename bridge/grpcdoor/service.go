@@ -119,9 +119,13 @@ func (d *Door) infer(ctx context.Context, name, version string, body []byte) ([]
 		d.record(ctx, m.Job, err, start)
 		return nil, grpcError(err)
 	}
+	sched, err := door.ScheduleOf(m, wire.MediaTypeKServeGRPC, body)
+	if err != nil {
+		return nil, grpcError(err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
-	res, err := d.sub.Submit(ctx, m.Job, mesh.Request{ContentType: wire.MediaTypeKServeGRPC, Body: body})
+	res, err := d.cfg.Submit(ctx, d.sub, m, mesh.Request{ContentType: wire.MediaTypeKServeGRPC, Body: body, Schedule: sched})
 	d.record(ctx, m.Job, err, start)
 	if err != nil {
 		if st := status.Of(err); st >= 500 && st != status.Busy && st != status.Timeout {

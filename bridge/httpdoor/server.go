@@ -276,11 +276,15 @@ func (s *Server) send(r *http.Request, m Model, contentType string, body []byte)
 		s.record(r.Context(), m.Job, status.Of(err), time.Now())
 		return nil, err
 	}
+	sched, err := door.ScheduleOf(m, contentType, body)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	// ctx carries the door's server span (traced): the mesh continues it.
 	start := time.Now()
-	res, err := s.sub.Submit(ctx, m.Job, mesh.Request{ContentType: contentType, Body: body})
+	res, err := s.cfg.Submit(ctx, s.sub, m, mesh.Request{ContentType: contentType, Body: body, Schedule: sched})
 	s.record(ctx, m.Job, status.Of(err), start)
 	if err != nil {
 		return nil, err

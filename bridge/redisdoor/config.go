@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	// Job is the job name: the request stream's name and the middle of the
 	// result keys. Default serving_stream.
 	Job string
+	// Queue is the queue settings of a job's model (its priority levels
+	// and queue policy), where an entry's priority and timeout fields
+	// place it (redisdoor.EntrySchedule); nil: those fields are ignored.
+	Queue func(job string) modelconfig.Queue
 	// Timeout is the dial, read and write timeout of Redis commands, and
 	// how long one entry's hand-over to the mesh is retried before it is
 	// left pending for a later try. Default 5s (config redisTimeout).

@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
@@ -174,11 +176,41 @@ func EntryRequest(values map[string]any, msgID string) mesh.Request {
 	return req
 }
 
+// EntrySchedule is where an entry waits in the mesh: its optional
+// priority and timeout fields (Triton's request parameters: a priority
+// level, 1 the highest; microseconds in the queue) placed in its model's
+// queue q, as the HTTP and gRPC doors place theirs. Without them the
+// model's own default level and queue policy apply. A field that is not
+// an unsigned integer is an error naming it.
+func EntrySchedule(values map[string]any, q modelconfig.Queue) (mesh.Schedule, error) {
+	if !q.Used() {
+		return mesh.Schedule{}, nil
+	}
+	var n [2]uint64
+	for i, k := range []string{"priority", "timeout"} {
+		v, ok := values[k].(string)
+		if !ok {
+			continue
+		}
+		var err error
+		if n[i], err = strconv.ParseUint(v, 10, 64); err != nil {
+			return mesh.Schedule{}, fmt.Errorf("field %s: want an unsigned integer, got %q", k, v)
+		}
+	}
+	return mesh.ScheduleIn(q, n[0], time.Duration(min(n[1], 1<<40))*time.Microsecond), nil
+}
+
 // request builds the mesh request of one entry; ok is false without uri
 // or data, which it logs (an entry without fields was deleted already: it
 // is only acked).
 func (d *Door) request(ctx context.Context, m goredis.XMessage) (mesh.Request, bool) {
 	req := EntryRequest(m.Values, d.cfg.Job+":"+m.ID)
+	if d.cfg.Queue != nil {
+		var err error
+		if req.Schedule, err = EntrySchedule(m.Values, d.cfg.Queue(d.cfg.Job)); err != nil {
+			d.lim.Log(ctx, slog.LevelWarn, "entry queued at its model's default priority and timeout", err, "id", m.ID)
+		}
+	}
 	uri, data := req.URI, req.Body
 	ok := uri != "" && len(data) != 0
 	switch {

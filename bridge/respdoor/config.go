@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -34,6 +35,10 @@ type Config struct {
 	// Jobs are the jobs served: each is a stream name for XADD and the
 	// middle of its result keys. Required.
 	Jobs []string
+	// Queue is the queue settings of a job's model (its priority levels
+	// and queue policy), where an entry's priority and timeout fields
+	// place it (redisdoor.EntrySchedule); nil: those fields are ignored.
+	Queue func(job string) modelconfig.Queue
 	// User and PasswordFile, when PasswordFile is set, make every command
 	// but AUTH, HELLO … AUTH and QUIT need AUTH [user] password first
 	// (config keys respUser, default "default", and respPasswordFile: a

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-serving/cluster-serving/bridge/door/doortest"
@@ -40,7 +39,7 @@ func TestWorkerKilled(t *testing.T) {
 	sc := mesh.StreamConfig{Job: "add", AckWait: time.Second, Storage: jetstream.MemoryStorage}
 	m := startDoorMesh(t, doortest.Served{Name: "add", File: "add_f32", NoWorker: true, Stream: sc})
 	s := startOn(t, m, respdoor.Config{Jobs: []string{"add"}}, nil)
-	dying := connect(t, m)
+	dying := m.Connect(t)
 	st := stuck{took: make(chan struct{}, 1)}
 	w, err := mesh.NewWorker(dying, mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second, Logger: slog.New(slog.DiscardHandler)}, st)
 	if err != nil {
@@ -57,7 +56,7 @@ func TestWorkerKilled(t *testing.T) {
 	dying.Close() // the worker dies holding records
 
 	e := infertest.NewEngine(t, infer.Config{ModelPath: infertest.Model("add_f32"), MaxBatch: 8})
-	alive, err := mesh.NewWorker(connect(t, m), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second, Logger: slog.New(slog.DiscardHandler)}, wire.NewPredictor(e, wire.Model{}))
+	alive, err := mesh.NewWorker(m.Connect(t), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second, Logger: slog.New(slog.DiscardHandler)}, wire.NewPredictor(e, wire.Model{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,17 +72,6 @@ func TestWorkerKilled(t *testing.T) {
 	}
 }
 
-// connect opens another connection to m's NATS server, closed at cleanup.
-func connect(tb testing.TB, m *doortest.Mesh) *nats.Conn {
-	tb.Helper()
-	nc, err := nats.Connect(m.NC.ConnectedUrl())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	return nc
-}
-
 // TestDelLeavesAResultItsClientWasNotGiven: a client's pipeline reads a
 // key (no result yet), then DELs it; a result stored between the two is
 // not that client's to delete unread. make chaos lost such a result at
@@ -95,7 +83,7 @@ func TestDelLeavesAResultItsClientWasNotGiven(t *testing.T) {
 	s := startOn(t, m, respdoor.Config{Jobs: []string{"add"}}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	other, err := mesh.NewClient(connect(t, m), mesh.ClientConfig{})
+	other, err := mesh.NewClient(m.Connect(t), mesh.ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

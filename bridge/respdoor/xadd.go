@@ -75,7 +75,13 @@ func (d *Door) parseXADD(args [][]byte) xadd {
 	// processes and restarts; the entry id comes last, as the Redis
 	// door's <job>:<entry id>, so that redisdoor.EntryTime reads it.
 	req := redisdoor.EntryRequest(values, job+":resp-"+d.instance+":"+id)
+	var err error
+	if d.cfg.Queue != nil {
+		req.Schedule, err = redisdoor.EntrySchedule(values, d.cfg.Queue(job))
+	}
 	switch {
+	case err != nil:
+		return xadd{err: "ERR " + err.Error()}
 	case req.URI == "":
 		return xadd{err: "ERR XADD needs a field 'uri' (the record's id, the last part of its result key " + redisdoor.ResultKey(job, "<uri>") + ")"}
 	case len(req.URI) > mesh.MaxBucketURIBytes:

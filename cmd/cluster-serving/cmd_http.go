@@ -63,6 +63,7 @@ func httpConfig(file *serving.File, models []serving.Model) httpdoor.Config {
 func nodeHTTPConfig(d doorDeps) httpdoor.Config {
 	hc := httpConfig(d.p.file, d.node.Models())
 	hc.Ready, hc.Logger, hc.Metrics, hc.Status = d.node.Ready, d.log, d.metrics, d.node.Status
+	hc.Cache = d.node.ResponseCache(d.p.file.CacheConfig())
 	if repo := d.node.Repository(); repo != nil {
 		hc.Repository = doorRepository{repo}
 	}
@@ -73,7 +74,7 @@ func nodeHTTPConfig(d doorDeps) httpdoor.Config {
 func doorModels(models []serving.Model) []door.Model {
 	out := make([]door.Model, len(models))
 	for i, m := range models {
-		out[i] = door.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info, Config: m.Config}
+		out[i] = door.Model{Name: m.Name, Version: m.Version, Job: m.Job, Info: m.Info, Config: m.ServedConfig()}
 	}
 	return out
 }

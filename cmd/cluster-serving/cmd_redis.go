@@ -21,7 +21,7 @@ func redisRunner(d doorDeps) (func(context.Context) error, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc.Metrics = d.metrics
+	rc.Metrics, rc.Queue = d.metrics, d.node.QueueOf
 	door, err := redisdoor.New(rc, d.node.Client(), d.log)
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func respListen(file *serving.File) listenAddr {
 func respRunner(d doorDeps) (func(context.Context) error, error) {
 	return listenRunner(d.p.file.RESPListen != "", respListen(d.p.file), func() (*respdoor.Door, error) {
 		rc := respdoor.FileConfig(d.p.file, d.node.Models())
-		rc.Logger, rc.Metrics, rc.Version = d.log, d.metrics, semver(version)
+		rc.Logger, rc.Metrics, rc.Version, rc.Queue = d.log, d.metrics, semver(version), d.node.QueueOf
 		door, err := respdoor.New(d.node.Client(), rc)
 		return door, respdoor.KeyError(err)
 	})

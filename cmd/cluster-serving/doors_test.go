@@ -98,6 +98,20 @@ func TestTemplateStatesTheDoorDefaults(t *testing.T) {
 	}
 }
 
+// waitHTTPReady waits until the HTTP door of p at base (http://host:port)
+// answers /v2/health/ready with 200.
+func waitHTTPReady(t *testing.T, p *proc, base string) {
+	t.Helper()
+	waitProc(t, p, 60*time.Second, "/v2/health/ready 200", func() bool {
+		resp, err := http.Get(base + "/v2/health/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
 // TestStartServesHTTP runs `cluster-serving start` with two models and
 // checks that the HTTP door becomes ready and serves both.
 func TestStartServesHTTP(t *testing.T) {
@@ -114,14 +128,7 @@ func TestStartServesHTTP(t *testing.T) {
 	writeFile(t, cfgPath, cfg, 0o644)
 	p := spawn(t, []string{"XDG_RUNTIME_DIR=" + dir}, "start", "-c", cfgPath)
 	base := fmt.Sprintf("http://127.0.0.1:%d", hp)
-	waitProc(t, p, 60*time.Second, "/v2/health/ready 200", func() bool {
-		resp, err := http.Get(base + "/v2/health/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	waitHTTPReady(t, p, base)
 	post := func(path, body string) (int, string) {
 		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
 		if err != nil {

@@ -46,6 +46,10 @@ type Spec struct {
 	// Redis codecs use it, as only the Redis door carried the original's
 	// encrypted records.
 	RecordKey *infer.Key
+	// MaxBatch is the model's max_batch_size (infer.Engine.MaxRequestBatch):
+	// a request of more rows along dim 0 is an *infer.InputError, whether
+	// the codec splits it into rows or not (see checkRows); 0: no bound.
+	MaxBatch int
 }
 
 // Request is one decoded body: the records to run and what the body asked
@@ -120,7 +124,34 @@ func (instancesCodec) Decode(ctx context.Context, body []byte, s *Spec) (*Reques
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRows(recs, s); err != nil {
+		return nil, err
+	}
 	return &Request{Records: recs}, nil
+}
+
+// checkRows bounds a request decoded into records by s.MaxBatch: its
+// rows are its records (one instance, one row), or with s.AlreadyBatched
+// the sum of their dim 0 (a record without one counts 1). A JSON
+// instances request is one batch, as an OIP request is: the engine would
+// bound each record alone, and a request of 9 one-row records on a model
+// of max_batch_size 8 would run.
+func checkRows(recs [][]infer.Tensor, s *Spec) error {
+	if s.MaxBatch <= 0 || len(s.Info.Inputs) == 0 {
+		return nil
+	}
+	rows := int64(len(recs))
+	if s.AlreadyBatched {
+		rows = 0
+		for _, rec := range recs {
+			n := int64(1)
+			if len(rec) > 0 && len(rec[0].Shape) > 0 {
+				n = rec[0].Shape[0]
+			}
+			rows += n
+		}
+	}
+	return infer.CheckRequestBatch(s.Info.Inputs[0].Name, rows, s.MaxBatch)
 }
 
 func (instancesCodec) Encode(_ *Request, outs [][]infer.Tensor, s *Spec) ([]byte, error) {

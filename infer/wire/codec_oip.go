@@ -118,8 +118,15 @@ func (oipCodec) Decode(_ context.Context, body []byte, s *Spec) (*Request, error
 // full (model order, batch dim included; rows as decodeOIPInputs says),
 // shared by every OIP codec (JSON, binary, gRPC): its records, whole or
 // one per row (oipRecords), its id, requested outputs and the outputs
-// to answer in raw form (raw; none when empty).
+// to answer in raw form (raw; none when empty). Rows above s.MaxBatch
+// are refused here, before the split: split, each record is one row,
+// which the engine's own bound lets through.
 func oipRequestOf(full []infer.Tensor, rows int64, id string, outputs []string, raw map[string]bool, s *Spec) (*Request, error) {
+	if rows >= 0 && len(s.Info.Inputs) > 0 {
+		if err := infer.CheckRequestBatch(s.Info.Inputs[0].Name, rows, s.MaxBatch); err != nil {
+			return nil, err
+		}
+	}
 	records, err := oipRecords(full, rows, s)
 	if err != nil {
 		return nil, err

@@ -30,7 +30,11 @@ func (c redisCodec) Decode(ctx context.Context, body []byte, s *Spec) (*Request,
 		if err != nil {
 			return nil, err
 		}
-		return &Request{Records: [][]infer.Tensor{rec}}, nil
+		recs := [][]infer.Tensor{rec}
+		if err := checkRows(recs, s); err != nil {
+			return nil, err
+		}
+		return &Request{Records: recs}, nil
 	}
 	recs, err := decodeInstances(ctx, body, info.Inputs, s.AlreadyBatched, info.Image)
 	if err != nil {
@@ -38,6 +42,9 @@ func (c redisCodec) Decode(ctx context.Context, body []byte, s *Spec) (*Request,
 	}
 	if len(recs) != 1 {
 		return nil, infer.NewInputError(-1, "", "got %d instances, a Redis entry holds one", len(recs))
+	}
+	if err := checkRows(recs, s); err != nil {
+		return nil, err
 	}
 	return &Request{Records: recs}, nil
 }

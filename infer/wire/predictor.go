@@ -52,11 +52,14 @@ type Predictor struct {
 	// untimed: decoding and encoding are not the request's compute time
 	// (an ensemble's is its steps').
 	untimed bool
+	// cache keeps the outputs of the requests answered (WithCache); nil:
+	// none.
+	cache Cache
 }
 
 // NewPredictor returns the Predictor of e, which answers OIP requests in
 // the name of m. It reads e's model description and settings
-// (post-processing, InputAlreadyBatched, Hooks) once.
+// (post-processing, InputAlreadyBatched, MaxRequestBatch, Hooks) once.
 func NewPredictor(e *infer.Engine, m Model) *Predictor {
 	info := e.Info()
 	if m.Name == "" {
@@ -67,8 +70,9 @@ func NewPredictor(e *infer.Engine, m Model) *Predictor {
 	}
 	return &Predictor{
 		runner: e,
-		spec:   Spec{Model: m, Info: info, AlreadyBatched: e.AlreadyBatched(), Post: e.PostProcess(), RecordKey: e.RecordKey()},
-		hooks:  e.Hooks(),
+		spec: Spec{Model: m, Info: info, AlreadyBatched: e.AlreadyBatched(), Post: e.PostProcess(), RecordKey: e.RecordKey(),
+			MaxBatch: e.MaxRequestBatch()},
+		hooks: e.Hooks(),
 	}
 }
 
@@ -126,6 +130,9 @@ func (p *Predictor) Predict(ctx context.Context, contentType string, body []byte
 	if err != nil && status.Of(err) == status.Internal {
 		// Encoding the same outputs fails the same way every time.
 		err = unanswerable{err}
+	}
+	if err == nil {
+		p.store(ctx, codec, req, outs)
 	}
 	return out, err
 }

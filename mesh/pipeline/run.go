@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/infer/status"
 	"github.com/cluster-serving/cluster-serving/infer/timing"
 	"github.com/cluster-serving/cluster-serving/mesh"
@@ -296,7 +297,8 @@ func (p *Pipeline) submit(ctx context.Context, s *step, ins []infer.Tensor) ([]i
 	body, err := encodeStep(s, ins)
 	if err == nil {
 		var res mesh.Result
-		res, err = p.call.Submit(ctx, s.member.Job, mesh.Request{ContentType: stepContentType, Body: body})
+		sched := mesh.ScheduleFrom(ctx).Step(modelconfig.QueueOf(s.member.Config))
+		res, err = p.call.Submit(ctx, s.member.Job, mesh.Request{ContentType: stepContentType, Body: body, Schedule: sched})
 		if err == nil {
 			var outs []infer.Tensor
 			if outs, err = decodeStep(s, res.Body); err == nil {

@@ -77,6 +77,21 @@ type File struct {
 	// Several models (see file_models.go); exclusive with modelPath.
 	Models []ModelEntry `yaml:"models"`
 
+	// Response cache (Triton's response_cache, mesh.Cache): whether the
+	// models without a config.pbtxt enable it (a models entry's key of
+	// the same name wins), and the bounds of the mesh's bucket, in bytes
+	// and seconds; 0 means mesh's defaults (256 MiB, 600 s).
+	ResponseCache         bool  `yaml:"responseCache"`
+	ResponseCacheMaxBytes int64 `yaml:"responseCacheMaxBytes"`
+	ResponseCacheTTL      int   `yaml:"responseCacheTTL"`
+
+	// DynamicBatching is the queue settings of the models without a
+	// config.pbtxt, in config.pbtxt's text format of dynamic_batching
+	// (priority_levels, default_priority_level, default_queue_policy,
+	// priority_queue_policy; the other fields are the batching keys'):
+	// the same meaning as Triton's. Empty: none.
+	DynamicBatching string `yaml:"dynamicBatching"`
+
 	// Model repository (see file_repository.go); exclusive with modelPath
 	// and models.
 	ModelRepository     string `yaml:"modelRepository"`

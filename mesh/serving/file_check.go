@@ -139,6 +139,15 @@ func (f *File) validateMesh(p *problems) {
 	if f.QueueStorage != "" && f.QueueStorage != "file" && f.QueueStorage != "memory" {
 		p.bad("queueStorage", "%q is not file or memory", f.QueueStorage)
 	}
+	if f.ResponseCacheMaxBytes < 0 {
+		p.bad("responseCacheMaxBytes", "%d is negative", f.ResponseCacheMaxBytes)
+	}
+	if f.ResponseCacheTTL < 0 {
+		p.bad("responseCacheTTL", "%d is negative", f.ResponseCacheTTL)
+	}
+	if _, err := f.queue(); err != nil {
+		p.bad("dynamicBatching", "%v", err)
+	}
 }
 
 // validateDoors checks the keys of the HTTP and Redis doors.

@@ -109,6 +109,13 @@ func (f *File) Stream() mesh.StreamConfig {
 	}
 }
 
+// CacheConfig maps responseCacheMaxBytes and responseCacheTTL onto the
+// response cache's Config (mesh's defaults for zeros): what a door's
+// cache makes the bucket with (see Node.ResponseCache).
+func (f *File) CacheConfig() mesh.CacheConfig {
+	return mesh.CacheConfig{MaxBytes: f.ResponseCacheMaxBytes, TTL: time.Duration(f.ResponseCacheTTL) * time.Second}
+}
+
 // Embedded maps natsListen, natsStoreDir, natsMaxPayload, natsSync,
 // natsServerConfig and natsAllowAnonymous onto the embedded server's
 // Config (see embedded's options for how the nats-server file and the

@@ -3,11 +3,16 @@ package serving
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
 
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/cluster-serving/cluster-serving/infer"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 )
@@ -24,6 +29,9 @@ type ModelEntry struct {
 	// same names for this model; empty: those.
 	ExecutionProvider string `yaml:"executionProvider"`
 	Batching          string `yaml:"batching"`
+	// ResponseCache overrides the top-level key of the same name for this
+	// model; nil: that.
+	ResponseCache *bool `yaml:"responseCache"`
 }
 
 // modelsError is a models entry's error; ParseFile reports it as it is.
@@ -31,18 +39,18 @@ type modelsError struct{ msg string }
 
 func (e *modelsError) Error() string { return e.msg }
 
-var modelEntryKeys = []string{"name", "version", "path", "executionProvider", "batching"}
+var modelEntryKeys = []string{"name", "version", "path", "executionProvider", "batching", "responseCache"}
 
 // UnmarshalYAML decodes one entry, rejecting keys other than name, version
 // and path by name.
 func (m *ModelEntry) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
-		return &modelsError{fmt.Sprintf("config key \"models\" (line %d): each entry is a mapping {name, version, path, executionProvider, batching}", n.Line)}
+		return &modelsError{fmt.Sprintf("config key \"models\" (line %d): each entry is a mapping {name, version, path, executionProvider, batching, responseCache}", n.Line)}
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !slices.Contains(modelEntryKeys, k.Value) {
-			return &modelsError{fmt.Sprintf("config key \"models\" (line %d): unknown key %q in a model entry: want name, version, path, executionProvider or batching", k.Line, k.Value)}
+			return &modelsError{fmt.Sprintf("config key \"models\" (line %d): unknown key %q in a model entry: want name, version, path, executionProvider, batching or responseCache", k.Line, k.Value)}
 		}
 		if v.Kind != yaml.ScalarNode {
 			return &modelsError{fmt.Sprintf("config key \"models\" (line %d): %s: want a string", v.Line, k.Value)}
@@ -58,6 +66,12 @@ func (m *ModelEntry) UnmarshalYAML(n *yaml.Node) error {
 			m.ExecutionProvider = v.Value
 		case "batching":
 			m.Batching = v.Value
+		case "responseCache":
+			on, err := strconv.ParseBool(v.Value)
+			if err != nil {
+				return &modelsError{fmt.Sprintf("config key \"models\" (line %d): responseCache: want true or false, got %q", v.Line, v.Value)}
+			}
+			m.ResponseCache = &on
 		}
 	}
 	return nil
@@ -111,6 +125,62 @@ type Model struct {
 	// max_batch_size): what the doors answer at /v2/models/{m}/config.
 	// Filled with Info; nil otherwise.
 	Config *kservepb.ModelConfig
+	// ResponseCache enables the response cache for the model as a
+	// config.pbtxt's response_cache { enable: true } does (config.yaml's
+	// responseCache keys); see CacheEnabled.
+	ResponseCache bool
+	// Queue is config.yaml's dynamicBatching (the queue settings of a
+	// model without a config.pbtxt); nil: none. See ServedConfig.
+	Queue *kservepb.ModelDynamicBatching
+}
+
+// CacheEnabled reports whether the model's answers are kept in the
+// response cache: its config.pbtxt's response_cache, or config.yaml's
+// responseCache.
+func (m Model) CacheEnabled() bool {
+	return m.ResponseCache || m.Config.GetResponseCache().GetEnable()
+}
+
+// ServedConfig is Config as the doors and the worker act on it: with
+// response_cache { enable: true } when config.yaml enables the cache of
+// a model whose config.pbtxt does not, and with config.yaml's
+// dynamicBatching queue settings (a copy; Config itself when nothing
+// changes).
+func (m Model) ServedConfig() *kservepb.ModelConfig {
+	cache := m.ResponseCache && !m.Config.GetResponseCache().GetEnable()
+	if m.Config == nil || (!cache && m.Queue == nil) {
+		return m.Config
+	}
+	c := proto.Clone(m.Config).(*kservepb.ModelConfig)
+	if cache {
+		c.ResponseCache = &kservepb.ModelResponseCache{Enable: true}
+	}
+	if q := m.Queue; q != nil {
+		db := c.GetDynamicBatching()
+		if db == nil {
+			db = &kservepb.ModelDynamicBatching{}
+			c.SchedulingChoice = &kservepb.ModelConfig_DynamicBatching{DynamicBatching: db}
+		}
+		db.PriorityLevels, db.DefaultPriorityLevel = q.PriorityLevels, q.DefaultPriorityLevel
+		db.DefaultQueuePolicy, db.PriorityQueuePolicy = q.DefaultQueuePolicy, q.PriorityQueuePolicy
+	}
+	return c
+}
+
+// queue parses dynamicBatching; nil without one. Its errors say what
+// Triton would of the same dynamic_batching.
+func (f *File) queue() (*kservepb.ModelDynamicBatching, error) {
+	if strings.TrimSpace(f.DynamicBatching) == "" {
+		return nil, nil
+	}
+	db := &kservepb.ModelDynamicBatching{}
+	if err := prototext.Unmarshal([]byte(f.DynamicBatching), db); err != nil {
+		return nil, fmt.Errorf("not dynamic_batching in config.pbtxt's text format: %w", err)
+	}
+	if err := modelconfig.QueueOf(&kservepb.ModelConfig{SchedulingChoice: &kservepb.ModelConfig_DynamicBatching{DynamicBatching: db}}).Check(modelconfig.MaxPriorityLevels); err != nil {
+		return nil, err
+	}
+	return db, nil
 }
 
 // ServedModels lists the configured models. The first is the default
@@ -122,8 +192,9 @@ func (f *File) ServedModels() []Model {
 	if f.ModelRepository != "" {
 		return nil // the node's Repository finds them
 	}
+	queue, _ := f.queue() // checked by ParseFile
 	if len(f.Models) == 0 {
-		return []Model{{Name: f.JobName, Version: "1", Path: f.ModelPath, Job: f.JobName}}
+		return []Model{{Name: f.JobName, Version: "1", Path: f.ModelPath, Job: f.JobName, ResponseCache: f.ResponseCache, Queue: queue}}
 	}
 	out := make([]Model, len(f.Models))
 	for i, m := range f.Models {
@@ -131,7 +202,11 @@ func (f *File) ServedModels() []Model {
 		if i > 0 {
 			job = f.JobName + "-" + m.Name + "-v" + m.Version
 		}
-		out[i] = Model{Name: m.Name, Version: m.Version, Path: m.Path, Job: job, ExecutionProvider: m.ExecutionProvider, Batching: m.Batching}
+		out[i] = Model{Name: m.Name, Version: m.Version, Path: m.Path, Job: job, ExecutionProvider: m.ExecutionProvider, Batching: m.Batching,
+			ResponseCache: f.ResponseCache, Queue: queue}
+		if m.ResponseCache != nil {
+			out[i].ResponseCache = *m.ResponseCache
+		}
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
+	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/telemetry"
 )
@@ -214,7 +215,7 @@ func (n *Node) start(ctx context.Context) error {
 		for i, m := range n.models {
 			jobs[i] = m.Job
 		}
-		n.svc, err = mesh.NewService(doorNC, n.client, mesh.ServiceConfig{Jobs: jobs, Version: n.cfg.Version, Metrics: n.cfg.Metrics, Conns: more})
+		n.svc, err = mesh.NewService(doorNC, n.client, mesh.ServiceConfig{Jobs: jobs, Version: n.cfg.Version, Metrics: n.cfg.Metrics, Conns: more, Queue: n.QueueOf})
 		if err != nil {
 			return err
 		}
@@ -454,6 +455,17 @@ func (n *Node) Models() []Model {
 		return n.repo.Models()
 	}
 	return n.models
+}
+
+// QueueOf is the queue settings of job's model (the NATS door places a
+// caller's priority and timeout in them); none for a job it does not know.
+func (n *Node) QueueOf(job string) modelconfig.Queue {
+	for _, m := range n.Models() {
+		if m.Job == job {
+			return modelconfig.QueueOf(m.ServedConfig())
+		}
+	}
+	return modelconfig.Queue{}
 }
 
 // Units lists the units of a serving node; none for a door-only node.

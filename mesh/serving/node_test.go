@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/cluster-serving/cluster-serving/embedded"
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
+	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
@@ -319,5 +321,58 @@ func TestNATSDoorStatsCountBadRequests(t *testing.T) {
 	ws, err := mesh.DiscoverWorkers(context.Background(), nc, 500*time.Millisecond)
 	if err != nil || len(ws) != 1 || ws[0].Stats.Failed != 1 || ws[0].Stats.Processed != 0 {
 		t.Errorf("workers: got %+v, %v; want one worker that failed 1 record", ws, err)
+	}
+}
+
+// TestFileDynamicBatching reads config.yaml's dynamicBatching, Triton's
+// text format, for the models without a config.pbtxt, and refuses what
+// Triton would.
+func TestFileDynamicBatching(t *testing.T) {
+	f, err := serving.ParseFile([]byte("modelPath: /m\njobName: j\ndynamicBatching: \"priority_levels: 2 default_priority_level: 2 default_queue_policy { max_queue_size: 8 }\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := f.ServedModels()[0].Queue
+	if q.GetPriorityLevels() != 2 || q.GetDefaultQueuePolicy().GetMaxQueueSize() != 8 {
+		t.Errorf("ServedModels: queue %v", q)
+	}
+	for text, want := range map[string]string{
+		"priority_levels: 2 default_priority_level: 5": "default_priority_level 5 must be in 1..priority_levels (2)",
+		"priority_levels: two":                         "not dynamic_batching in config.pbtxt's text format",
+	} {
+		_, err := serving.ParseFile([]byte("modelPath: /m\njobName: j\ndynamicBatching: \"" + text + "\"\n"))
+		if err == nil || !strings.Contains(err.Error(), "dynamicBatching") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error of dynamicBatching saying %q", text, err, want)
+		}
+	}
+}
+
+// TestNodeQueueLevels serves a model without a config.pbtxt with
+// config.yaml's priority levels: its config shows them, its worker
+// consumes the other level's queue and answers a request there, and the
+// NATS door places callers in them.
+func TestNodeQueueLevels(t *testing.T) {
+	cfg := addConfig(t, "add", "")
+	cfg.Serve = true
+	cfg.Models[0].Queue = &kservepb.ModelDynamicBatching{PriorityLevels: 2, DefaultPriorityLevel: 2}
+	n := runReady(t, cfg)
+	if got := n.Models()[0].ServedConfig().GetDynamicBatching().GetPriorityLevels(); got != 2 {
+		t.Errorf("served config: priority_levels %d, want 2", got)
+	}
+	if q := n.QueueOf("add"); q.Levels != 2 || q.DefaultLevel != 2 {
+		t.Errorf("QueueOf: %+v", q)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(n.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Consumer(ctx, mesh.StreamName("add"), mesh.LevelConsumer(1)); err != nil {
+		t.Fatalf("level 1's consumer: %v", err)
+	}
+	res, err := n.Client().Submit(ctx, "add", mesh.Request{Body: []byte(addBody), Schedule: mesh.Schedule{Level: 1}})
+	if err != nil || res.Status != 200 {
+		t.Fatalf("a request at level 1: %+v, %v", res, err)
 	}
 }

@@ -184,6 +184,32 @@ coalesce: 0
 # On shutdown, how long in-flight work may take to finish (seconds).
 shutdownGrace: 30
 
+## Response cache (Triton's response_cache; docs/triton.md) ##########
+# Answers kept in one JetStream key-value bucket (CS_CACHE) that every
+# door and worker of the mesh shares: a repeat of a request (same model,
+# version, inputs and requested outputs; any id, JSON, binary or gRPC)
+# is answered by the door that gets it, without running the model. A
+# model's config.pbtxt turns it on (response_cache { enable: true });
+# responseCache does for the models without one: modelPath's, and the
+# models entries, each of which may set its own
+# ({name, path, responseCache: true}). Only Open Inference Protocol
+# requests (/v2/models/<m>/infer, gRPC ModelInfer) are answered from it.
+responseCache: false
+# Bounds of the bucket, for the whole mesh, set by the doors that make
+# it: its bytes (when full, the oldest answers go) and how long an answer
+# is kept (seconds).
+responseCacheMaxBytes: 268435456
+responseCacheTTL: 600
+
+## Scheduling (Triton's dynamic_batching queue settings; docs/triton.md) #
+# A config.pbtxt's priority_levels, default_priority_level,
+# default_queue_policy and priority_queue_policy, written as there, for
+# the models without a config.pbtxt (modelPath's and the models entries).
+# Requests pick a level with the priority parameter (1 the highest) and
+# may lower the queue timeout with timeout (µs) where allowed; e.g.
+# dynamicBatching: "priority_levels: 2 default_priority_level: 2 default_queue_policy { max_queue_size: 1000 }"
+dynamicBatching: ""
+
 ## Redis door (Analytics Zoo / BigDL clients) ###########################
 # The Redis the clients use: host:port (the original's default was
 # localhost:6379), redis://[user:password@]host:port[/db], or rediss://

@@ -85,7 +85,7 @@ func (c UnitConfig) engine() infer.Config {
 }
 
 func (c UnitConfig) worker() mesh.WorkerConfig {
-	s := c.Stream
+	s := queueStream(c.Stream, c.Model.ServedConfig())
 	s.Job = c.Model.Job
 	return mesh.WorkerConfig{
 		Stream:        s,
@@ -116,9 +116,10 @@ func engineHooks(m *telemetry.Metrics, job, model string) infer.Hooks {
 }
 
 // predictor is what the unit's worker calls: the wire codecs in front of
-// the engine, answering under the model's name and version.
-func predictor(e *infer.Engine, m Model) mesh.Predictor {
-	return wire.NewPredictor(e, wire.Model{Name: m.Name, Version: m.Version})
+// the engine, answering under the model's name and version, and storing
+// its answers in the response cache over nc when the model enables it.
+func predictor(e *infer.Engine, m Model, nc *nats.Conn) mesh.Predictor {
+	return cachedPredictor(wire.NewPredictor(e, wire.Model{Name: m.Name, Version: m.Version}), m, nc)
 }
 
 // Unit is the life of one served model: its engine (ONNX Runtime
@@ -136,10 +137,12 @@ type Unit struct {
 	sessions         int // the engine's ONNX Runtime sessions
 }
 
-// NewUnit validates cfg, loads the model and warms it up (infer.New),
-// records the load in Metrics and logs it. ONNX Runtime must be
-// initialised (infer.Init). It returns cfg's validation error or the
-// engine's load error (infer.ErrNotInitialized, a bad model file, ...).
+// NewUnit validates cfg, loads the model and warms it up (infer.New,
+// then the config.pbtxt's model_warmup samples, see warmUp), records the
+// load in Metrics and logs it. ONNX Runtime must be
+// initialised (infer.Init). It returns cfg's validation error, the
+// engine's load error (infer.ErrNotInitialized, a bad model file, ...)
+// or a failed warmup (wrapping ErrModelConfig, the engine closed).
 func NewUnit(cfg UnitConfig) (*Unit, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -150,6 +153,11 @@ func NewUnit(cfg UnitConfig) (*Unit, error) {
 	var engine *infer.Engine
 	if err == nil {
 		engine, err = infer.New(ecfg)
+	}
+	if err == nil {
+		if err = warmUp(engine, completed, cfg.Model, cfg.Logger); err != nil {
+			_ = engine.Close()
+		}
 	}
 	outcome := telemetry.OutcomeOK
 	if err != nil {
@@ -208,7 +216,7 @@ func (u *Unit) Run(ctx context.Context, nc *nats.Conn) error {
 		p = wire.NewRunnerPredictor(u.step, u.spec(), u.cfg.engine().Hooks, false)
 		wcfg.ExecutionProvider = prepost.Backend
 	} else {
-		p = predictor(u.engine, u.cfg.Model)
+		p = predictor(u.engine, u.cfg.Model, nc)
 	}
 	w, err := mesh.NewWorker(nc, wcfg, p)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/infer/wire/kservepb"
+	"github.com/cluster-serving/cluster-serving/mesh"
 )
 
 // withSettings returns e with a config.pbtxt's settings in force, as
@@ -119,4 +120,19 @@ func describeModel(model Model, raw *kservepb.ModelConfig, e infer.Config) (Mode
 	}
 	model.Info = info
 	return model, nil
+}
+
+// queueStream is s with the queue settings of a model's completed
+// config: its priority levels, and each level's queue bound: the
+// largest max_queue_size of its levels plus one batch per instance, as
+// Triton's counts the requests waiting, not those running (-1 without
+// one, so that a bound a config no longer sets goes).
+func queueStream(s mesh.StreamConfig, cfg *kservepb.ModelConfig) mesh.StreamConfig {
+	q := modelconfig.QueueOf(cfg)
+	s.Levels, s.DefaultLevel, s.MaxQueue = q.Levels, q.DefaultLevel, -1
+	if n := q.MaxQueueSize(); n > 0 {
+		running := max(int(cfg.GetMaxBatchSize()), 1) * max(modelconfig.SettingsOf(cfg).Instances, 1)
+		s.MaxQueue = int64(n + running)
+	}
+	return s
 }

@@ -40,6 +40,10 @@ type Served struct {
 	// Engine configures the engine on File; its ModelPath is filled in,
 	// its MaxBatch defaults to 8.
 	Engine infer.Config
+	// Cached has the engine's worker store its answers in the mesh's
+	// response cache, as a worker of a model with response_cache does
+	// (a door looks them up for a model whose Config enables it).
+	Cached bool
 }
 
 // Mesh is the mesh StartMesh runs, until the test ends.
@@ -76,12 +80,13 @@ func StartMesh(tb testing.TB, cfg *door.Config, models ...Served) *Mesh {
 		if err := mesh.EnsureStreams(ctx, js, sc); err != nil {
 			tb.Fatal(err)
 		}
-		p, info := sv.predictor(tb)
+		wc := meshtest.Connect(tb, s) // the worker's own, as another process's
+		p, info := sv.predictor(tb, wc, sc.Job)
 		m.Models = append(m.Models, door.Model{Name: sv.Name, Version: sv.Version, Job: sc.Job, Info: info})
 		if sv.NoWorker {
 			continue
 		}
-		w, err := mesh.NewWorker(meshtest.Connect(tb, s), mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
+		w, err := mesh.NewWorker(wc, mesh.WorkerConfig{Stream: sc, ShutdownGrace: time.Second}, p)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -95,14 +100,29 @@ func StartMesh(tb testing.TB, cfg *door.Config, models ...Served) *Mesh {
 	tb.Cleanup(func() { _ = m.Client.Close() })
 	cfg.Models = append(cfg.Models, m.Models...)
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = discard
 	}
 	return m
 }
 
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Connect opens another connection to the mesh's NATS server, as each
+// process (a door, a worker) has its own; it closes at cleanup.
+func (m *Mesh) Connect(tb testing.TB) *nats.Conn {
+	tb.Helper()
+	nc, err := nats.Connect(m.NC.ConnectedUrl())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
 // predictor is sv's Predictor and the info of its model: an engine on
-// File unless sv has a Predictor or no File.
-func (sv Served) predictor(tb testing.TB) (mesh.Predictor, infer.ModelInfo) {
+// File unless sv has a Predictor or no File, storing its answers in the
+// response cache over nc, as job's, when sv is Cached.
+func (sv Served) predictor(tb testing.TB, nc *nats.Conn, job string) (mesh.Predictor, infer.ModelInfo) {
 	if sv.Predictor != nil || sv.File == "" {
 		return sv.Predictor, sv.Info
 	}
@@ -112,7 +132,15 @@ func (sv Served) predictor(tb testing.TB) (mesh.Predictor, infer.ModelInfo) {
 		ec.MaxBatch = 8
 	}
 	e := infertest.NewEngine(tb, ec)
-	return wire.NewPredictor(e, wire.Model{Name: sv.Name, Version: sv.Version}), e.Info()
+	p := wire.NewPredictor(e, wire.Model{Name: sv.Name, Version: sv.Version})
+	if sv.Cached {
+		c, err := mesh.NewCache(nc, mesh.CacheConfig{OpenOnly: true, Logger: discard})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p = p.WithCache(c.Job(job))
+	}
+	return p, e.Info()
 }
 
 // WriteFile replaces path's contents with data atomically (a new file

@@ -54,7 +54,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soakN, "soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	fs.StringVar(&o.storage, "storage", "file", "queueStorage of the serving process: file or memory")
 	fs.StringVar(&o.sync, "sync", "", "natsSync of the serving processes but the sync part's (default: the config default, always)")
-	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,sync,redis,pipeline,resnet,memory (scale: make scale's alone; tracing: the tracing rounds of tiny alone)")
+	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,sync,redis,pipeline,sched,resnet,memory (scale: make scale's alone; tracing: the tracing rounds of tiny alone)")
 	fs.StringVar(&o.scaleConc, "scale-conc", "", "scale: callers of the tiny rows, comma-separated (default 32,128,512; quick 32,128)")
 	fs.StringVar(&o.scaleWorkers, "scale-workers", "", "scale: ResNet-50 worker counts (default 1,2,4,8,14 capped at cores-2; quick 1,2)")
 	fs.BoolVar(&o.scaleQuick, "quick", false, "scale: the version of at most 3 minutes (as SCALE_QUICK=1)")
@@ -127,6 +127,11 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	if o.want("pipeline") {
 		if err := r.pipeline(o); err != nil {
 			return fmt.Errorf("pipelines: %w", err)
+		}
+	}
+	if o.want("sched") {
+		if err := r.sched(o); err != nil {
+			return fmt.Errorf("scheduling: %w", err)
 		}
 	}
 	if (o.want("resnet") || o.want("memory")) && o.resnet == "" {
