@@ -19,6 +19,18 @@ so version 3 is on disk but not served):
   broken_dtype     INT32 input fed to two_io's FP32 a                 -> UNAVAILABLE
   broken_version   pinned to scale version 3, which does not serve     -> UNAVAILABLE
 ensembles.py holds what each answers and runs, which the checks share.
+
+Scheduling (scheduling.py checks them), over slow: Y = X (W (W (... X))) / scale, a chain of
+SLOW_STEPS 512x512 matmuls on [batch, 512] FP32, some 10 ms a batch, so that a queue
+builds at the model and not at the door:
+  sched_prio       priority_levels 2, default level 2
+  sched_qsize      default_queue_policy max_queue_size 4
+  sched_timeout    default_queue_policy allow_timeout_override (REJECT)
+  sched_delay      the same with timeout_action DELAY
+  sched_cache      response_cache enable
+  sched_cancel     8 times the matmuls, no dynamic_batching: each request runs alone, so the
+                   cancelled ones queue
+  sched_warm       model_warmup of zero data; sched_warm_broken an input_data_file that is missing
 Usage: make_repo.py REPO_DIR TRITON_CLIENTS"""
 import os
 import shutil
@@ -129,6 +141,43 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]
 """)
 
 
+SLOW_STEPS = 48
+
+
+def slow(name, extra, steps=SLOW_STEPS):
+    w = (np.eye(512, dtype=np.float32) + 0.001).astype(np.float32) / np.float32(1.512)
+    nodes, x = [], "X"
+    for i in range(steps):
+        nodes.append(helper.make_node("MatMul", [x, "W"], ["h%d" % i]))
+        x = "h%d" % i
+    nodes.append(helper.make_node("Identity", [x], ["Y"]))
+    g = helper.make_graph(nodes, name,
+                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 512])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 512])],
+                          [numpy_helper.from_array(w, "W")])
+    save(g, os.path.join(REPO, name, "1", "model.onnx"))
+    write(os.path.join(REPO, name), """name: "%s"
+platform: "onnxruntime_onnx"
+max_batch_size: 4
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 512 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 512 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+%s
+""" % (name, extra))
+
+
+def scheduling():
+    slow("sched_prio", "dynamic_batching { priority_levels: 2 default_priority_level: 2 }")
+    slow("sched_qsize", "dynamic_batching { default_queue_policy { max_queue_size: 4 } }")
+    slow("sched_timeout", "dynamic_batching { default_queue_policy { allow_timeout_override: true } }")
+    slow("sched_delay", "dynamic_batching { default_queue_policy { allow_timeout_override: true timeout_action: DELAY } }")
+    warm = 'model_warmup [ { name: "w" batch_size: 2 inputs { key: "X" value: { data_type: TYPE_FP32 dims: [ 512 ] %s } } } ]'
+    slow("sched_cache", "dynamic_batching { }\nresponse_cache { enable: true }")
+    slow("sched_cancel", "", 8 * SLOW_STEPS)  # each request runs alone, some 10 ms: a long queue
+    slow("sched_warm", "dynamic_batching { }\n" + warm % "zero_data: true")
+    slow("sched_warm_broken", "dynamic_batching { }\n" + warm % 'input_data_file: "x.bin"')
+
+
 def write(d, cfg):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.pbtxt"), "w") as f:
@@ -196,6 +245,7 @@ def main():
             .replace("dims: [ 16 ]", "dims: [ -1, 16 ]"))
     variant("simple_dyna", lambda c: c + "\ndynamic_batching {\n  max_queue_delay_microseconds: 2000\n}\n")
     ensembles()
+    scheduling()
     for root, _, files in sorted(os.walk(REPO)):
         for f in sorted(files):
             print(os.path.relpath(os.path.join(root, f), REPO))

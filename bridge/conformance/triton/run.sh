@@ -33,6 +33,7 @@ modelRepository: $WORK/repo
 modelRepositoryPoll: -1
 jobName: tritoncheck
 queueStorage: memory
+queueMaxBytes: 67108864 # 64 MiB a job: memory streams reserve it, and the repository has some 20 jobs
 natsListen: 127.0.0.1:$NATS
 natsStoreDir: $WORK/jetstream
 httpInterface: 127.0.0.1
@@ -78,6 +79,7 @@ run_py() { # run_py PYTHONPATH SCRIPT: keeps its PASS/FAIL lines
 }
 
 run_py "$TC/py" check_tritonclient.py # its checks are http.* and grpc.*; a filter picks among them
+run_py "$TC/py" scheduling.py # sched.*: priorities, queue policy, cancellation, warmup
 if wanted kserve; then
 	PYTHONPATH="$TC/kserve_py" timeout 300 $PY "$HERE/check_kserve.py" "127.0.0.1:$HTTP" "127.0.0.1:$GRPC" \
 		2>"$WORK/kserve.stderr" | grep -E '^(PASS|FAIL) ' | tee -a "$RESULTS"
