@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cluster-serving/cluster-serving/infer"
 	"github.com/cluster-serving/cluster-serving/infer/infertest"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -239,4 +241,46 @@ func clientOf(t *testing.T, n *running) *mesh.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// TestEnsembleCarriesPriority: an ensemble request's priority reaches
+// each step, placed in the step model's own levels: a request at
+// priority 1 runs every step from two_io's level-1 queue, one without
+// from its default level.
+func TestEnsembleCarriesPriority(t *testing.T) {
+	repo := t.TempDir()
+	putModel(t, repo, "two_io", "1", "model.onnx", twoIOModel)
+	levels := "max_batch_size: 8\ndynamic_batching { priority_levels: 2 default_priority_level: 2 }\n"
+	if err := os.WriteFile(filepath.Join(repo, "two_io", "config.pbtxt"), []byte(levels), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	putEnsemble(t, repo, "diamond", diamondConfig)
+	n := runReady(t, repoConfig(t, repo, "ens", 0))
+	c := clientOf(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body := []byte(`{"inputs":[{"name":"IN","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}`)
+	// What a door sets for an ensemble's request (door.ScheduleOf).
+	for _, s := range []mesh.Schedule{{Priority: 1}, {}} {
+		if _, err := c.Submit(ctx, "ens-diamond", mesh.Request{ContentType: wire.MediaTypeOIP, Body: body, Schedule: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := jetstream.New(n.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]uint64{mesh.LevelConsumer(1): 4, mesh.WorkersConsumer: 4} {
+		cons, err := js.Consumer(ctx, mesh.StreamName("ens-two_io"), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Delivered.Consumer; got != want {
+			t.Errorf("two_io's %s delivered %d steps, want %d", name, got, want)
+		}
+	}
 }
