@@ -151,3 +151,63 @@ func TestWorkQueueStreamKept(t *testing.T) {
 	}
 	waitQueueLen(t, js, "old", 0) // its ack deleted the record
 }
+
+// lowHeld answers at once, but holds the records whose body starts
+// with "low" until release closes.
+type lowHeld struct{ release chan struct{} }
+
+func (p lowHeld) Predict(ctx context.Context, _ string, body []byte) ([]byte, error) {
+	if string(body[:3]) == "low" {
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return body, nil
+}
+
+// TestLevelRecordsKeptByPurge: records of a priority level that wait
+// below the ack floor of the default level's consumer are not purged
+// while unanswered: the purge keeps below the lowest floor of every
+// level's consumer.
+func TestLevelRecordsKeptByPurge(t *testing.T) {
+	cfg := mesh.StreamConfig{Job: "lvlkept", Levels: 2, DefaultLevel: 1}
+	_, nc := startStreams(t, cfg)
+	js := newJS(t, nc)
+	c, ctx, subj := enqueued(t, nc, "lvlkept", 0)
+	for i := range 2 { // stream sequences 1 and 2, at level 2
+		if err := c.Enqueue(ctx, "lvlkept", mesh.Request{Body: []byte(fmt.Sprintf("low%d", i)), Schedule: mesh.Schedule{Level: 2}}, subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 { // 3 to 5, at the default level
+		if err := c.Enqueue(ctx, "lvlkept", mesh.Request{Body: []byte(fmt.Sprintf("high%d", i))}, subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	results := collectResults(t, nc, "lvlkept", "door")
+	p := lowHeld{release: make(chan struct{})}
+	_, stop := runWorker(t, nc, mesh.WorkerConfig{Stream: cfg}, p)
+	for range 3 {
+		select {
+		case <-results:
+		case <-ctx.Done():
+			t.Fatal("the default level's records not answered")
+		}
+	}
+	time.Sleep(3 * time.Second) // three purge rounds at least
+	if n := queueLen(t, js, "lvlkept"); n < 2 {
+		t.Fatalf("queue holds %d messages while the two level-2 records are unanswered, want them kept", n)
+	}
+	close(p.release)
+	for range 2 {
+		select {
+		case <-results:
+		case <-ctx.Done():
+			t.Fatal("the level-2 records not answered")
+		}
+	}
+	waitQueueLen(t, js, "lvlkept", 0)
+	stop()
+}
