@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -162,27 +163,47 @@ func purgeAnswered(ctx context.Context, js jetstream.JetStream, name string) (bo
 	return true, nil
 }
 
-// answeredFloor is the highest sequence at or below last below which the
-// workers consumers of st answered everything: the lowest ack floor of
-// those with records pending or out. Without a levels consumer, it asks
-// the server once, as with one.
+// answeredFloor is the highest sequence at or below last below which
+// the workers consumers of st answered everything. With the default
+// level's consumer alone it is that consumer's ack floor, as the server
+// tells it. With priority levels (schedule.go) each consumer filters its
+// own subject, and its ack floor says nothing of the others': the first
+// record of each consumer's subject past its floor (asked of the stream
+// itself) bounds the purge. A consumer's state that lags (a new leader,
+// a server that lost unsynced writes) has a lower floor: it only purges
+// less.
 func answeredFloor(ctx context.Context, st jetstream.Stream, last uint64) (uint64, error) {
-	floor, found := last, false
+	var base *jetstream.ConsumerInfo
+	var all []*jetstream.ConsumerInfo
 	infos := st.ListConsumers(ctx)
 	for c := range infos.Info() {
-		if c.Name != WorkersConsumer && !strings.HasPrefix(c.Name, WorkersConsumer+"-p") {
-			continue
+		if c.Name == WorkersConsumer {
+			base = c
 		}
-		found = found || c.Name == WorkersConsumer
-		if c.NumPending > 0 || c.NumAckPending > 0 {
-			floor = min(floor, c.AckFloor.Stream)
+		if c.Name == WorkersConsumer || strings.HasPrefix(c.Name, WorkersConsumer+"-p") {
+			all = append(all, c)
 		}
 	}
 	if err := infos.Err(); err != nil {
 		return 0, err
 	}
-	if !found {
+	if base == nil {
 		return 0, fmt.Errorf("mesh: stream %s: %w", st.CachedInfo().Config.Name, jetstream.ErrConsumerNotFound)
+	}
+	if len(all) == 1 {
+		return base.AckFloor.Stream, nil
+	}
+	floor := last
+	for _, c := range all {
+		m, err := st.GetMsg(ctx, c.AckFloor.Stream+1, jetstream.WithGetMsgSubject(c.Config.FilterSubject))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			// Nothing of its subject past its floor: it bounds nothing.
+		case err != nil:
+			return 0, err
+		default:
+			floor = min(floor, m.Sequence-1)
+		}
 	}
 	return floor, nil
 }

@@ -169,13 +169,15 @@ func (p lowHeld) Predict(ctx context.Context, _ string, body []byte) ([]byte, er
 
 // TestLevelRecordsKeptByPurge: records of a priority level that wait
 // below the ack floor of the default level's consumer are not purged
-// while unanswered: the purge keeps below the lowest floor of every
-// level's consumer.
+// while unanswered, and once every level answered, the records are
+// purged, also when only a level other than the default had any.
 func TestLevelRecordsKeptByPurge(t *testing.T) {
 	cfg := mesh.StreamConfig{Job: "lvlkept", Levels: 2, DefaultLevel: 1}
 	_, nc := startStreams(t, cfg)
 	js := newJS(t, nc)
-	c, ctx, subj := enqueued(t, nc, "lvlkept", 0)
+	c, _, subj := enqueued(t, nc, "lvlkept", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for i := range 2 { // stream sequences 1 and 2, at level 2
 		if err := c.Enqueue(ctx, "lvlkept", mesh.Request{Body: []byte(fmt.Sprintf("low%d", i)), Schedule: mesh.Schedule{Level: 2}}, subj); err != nil {
 			t.Fatal(err)
@@ -206,6 +208,21 @@ func TestLevelRecordsKeptByPurge(t *testing.T) {
 		case <-results:
 		case <-ctx.Done():
 			t.Fatal("the level-2 records not answered")
+		}
+	}
+	waitQueueLen(t, js, "lvlkept", 0)
+	// Traffic at level 2 alone, the default level's consumer idle: its
+	// answered records are purged too.
+	for i := range 3 {
+		if err := c.Enqueue(ctx, "lvlkept", mesh.Request{Body: []byte(fmt.Sprintf("more%d", i)), Schedule: mesh.Schedule{Level: 2}}, subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		select {
+		case <-results:
+		case <-ctx.Done():
+			t.Fatal("the later level-2 records not answered")
 		}
 	}
 	waitQueueLen(t, js, "lvlkept", 0)
