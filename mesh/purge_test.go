@@ -102,13 +102,7 @@ func TestUnansweredRecordsKept(t *testing.T) {
 	}
 	// The quick worker answers at least two of the later records; the
 	// floor stays below all four.
-	for range 2 {
-		select {
-		case <-results:
-		case <-ctx.Done():
-			t.Fatal("later records not answered")
-		}
-	}
+	awaitResults(t, ctx, results, 2, "later records not answered")
 	time.Sleep(3 * time.Second) // three purge rounds at least
 	if n := queueLen(t, js, "kept"); n != 4 {
 		t.Fatalf("queue holds %d messages while the first is unanswered, want 4", n)
@@ -191,25 +185,13 @@ func TestLevelRecordsKeptByPurge(t *testing.T) {
 	results := collectResults(t, nc, "lvlkept", "door")
 	p := lowHeld{release: make(chan struct{})}
 	_, stop := runWorker(t, nc, mesh.WorkerConfig{Stream: cfg}, p)
-	for range 3 {
-		select {
-		case <-results:
-		case <-ctx.Done():
-			t.Fatal("the default level's records not answered")
-		}
-	}
+	awaitResults(t, ctx, results, 3, "the default level's records not answered")
 	time.Sleep(3 * time.Second) // three purge rounds at least
 	if n := queueLen(t, js, "lvlkept"); n < 2 {
 		t.Fatalf("queue holds %d messages while the two level-2 records are unanswered, want them kept", n)
 	}
 	close(p.release)
-	for range 2 {
-		select {
-		case <-results:
-		case <-ctx.Done():
-			t.Fatal("the level-2 records not answered")
-		}
-	}
+	awaitResults(t, ctx, results, 2, "the level-2 records not answered")
 	waitQueueLen(t, js, "lvlkept", 0)
 	// Traffic at level 2 alone, the default level's consumer idle: its
 	// answered records are purged too.
@@ -218,13 +200,20 @@ func TestLevelRecordsKeptByPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range 3 {
+	awaitResults(t, ctx, results, 3, "the later level-2 records not answered")
+	waitQueueLen(t, js, "lvlkept", 0)
+	stop()
+}
+
+// awaitResults takes n results from results, failing the test with what
+// when ctx ends first.
+func awaitResults(t *testing.T, ctx context.Context, results <-chan mesh.Result, n int, what string) {
+	t.Helper()
+	for range n {
 		select {
 		case <-results:
 		case <-ctx.Done():
-			t.Fatal("the later level-2 records not answered")
+			t.Fatal(what)
 		}
 	}
-	waitQueueLen(t, js, "lvlkept", 0)
-	stop()
 }
