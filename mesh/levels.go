@@ -98,13 +98,11 @@ func (w *Worker) rankOf(subject string) int {
 // (infer.Queueing).
 // A record with a schedule carries it in ctx too, for a pipeline's
 // steps (ScheduleFrom), and its queue timeout, for the batcher.
-func (w *Worker) withRank(ctx context.Context, msg jetstream.Msg) context.Context {
-	h := msg.Headers()
+func (w *Worker) withRank(ctx context.Context, msg jetstream.Msg, s scheduled) context.Context {
 	var q infer.Queueing
-	if h.Get(HeaderAsked) != "" || h.Get(HeaderPriority) != "" || h.Get(HeaderQueueTimeout) != "" {
-		s := scheduleOf(h)
-		ctx = WithSchedule(ctx, s)
-		q.Due, q.Delay = queueDeadlineOf(h), s.Delay // the wait in the engine's queue counts too
+	if s.ok {
+		ctx = WithSchedule(ctx, s.Schedule)
+		q.Due, q.Delay = s.due, s.Delay // the wait in the engine's queue counts too
 	}
 	if w.cfg.Stream.Levels > 0 {
 		q.Priority = w.rankOf(msg.Subject())
@@ -118,17 +116,16 @@ func (w *Worker) withRank(ctx context.Context, msg jetstream.Msg) context.Contex
 // unscheduled settles, unrun, a record whose caller went away or whose
 // queue timeout passed, and reports whether it did, with the status the
 // process span records.
-func (w *Worker) unscheduled(ctx context.Context, msg jetstream.Msg, h nats.Header) (bool, int) {
+func (w *Worker) unscheduled(ctx context.Context, msg jetstream.Msg, h nats.Header, s scheduled) (bool, int) {
 	if w.cancels.has(cancelKey(h)) {
 		w.cancelled.Add(1)
 		w.settle(msg, msg.Ack)
 		return true, status.ClientClosed
 	}
-	qd := queueDeadlineOf(h)
-	if qd.IsZero() || time.Now().Before(qd) {
+	if s.due.IsZero() || time.Now().Before(s.due) {
 		return false, 0
 	}
-	if scheduleOf(h).Delay {
+	if s.Delay {
 		// Stored again to run last; run now when it cannot be.
 		return w.delay(ctx, msg, h), status.OK
 	}
@@ -184,4 +181,19 @@ func delayedID(msg jetstream.Msg, h nats.Header) string {
 		id += "." + strconv.Itoa(it.i)
 	}
 	return id + ".delayed"
+}
+
+// scheduled is a work message's schedule headers, read once per record:
+// ok is false, and nothing more is read, for a record without any.
+type scheduled struct {
+	Schedule
+	due time.Time // HeaderQueueDeadline
+	ok  bool
+}
+
+func scheduledOf(h nats.Header) scheduled {
+	if h.Get(HeaderAsked) == "" && h.Get(HeaderPriority) == "" && h.Get(HeaderQueueTimeout) == "" {
+		return scheduled{}
+	}
+	return scheduled{scheduleOf(h), queueDeadlineOf(h), true}
 }

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -179,6 +180,24 @@ func ScheduleIn(q modelconfig.Queue, priority uint64, timeout time.Duration) Sch
 		s.Level = level
 	}
 	return s
+}
+
+// ParseSchedule is the schedule of a request whose caller gave priority
+// and timeout (microseconds) as text, "" for none, in a model's queue q:
+// a NATS caller's headers, a Redis entry's fields. A value that is not
+// an unsigned integer is an error naming it.
+func ParseSchedule(q modelconfig.Queue, priority, timeout string) (Schedule, error) {
+	var n [2]uint64
+	for i, v := range [2]string{priority, timeout} {
+		if v == "" {
+			continue
+		}
+		var err error
+		if n[i], err = strconv.ParseUint(v, 10, 64); err != nil {
+			return Schedule{}, fmt.Errorf("%s: want an unsigned integer, got %q", [2]string{"priority", "timeout (µs)"}[i], v)
+		}
+	}
+	return ScheduleIn(q, n[0], time.Duration(min(n[1], 1<<40))*time.Microsecond), nil
 }
 
 type scheduleKey struct{}

@@ -279,17 +279,9 @@ func (s *Service) schedule(job string, hdr micro.Headers) (Schedule, error) {
 	if s.cfg.Queue == nil || (p == "" && t == "") {
 		return Schedule{}, nil
 	}
-	var priority, us uint64
-	var err error
-	if p != "" {
-		if priority, err = strconv.ParseUint(p, 10, 64); err != nil {
-			return Schedule{}, fmt.Errorf("header %s: want an unsigned integer, got %q", HeaderCallerPriority, p)
-		}
+	sched, err := ParseSchedule(s.cfg.Queue(job), p, t)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("headers %s, %s: %w", HeaderCallerPriority, HeaderCallerTimeout, err)
 	}
-	if t != "" {
-		if us, err = strconv.ParseUint(t, 10, 64); err != nil {
-			return Schedule{}, fmt.Errorf("header %s: want microseconds, got %q", HeaderCallerTimeout, t)
-		}
-	}
-	return ScheduleIn(s.cfg.Queue(job), priority, time.Duration(min(us, 1<<40))*time.Microsecond), nil
+	return sched, nil
 }

@@ -365,11 +365,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	var done bool
-	if done, st = w.unscheduled(ctx, msg, h); done {
+	sched := scheduledOf(h)
+	if done, st = w.unscheduled(ctx, msg, h, sched); done {
 		return
 	}
 	defer w.cancels.track(cancelKey(h), cancel)()
-	pctx = w.withRank(pctx, msg)
+	pctx = w.withRank(pctx, msg, sched)
 
 	ct := h.Get(HeaderContentType)
 	ct = cmp.Or(ct, DefaultContentType)

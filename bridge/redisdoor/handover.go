@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
@@ -186,18 +185,13 @@ func EntrySchedule(values map[string]any, q modelconfig.Queue) (mesh.Schedule, e
 	if !q.Used() {
 		return mesh.Schedule{}, nil
 	}
-	var n [2]uint64
-	for i, k := range []string{"priority", "timeout"} {
-		v, ok := values[k].(string)
-		if !ok {
-			continue
-		}
-		var err error
-		if n[i], err = strconv.ParseUint(v, 10, 64); err != nil {
-			return mesh.Schedule{}, fmt.Errorf("field %s: want an unsigned integer, got %q", k, v)
-		}
+	p, _ := values["priority"].(string)
+	t, _ := values["timeout"].(string)
+	sched, err := mesh.ParseSchedule(q, p, t)
+	if err != nil {
+		return mesh.Schedule{}, fmt.Errorf("fields priority, timeout: %w", err)
 	}
-	return mesh.ScheduleIn(q, n[0], time.Duration(min(n[1], 1<<40))*time.Microsecond), nil
+	return sched, nil
 }
 
 // request builds the mesh request of one entry; ok is false without uri

@@ -44,8 +44,11 @@ type Policy struct {
 
 // QueueOf reads cfg's queue settings; a config without dynamic_batching
 // has the zero Queue.
-func QueueOf(cfg *kservepb.ModelConfig) Queue {
-	db := cfg.GetDynamicBatching()
+func QueueOf(cfg *kservepb.ModelConfig) Queue { return QueueOfBatching(cfg.GetDynamicBatching()) }
+
+// QueueOfBatching reads the queue settings of a dynamic_batching block;
+// nil has the zero Queue.
+func QueueOfBatching(db *kservepb.ModelDynamicBatching) Queue {
 	if db == nil {
 		return Queue{}
 	}

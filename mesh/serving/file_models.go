@@ -167,6 +167,16 @@ func (m Model) ServedConfig() *kservepb.ModelConfig {
 	return c
 }
 
+// QueueSettings is the model's queue settings as ServedConfig has them,
+// read without copying the config: config.yaml's dynamicBatching, else
+// its config's.
+func (m Model) QueueSettings() modelconfig.Queue {
+	if m.Queue != nil && m.Config != nil {
+		return modelconfig.QueueOfBatching(m.Queue)
+	}
+	return modelconfig.QueueOf(m.Config)
+}
+
 // queue parses dynamicBatching; nil without one. Its errors say what
 // Triton would of the same dynamic_batching.
 func (f *File) queue() (*kservepb.ModelDynamicBatching, error) {
@@ -177,7 +187,7 @@ func (f *File) queue() (*kservepb.ModelDynamicBatching, error) {
 	if err := prototext.Unmarshal([]byte(f.DynamicBatching), db); err != nil {
 		return nil, fmt.Errorf("not dynamic_batching in config.pbtxt's text format: %w", err)
 	}
-	if err := modelconfig.QueueOf(&kservepb.ModelConfig{SchedulingChoice: &kservepb.ModelConfig_DynamicBatching{DynamicBatching: db}}).Check(modelconfig.MaxPriorityLevels); err != nil {
+	if err := modelconfig.QueueOfBatching(db).Check(modelconfig.MaxPriorityLevels); err != nil {
 		return nil, err
 	}
 	return db, nil

@@ -462,7 +462,7 @@ func (n *Node) Models() []Model {
 func (n *Node) QueueOf(job string) modelconfig.Queue {
 	for _, m := range n.Models() {
 		if m.Job == job {
-			return modelconfig.QueueOf(m.ServedConfig())
+			return m.QueueSettings() // per NATS request: no config copy
 		}
 	}
 	return modelconfig.Queue{}
