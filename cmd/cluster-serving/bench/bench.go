@@ -54,7 +54,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soakN, "soak", 10000, "requests of the memory soak (RSS read at 1,000 and at this count)")
 	fs.StringVar(&o.storage, "storage", "file", "queueStorage of the serving process: file or memory")
 	fs.StringVar(&o.sync, "sync", "", "natsSync of the serving processes but the sync part's (default: the config default, always)")
-	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,sync,redis,pipeline,sched,resnet,memory (scale: make scale's alone; tracing: the tracing rounds of tiny alone)")
+	fs.StringVar(&o.only, "only", "", "run only these parts, comma-separated: tiny,allocs,sync,redis,pipeline,sched,resnet,memory (scale: make scale's alone; doors, tracing: the doors' rows or the tracing rounds of tiny alone)")
 	fs.StringVar(&o.scaleConc, "scale-conc", "", "scale: callers of the tiny rows, comma-separated (default 32,128,512; quick 32,128)")
 	fs.StringVar(&o.scaleWorkers, "scale-workers", "", "scale: ResNet-50 worker counts (default 1,2,4,8,14 capped at cores-2; quick 1,2)")
 	fs.BoolVar(&o.scaleQuick, "quick", false, "scale: the version of at most 3 minutes (as SCALE_QUICK=1)")
@@ -95,12 +95,25 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	case "rawchild": // hidden: one raw ONNX Runtime process of the scale part
 		return rawChild(o, os.Stdin, stdout)
 	case "scale":
-		return r.scale(o)
+		return untilInterrupted(func() error { return r.scale(o) })
 	}
+	return untilInterrupted(func() error { return r.parts(o) })
+}
+
+// parts runs the parts of `make bench` that o asks for, in order; it
+// returns the first that failed.
+func (r *runner) parts(o *options) error {
+	stdout := r.w
 	fmt.Fprintf(stdout, "cluster-serving bench — %d cores, %d intra-op threads, GOMAXPROCS default\n\n", runtime.NumCPU(), o.threads)
 	if o.want("tiny") {
 		if err := r.tiny(o.tiny, o.d); err != nil {
 			return fmt.Errorf("tiny model: %w", err)
+		}
+	} else if o.want("doors") { // the doors' rows of tiny alone
+		fmt.Fprintf(stdout, "== tiny model (%s), %s per run, doors only\n", filepath.Base(o.tiny), o.d)
+		table{stdout}.header()
+		if err := r.tinyDoors(o.tiny, o.d); err != nil {
+			return fmt.Errorf("doors: %w", err)
 		}
 	} else if o.want("tracing") { // the tracing rounds of tiny alone
 		fmt.Fprintf(stdout, "== tiny model (%s), %s per run, tracing only\n", filepath.Base(o.tiny), o.d)

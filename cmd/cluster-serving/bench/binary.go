@@ -35,28 +35,14 @@ func imageTensor(h, w int) infer.Tensor {
 // grpcOp calls ModelInfer on the gRPC door at addr with t as the one
 // input name of model, in raw_input_contents, over a few connections.
 func grpcOp(addr, model, name string, t infer.Tensor) (op, func(), error) {
-	const conns = 4
-	clients := make([]kservepb.GRPCInferenceServiceClient, 0, conns)
-	ccs := make([]*grpc.ClientConn, 0, conns)
-	closeAll := func() {
-		for _, cc := range ccs {
-			cc.Close()
-		}
-	}
-	for range conns {
-		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		ccs = append(ccs, cc)
-		clients = append(clients, kservepb.NewGRPCInferenceServiceClient(cc))
-	}
-	// Marshalling one message from many goroutines is safe: it is only read.
-	req := &kservepb.ModelInferRequest{
-		ModelName:        model,
-		Inputs:           []*kservepb.ModelInferRequest_InferInputTensor{{Name: name, Datatype: wire.OIPDatatype(t.DType), Shape: t.Shape}},
-		RawInputContents: [][]byte{wire.AppendRaw(nil, t)},
+	return grpcOpConns(addr, model, name, t, 4)
+}
+
+// grpcOpConns is grpcOp over conns connections.
+func grpcOpConns(addr, model, name string, t infer.Tensor, conns int) (op, func(), error) {
+	clients, req, closeAll, err := grpcClients(addr, model, name, t, conns)
+	if err != nil {
+		return nil, nil, err
 	}
 	return func(ctx context.Context, g int) error {
 		// The run's deadline is not the request's: passed on as
@@ -74,6 +60,69 @@ func grpcOp(addr, model, name string, t infer.Tensor) (op, func(), error) {
 		}
 		return err
 	}, closeAll, nil
+}
+
+// grpcStreamOp sends the same request as grpcOp on ModelStreamInfer: each
+// caller opens one stream (on connection g%4) at its first call and
+// sends its requests on it one after the other, as Triton's streaming
+// clients do; conc bounds the callers.
+func grpcStreamOp(addr, model, name string, t infer.Tensor, conc int) (op, func(), error) {
+	const conns = 4
+	clients, req, closeAll, err := grpcClients(addr, model, name, t, conns)
+	if err != nil {
+		return nil, nil, err
+	}
+	streams := make([]grpc.BidiStreamingClient[kservepb.ModelInferRequest, kservepb.ModelStreamInferResponse], conc)
+	return func(_ context.Context, g int) error {
+		if streams[g] == nil { // only caller g uses streams[g]
+			s, err := clients[g%conns].ModelStreamInfer(context.Background())
+			if err != nil {
+				return err
+			}
+			streams[g] = s
+		}
+		if err := streams[g].Send(req); err != nil {
+			streams[g] = nil
+			return err
+		}
+		resp, err := streams[g].Recv()
+		switch {
+		case err != nil:
+			streams[g] = nil
+			return err
+		case resp.ErrorMessage != "":
+			return fmt.Errorf("ModelStreamInfer: %s", resp.ErrorMessage)
+		}
+		return nil
+	}, closeAll, nil
+}
+
+// grpcClients opens conns connections to the gRPC door at addr and the
+// request of t as the one input name of model, in raw_input_contents.
+func grpcClients(addr, model, name string, t infer.Tensor, conns int) ([]kservepb.GRPCInferenceServiceClient, *kservepb.ModelInferRequest, func(), error) {
+	clients := make([]kservepb.GRPCInferenceServiceClient, 0, conns)
+	ccs := make([]*grpc.ClientConn, 0, conns)
+	closeAll := func() {
+		for _, cc := range ccs {
+			cc.Close()
+		}
+	}
+	for range conns {
+		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		ccs = append(ccs, cc)
+		clients = append(clients, kservepb.NewGRPCInferenceServiceClient(cc))
+	}
+	// Marshalling one message from many goroutines is safe: it is only read.
+	req := &kservepb.ModelInferRequest{
+		ModelName:        model,
+		Inputs:           []*kservepb.ModelInferRequest_InferInputTensor{{Name: name, Datatype: wire.OIPDatatype(t.DType), Shape: t.Shape}},
+		RawInputContents: [][]byte{wire.AppendRaw(nil, t)},
+	}
+	return clients, req, closeAll, nil
 }
 
 // oipBinaryRequest is an OIP request with the binary tensor data

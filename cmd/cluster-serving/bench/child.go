@@ -73,7 +73,7 @@ func (r *runner) startChild(model string, extra map[string]string) (*child, erro
 	c.cmd.Stdout = io.Discard
 	c.cmd.Stderr = logs
 	c.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+dir)
-	if err := c.cmd.Start(); err != nil {
+	if err := startProc(c.cmd); err != nil {
 		return nil, err
 	}
 	// Ready when the predict endpoint answers a ping of the micro service.

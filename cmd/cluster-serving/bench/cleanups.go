@@ -7,9 +7,12 @@ type cleanups []func()
 // add appends f, to run before those added earlier.
 func (cs *cleanups) add(f func()) { *cs = append(*cs, f) }
 
-// run runs every cleanup, last added first.
-func (cs cleanups) run() {
-	for i := len(cs) - 1; i >= 0; i-- {
-		cs[i]()
+// run runs every cleanup, last added first. Its receiver is a pointer so
+// that `defer cs.run()` runs the cleanups added after the defer too: a
+// value receiver is copied when the defer is read, and the copy was
+// empty (scale_tiny left each layout's processes running: issue 35).
+func (cs *cleanups) run() {
+	for i := len(*cs) - 1; i >= 0; i-- {
+		(*cs)[i]()
 	}
 }

@@ -21,7 +21,8 @@ var tinyBody = []byte(`{"instances":[{"x":[1.5,2.5,3.5,4.5]}]}`)
 
 // tiny measures the doors on a tiny model (a few µs per call), where the
 // mesh's own cost shows: the NATS door beside a trivial NATS responder on
-// the same server and the HTTP door beside the NATS door (tinyDoors), then
+// the same server and the HTTP and gRPC doors beside the NATS door, with
+// the CPU each costs a request (tinyDoors), then
 // the NATS door with tracing off and on (tinyTracing).
 func (r *runner) tiny(model string, d time.Duration) error {
 	fmt.Fprintf(r.w, "== tiny model (%s), %s per run\n", filepath.Base(model), d)
@@ -103,15 +104,19 @@ func (r *runner) startNATSChild(model string, extra map[string]string) (*child, 
 	return c, do, func() { closeDo(); c.stop() }, nil
 }
 
-// tinyDoors loads one serving process through the NATS and HTTP doors and
-// a trivial NATS responder on its server, at concurrency 32 and 1.
+// tinyDoors loads one serving process through its NATS, HTTP and gRPC
+// doors and a trivial NATS responder on its server, at concurrency 32 and 1.
 func (r *runner) tinyDoors(model string, d time.Duration) error {
-	c, err := r.startChild(model, map[string]string{"threadPerModel": "1"})
+	ports, err := freeport.Take(1)
+	if err != nil {
+		return err
+	}
+	c, err := r.startChild(model, map[string]string{"threadPerModel": "1", "grpcPort": strconv.Itoa(ports[0])})
 	if err != nil {
 		return err
 	}
 	defer c.stop()
-	ops, closeOps, err := openTinyOps(c)
+	ops, closeOps, err := openTinyOps(c, fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	if err != nil {
 		return err
 	}
@@ -120,13 +125,25 @@ func (r *runner) tinyDoors(model string, d time.Duration) error {
 	return nil
 }
 
-// tinyOps are the ways tinyDoors loads a serving process: its NATS and
-// HTTP doors, and the trivial and stored responders on its server.
-type tinyOps struct{ nats, http, triv, stored, storedHTTP op }
+// tinyOps are the ways tinyDoors loads a serving process: its doors
+// (tinyDoorWays, in that order), and the trivial and stored responders on
+// its server.
+type tinyOps struct {
+	doors                    []op
+	triv, stored, storedHTTP op
+}
+
+// tinyDoorWays name the doors of tinyOps, the NATS door first: each
+// other's ratio is to it.
+var tinyDoorWays = []string{"NATS door", "HTTP door /predict", "gRPC door, raw contents", "gRPC door, stream"}
+
+// tinyInput is tinyBody's tensor, as the gRPC door's callers send it.
+var tinyInput = infer.Tensor{DType: infer.Float32, Shape: []int64{1, 4}, Data: []float32{1.5, 2.5, 3.5, 4.5}}
 
 // openTinyOps starts the trivial and stored responders on c's server and
-// opens an op for each of tinyOps; the func closes them all.
-func openTinyOps(c *child) (tinyOps, func(), error) {
+// opens an op for each of tinyOps (grpcAddr: c's gRPC door); the func
+// closes them all.
+func openTinyOps(c *child, grpcAddr string) (tinyOps, func(), error) {
 	var cs cleanups
 	fail := func(err error) (tinyOps, func(), error) {
 		cs.run()
@@ -138,11 +155,22 @@ func openTinyOps(c *child) (tinyOps, func(), error) {
 	}
 	cs.add(closeTrivial)
 	var ops tinyOps
-	var closeOp func()
-	if ops.nats, closeOp, err = natsOp(c.url, mesh.PredictSubject(c.job), tinyBody); err != nil {
+	natsDo, closeOp, err := natsOp(c.url, mesh.PredictSubject(c.job), tinyBody)
+	if err != nil {
 		return fail(err)
 	}
 	cs.add(closeOp)
+	grpcDo, closeOp, err := grpcOp(grpcAddr, c.job, "x", tinyInput)
+	if err != nil {
+		return fail(err)
+	}
+	cs.add(closeOp)
+	streamDo, closeOp, err := grpcStreamOp(grpcAddr, c.job, "x", tinyInput, 32)
+	if err != nil {
+		return fail(err)
+	}
+	cs.add(closeOp)
+	ops.doors = []op{natsDo, httpOp(c.httpURL+"/predict", tinyBody, 32), grpcDo, streamDo}
 	if ops.triv, closeOp, err = natsOp(c.url, "bench.trivial", tinyBody); err != nil {
 		return fail(err)
 	}
@@ -162,71 +190,99 @@ func openTinyOps(c *child) (tinyOps, func(), error) {
 	}
 	cs.add(closeStoredHTTP)
 	ops.storedHTTP = httpOp(storedURL, tinyBody, 32)
-	ops.http = httpOp(c.httpURL+"/predict", tinyBody, 32)
 	return ops, cs.run, nil
 }
 
-// tinyResults are tinyDoors' runs: each way at concurrency 32 and 1, and
-// the CPU snapshots around the runs at 32 (cpu: before the trivial, NATS
-// and HTTP runs and after the last; storedCPU: around the stored run).
+// tinyResults are tinyDoors' runs: the trivial and stored responders at
+// concurrency 32 (with the CPU snapshots around them), the doors at 32 in
+// rounds (doorRounds), and each way at concurrency 1.
 type tinyResults struct {
-	triv32, stored32, nats32, http32, storedHTTP32 loadResult
-	triv1, nats1, http1, stored1                   loadResult
-	cpu                                            [4]cpuSnap
-	storedCPU                                      [2]cpuSnap
+	triv32, stored32, storedHTTP32 loadResult
+	trivCPU, storedCPU             [2]cpuSnap
+	doors                          doorRounds
+	triv1, stored1                 loadResult
+	doors1                         []loadResult
 }
 
-// measure warms each way up and runs it at concurrency 32 for d, then at
-// concurrency 1 for d/2.
+// doorRounds are the doors' runs at concurrency 32, in rounds with their
+// order turned each round (medianRounds): the median round of each, every
+// round, and each one's CPU over all its rounds.
+type doorRounds struct {
+	median   []loadResult
+	perRound [][]loadResult
+	cpu      []cpuUse
+}
+
+// doorRoundCount is how many rounds of d/4 tinyDoors loads each door for:
+// on 2 shared cores a single run's rate moves ±10%.
+const doorRoundCount = 5
+
+// measure warms each way up, runs the responders at concurrency 32 for d
+// and the doors in rounds, then each way at concurrency 1 for d/2.
 func (ops tinyOps) measure(c *child, d time.Duration) (res tinyResults) {
-	runLoad(8, time.Second, 500, ops.nats) // warm-up
-	runLoad(8, time.Second, 500, ops.http)
-	runLoad(8, time.Second, 500, ops.triv)
-	runLoad(8, time.Second, 500, ops.stored)
+	for _, do := range append([]op{ops.triv, ops.stored, ops.storedHTTP}, ops.doors...) {
+		runLoad(8, time.Second, 500, do) // warm-up
+	}
 	res.storedCPU[0] = snapCPU(c, nil)
 	res.stored32 = runLoad(32, d, 0, ops.stored)
 	res.storedCPU[1] = snapCPU(c, nil)
-	runLoad(8, time.Second, 500, ops.storedHTTP)
 	res.storedHTTP32 = runLoad(32, d, 0, ops.storedHTTP)
-	res.cpu[0] = snapCPU(c, nil)
+	res.trivCPU[0] = snapCPU(c, nil)
 	res.triv32 = runLoad(32, d, 0, ops.triv)
-	res.cpu[1] = snapCPU(c, nil)
-	res.nats32 = runLoad(32, d, 0, ops.nats)
-	res.cpu[2] = snapCPU(c, nil)
-	res.http32 = runLoad(32, d, 0, ops.http)
-	res.cpu[3] = snapCPU(c, nil)
-	res.triv1, res.nats1, res.http1 = runLoad(1, d/2, 0, ops.triv), runLoad(1, d/2, 0, ops.nats), runLoad(1, d/2, 0, ops.http)
-	res.stored1 = runLoad(1, d/2, 0, ops.stored)
+	res.trivCPU[1] = snapCPU(c, nil)
+	cs := make([]*child, len(ops.doors))
+	for i := range cs {
+		cs[i] = c
+	}
+	res.doors.median, res.doors.perRound, res.doors.cpu = medianRounds(doorRoundCount, d/4, ops.doors, cs)
+	res.triv1, res.stored1 = runLoad(1, d/2, 0, ops.triv), runLoad(1, d/2, 0, ops.stored)
+	for _, do := range ops.doors {
+		res.doors1 = append(res.doors1, runLoad(1, d/2, 0, do))
+	}
 	return res
 }
 
 // tinyReport prints tinyDoors' rows and its ratios against their targets.
 func (r *runner) tinyReport(res tinyResults) {
-	t, cpu := table{r.w}, res.cpu
+	t := table{r.w}
 	t.row("trivial NATS responder, concurrency 32", res.triv32)
-	fmt.Fprintf(r.w, "  %s (the responder runs in the bench)\n", perRequest(cpu[0], cpu[1], res.triv32.n))
+	fmt.Fprintf(r.w, "  %s (the responder runs in the bench)\n", perRequest(res.trivCPU[0], res.trivCPU[1], res.triv32.n))
 	t.row("trivial stored responder, concurrency 32", res.stored32)
 	fmt.Fprintf(r.w, "  %s (its door and consumer run in the bench)\n", perRequest(res.storedCPU[0], res.storedCPU[1], res.stored32.n))
-	t.row("NATS door, concurrency 32", res.nats32)
-	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[1], cpu[2], res.nats32.n))
-	t.row("HTTP door /predict, concurrency 32", res.http32)
-	fmt.Fprintf(r.w, "  %s\n", perRequest(cpu[2], cpu[3], res.http32.n))
+	t.row("trivial stored responder over HTTP, conc. 32", res.storedHTTP32)
+	fmt.Fprintf(r.w, "  / trivial stored responder: %.3f (its door waits for the answer, as the HTTP door must): the HTTP door / NATS door ceiling\n",
+		res.storedHTTP32.rate()/res.stored32.rate())
+	r.doorsReport(res.doors, 32)
 	t.row("trivial NATS responder, concurrency 1", res.triv1)
-	t.row("NATS door, concurrency 1", res.nats1)
-	t.row("HTTP door /predict, concurrency 1", res.http1)
 	t.row("trivial stored responder, concurrency 1", res.stored1)
+	for i, way := range tinyDoorWays {
+		t.row(way+", concurrency 1", res.doors1[i])
+	}
+	nats32, nats1 := res.doors.median[0], res.doors1[0]
 	fmt.Fprintf(r.w, "trivial stored responder (door → JetStream file store → consumer answers the caller; no model, codec, metric or span)\n")
 	fmt.Fprintf(r.w, "  / trivial responder: req/s at concurrency 32 %.3f, p50 at concurrency 1 %.2fx: the NATS door's ceiling on this server\n",
 		res.stored32.rate()/res.triv32.rate(), float64(res.stored1.pct(0.5))/float64(res.triv1.pct(0.5)))
 	fmt.Fprintf(r.w, "  NATS door / trivial stored responder: req/s at concurrency 32 %.3f, p50 at concurrency 1 %.2fx\n",
-		res.nats32.rate()/res.stored32.rate(), float64(res.nats1.pct(0.5))/float64(res.stored1.pct(0.5)))
-	t.row("trivial stored responder over HTTP, conc. 32", res.storedHTTP32)
-	fmt.Fprintf(r.w, "  / trivial stored responder: %.3f (its door waits for the answer, as the HTTP door must): the HTTP door / NATS door ceiling\n",
-		res.storedHTTP32.rate()/res.stored32.rate())
-	fmt.Fprintf(r.w, "NATS door / trivial responder, req/s at concurrency 32: %.3f (target >= 0.5)\n", res.nats32.rate()/res.triv32.rate())
-	fmt.Fprintf(r.w, "NATS door p50 / trivial p50 at concurrency 1:           %.2fx (target <= 1.5x)\n",
-		float64(res.nats1.pct(0.5))/float64(res.triv1.pct(0.5)))
-	fmt.Fprintf(r.w, "HTTP door / NATS door, req/s at concurrency 32:         %.3f (target >= 0.9)\n\n", res.http32.rate()/res.nats32.rate())
+		nats32.rate()/res.stored32.rate(), float64(nats1.pct(0.5))/float64(res.stored1.pct(0.5)))
+	fmt.Fprintf(r.w, "NATS door / trivial responder, req/s at concurrency 32: %.3f (target >= 0.5)\n", nats32.rate()/res.triv32.rate())
+	fmt.Fprintf(r.w, "NATS door p50 / trivial p50 at concurrency 1:           %.2fx (target <= 1.5x)\n\n",
+		float64(nats1.pct(0.5))/float64(res.triv1.pct(0.5)))
+}
+
+// doorsReport prints each door's median round ("median") at concurrency conc beside
+// the NATS door's (the first): its rate's ratio (the median of the
+// rounds' ratios) and its serving process's CPU per request's.
+func (r *runner) doorsReport(dr doorRounds, conc int) {
+	t := table{r.w}
+	for i, way := range tinyDoorWays {
+		t.row(fmt.Sprintf("%s, conc. %d, median", way, conc), dr.median[i])
+		fmt.Fprintf(r.w, "  %s\n", dr.cpu[i])
+	}
+	for i, way := range tinyDoorWays[1:] {
+		m, lo, hi := roundRatios(dr.perRound, i+1, 0)
+		fmt.Fprintf(r.w, "%s / NATS door at concurrency %d: req/s %.3f (rounds %.3f-%.3f; target >= 0.8 on 2 cores, 0.9 on 16), serving CPU per request %.2fx (target <= 1.2x)\n",
+			way, conc, m, lo, hi, dr.cpu[i+1].server()/dr.cpu[0].server())
+	}
 }
 
 // tracingSettings are the serving processes tinyTracing compares.
@@ -290,7 +346,7 @@ func (r *runner) tinyTracing(model string, d time.Duration) error {
 // one's median round by rate, every round's result (perRound[i][k]: do i
 // in round k), and the CPU per request of its serving process (cs[i]) and
 // of this process over all its rounds.
-func medianRounds(rounds int, d time.Duration, dos []op, cs []*child) (median []loadResult, perRound [][]loadResult, cpu []string) {
+func medianRounds(rounds int, d time.Duration, dos []op, cs []*child) (median []loadResult, perRound [][]loadResult, cpu []cpuUse) {
 	perRound = make([][]loadResult, len(dos))
 	for i := range perRound {
 		perRound[i] = make([]loadResult, rounds)
@@ -309,9 +365,9 @@ func medianRounds(rounds int, d time.Duration, dos []op, cs []*child) (median []
 			counts[i] += res.n
 		}
 	}
-	cpu = make([]string, len(dos))
+	cpu = make([]cpuUse, len(dos))
 	for i := range dos {
-		cpu[i] = perRequest(cpuSnap{}, spent[i], counts[i])
+		cpu[i] = cpuUse{spent[i], counts[i]}
 	}
 	median = make([]loadResult, len(dos))
 	for i := range perRound {

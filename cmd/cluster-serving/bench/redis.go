@@ -30,7 +30,7 @@ func startBenchRedis() (*redisServer, error) {
 	}
 	port := ports[0]
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
+	if err := startProc(cmd); err != nil {
 		return nil, fmt.Errorf("redis-server (apt-get install redis-server): %w", err)
 	}
 	r := &redisServer{cmd: cmd, addr: fmt.Sprintf("127.0.0.1:%d", port), port: port}
@@ -114,8 +114,8 @@ var rpsRE = regexp.MustCompile(`([0-9.]+) requests per second`)
 
 // redisBenchmarkXADD is redis-benchmark's XADD rate with 50 clients.
 func redisBenchmarkXADD(port int) (float64, error) {
-	out, err := exec.Command("redis-benchmark", "-p", strconv.Itoa(port), "-c", "50", "-n", "200000", "-q",
-		"XADD", "benchstream", "*", "uri", "u", "data", "d").CombinedOutput()
+	out, err := combinedOutput(exec.Command("redis-benchmark", "-p", strconv.Itoa(port), "-c", "50", "-n", "200000", "-q",
+		"XADD", "benchstream", "*", "uri", "u", "data", "d"))
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark: %v: %s", err, out)
 	}

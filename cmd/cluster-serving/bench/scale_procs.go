@@ -42,7 +42,7 @@ func (r *runner) startWorker(start *child, model string, keys map[string]string)
 	w.cmd = exec.Command(r.bin, "worker", "-c", cfg)
 	w.cmd.Stdout, w.cmd.Stderr = stdout, stderr
 	w.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+dir)
-	if err := w.cmd.Start(); err != nil {
+	if err := startProc(w.cmd); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func (r *runner) rawProcesses(model string, n int, d time.Duration) (float64, er
 			return 0, err
 		}
 		p.out = bufio.NewScanner(out)
-		if err := p.cmd.Start(); err != nil {
+		if err := startProc(p.cmd); err != nil {
 			return 0, err
 		}
 		procs = append(procs, p)

@@ -40,7 +40,7 @@ func (r scaleRow) busyCores() float64 {
 // NATS door's over the stored trivial responder's at the same callers
 // (measured in the layout "start", the ceiling of one stored message per
 // request), the HTTP door's over the same layout's NATS door at the same
-// callers, the stored trivial HTTP door's over the stored trivial
+// callers (the gRPC door's too), the stored trivial HTTP door's over the stored trivial
 // responder (the ceiling of HTTP ÷ NATS when both store each request).
 // Other rows, or a missing baseline, have none ("").
 func scaleRatio(rows []scaleRow, i int) string {
@@ -49,7 +49,7 @@ func scaleRatio(rows []scaleRow, i int) string {
 	switch r.way {
 	case wayNATS:
 		base, over = wayStored, "÷ stored"
-	case wayHTTP:
+	case wayHTTP, wayGRPC:
 		base, over = wayNATS, "÷ NATS"
 	case wayStoredHTTP:
 		base, over = wayStored, "÷ stored"

@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/cluster-serving/cluster-serving/infer/infertest/freeport"
 	"github.com/cluster-serving/cluster-serving/mesh"
 	"github.com/cluster-serving/cluster-serving/mesh/serving"
 )
@@ -27,6 +32,7 @@ const (
 	wayStoredHTTP = "stored trivial HTTP"
 	wayNATS       = "NATS door"
 	wayHTTP       = "HTTP door"
+	wayGRPC       = "gRPC door"
 )
 
 // scaleLayout is one way to run the serving side: a `start` with keys,
@@ -48,12 +54,12 @@ func scaleLayouts(p scalePlan) []scaleLayout {
 		m[k] = v
 		return m
 	}
-	moreWays := []string{wayNATS, wayHTTP}
+	moreWays := []string{wayNATS, wayHTTP, wayGRPC}
 	if p.quick {
 		moreWays = moreWays[:1]
 	}
 	return []scaleLayout{
-		{"start", base, 0, []string{wayTrivial, wayStored, wayStoredHTTP, wayNATS, wayHTTP}},
+		{"start", base, 0, []string{wayTrivial, wayStored, wayStoredHTTP, wayNATS, wayHTTP, wayGRPC}},
 		{"start, coalesce=1", with("coalesce", "1"), 0, []string{wayNATS}},            // each request its own stored message
 		{"start, memory queue", with("queueStorage", "memory"), 0, []string{wayNATS}}, // the lever of a deployment that accepts losing queued work with the server
 		{fmt.Sprintf("start + %d workers", p.extra), base, p.extra, moreWays},
@@ -112,7 +118,11 @@ func (r *runner) scaleLayoutRows(l scaleLayout, p scalePlan, t0 time.Time) ([]sc
 	}
 	var cs cleanups
 	defer cs.run()
-	c, err := r.startChild(p.tiny, l.keys)
+	keys, err := withGRPCPort(l)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.startChild(p.tiny, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +140,7 @@ func (r *runner) scaleLayoutRows(l scaleLayout, p scalePlan, t0 time.Time) ([]sc
 	if err != nil {
 		return nil, err
 	}
+	subjects[wayGRPC] = "127.0.0.1:" + keys["grpcPort"]
 	var rows []scaleRow
 	for _, conc := range p.conc {
 		for _, way := range l.ways {
@@ -144,6 +155,21 @@ func (r *runner) scaleLayoutRows(l scaleLayout, p scalePlan, t0 time.Time) ([]sc
 		}
 	}
 	return rows, nil
+}
+
+// withGRPCPort is l's keys, with a free grpcPort when one of its ways is
+// the gRPC door's.
+func withGRPCPort(l scaleLayout) (map[string]string, error) {
+	if !slices.Contains(l.ways, wayGRPC) {
+		return l.keys, nil
+	}
+	ports, err := freeport.Take(1)
+	if err != nil {
+		return nil, err
+	}
+	keys := maps.Clone(l.keys)
+	keys["grpcPort"] = strconv.Itoa(ports[0])
+	return keys, nil
 }
 
 // openResponders starts the responders ways need on c's server and
@@ -188,6 +214,14 @@ func measureWay(c *child, workers []*child, way, subject string, conc int, d tim
 		do = httpOp(c.httpURL+"/predict", tinyBody, conc)
 	case wayStoredHTTP:
 		do = httpOp(subject, tinyBody, conc)
+	case wayGRPC:
+		// One connection per 32 callers, as the NATS ways.
+		grpcDo, closeDo, err := grpcOpConns(subject, c.job, "x", tinyInput, max(4, conc/32))
+		if err != nil {
+			return scaleRow{}, err
+		}
+		defer closeDo()
+		do = grpcDo
 	default:
 		spread, closeDo, err := spreadNATSOp(c.url, subject, tinyBody, conc)
 		if err != nil {
@@ -244,8 +278,8 @@ func countRefusals(do op, n *atomic.Int64) op {
 }
 
 // isRefusal reports whether err is a door's 503 as natsOp ("503: …") and
-// httpOp ("HTTP 503: …") report it.
+// httpOp ("HTTP 503: …") report it, or the gRPC door's Unavailable.
 func isRefusal(err error) bool {
 	s := err.Error()
-	return strings.HasPrefix(s, "503:") || strings.HasPrefix(s, "HTTP 503")
+	return strings.HasPrefix(s, "503:") || strings.HasPrefix(s, "HTTP 503") || grpcstatus.Code(err) == codes.Unavailable
 }

@@ -150,3 +150,16 @@ func perRequest(a, b cpuSnap, n int) string {
 	}
 	return s
 }
+
+// cpuUse is the CPU that n requests cost, process by process.
+type cpuUse struct {
+	spent cpuSnap
+	n     int
+}
+
+func (u cpuUse) String() string { return perRequest(cpuSnap{}, u.spent, u.n) }
+
+// server is the serving process's CPU per request, in µs.
+func (u cpuUse) server() float64 {
+	return float64(u.spent.server.Microseconds()) / float64(max(u.n, 1))
+}
