@@ -41,6 +41,11 @@ type BatcherConfig struct {
 	// at once, not waiting MaxWait, and a longer queue is cut there;
 	// below the smallest, a batch takes what queued, up to MaxBatch.
 	Preferred []int
+	// GroupWait is how long a runner that took a record of a Group (a
+	// coalesced message's requests) waits for news of the group's
+	// others (one arriving or leaving) before it runs what came.
+	// Default DefaultGroupWait.
+	GroupWait time.Duration
 	// OnBatch, if set, is called by a runner before each run with the number
 	// of items and rows in it. Tests and metrics use it; it must not block.
 	OnBatch func(items, rows int)
@@ -51,8 +56,11 @@ type BatcherConfig struct {
 // Batcher stacks records from concurrent callers into batches and runs them
 // on Runners goroutines that share one bounded queue.
 //
-// A record that finds a runner idle runs at once (unless HoldIdle):
-// batching never adds latency to an idle model. While every runner is busy, records queue; a
+// A record that finds a runner idle runs at once (unless HoldIdle), but
+// for one of a Group (the requests of one coalesced message): its runner
+// waits for the group's others while they are still coming, never past
+// a full batch (see Group). So batching never adds latency to a lone
+// request on an idle model. While every runner is busy, records queue; a
 // runner that finishes a run and finds records queued takes all of them up
 // to MaxBatch rows (only those whose non-batch shapes equal the first
 // record's; the others keep their place), and when MaxWait > 0 and the batch
@@ -96,6 +104,9 @@ type item struct {
 	due   time.Time
 	delay bool
 	done  chan itemResult // buffered 1: runners never block on it
+	// grp is the group whose other requests a runner that takes this
+	// record waits for; nil: none (see Member.arrive).
+	grp *Group
 	// tr collects its request's stage times (nil: none); the records of
 	// one request share it and sit side by side in a batch.
 	tr *timing.Request
@@ -118,6 +129,9 @@ func NewBatcher(cfg BatcherConfig, run RunFunc) *Batcher {
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = DefaultQueueSize
 	}
+	if cfg.GroupWait <= 0 {
+		cfg.GroupWait = DefaultGroupWait
+	}
 	b := &Batcher{cfg: cfg, run: run, wake: make(chan struct{}), freeSeq: make([]uint64, cfg.Runners)}
 	b.wg.Add(cfg.Runners)
 	for r := range cfg.Runners {
@@ -137,7 +151,9 @@ func (b *Batcher) Len() int {
 // the record's batch dim first, equal across its inputs) together and waits
 // for their outputs. It returns ErrQueueFull when the queue has no room for
 // all of them, ErrClosed after Close, ctx.Err() when ctx ends first, or the
-// first record's error (wrapped with its index).
+// first record's error (wrapped with its index). A ctx of a Group's
+// Member (Group.Member) counts the member in, arrived or, on an error
+// before its records queued, gone.
 func (b *Batcher) Submit(ctx context.Context, records [][]Tensor) ([][]Tensor, error) {
 	return b.submitAt(ctx, records, 0)
 }
@@ -161,23 +177,26 @@ func (b *Batcher) submitAt(ctx context.Context, records [][]Tensor, base int) ([
 		items[i] = &item{ctx: ctx, inputs: rec, rows: rows, enq: now, done: make(chan itemResult, 1), tr: tr, prio: q.Priority, due: q.Due, delay: q.Delay}
 		tr.AddRows(rows)
 	}
+	m := memberOf(ctx)
 	b.mu.Lock()
 	switch {
 	case b.closed:
 		b.mu.Unlock()
+		m.Leave()
 		return nil, ErrClosed
 	case len(b.queue)+len(items) > b.cfg.QueueSize:
 		n := len(b.queue)
 		b.mu.Unlock()
+		m.Leave()
 		return nil, fmt.Errorf("%w: %d queued, %d more do not fit in %d", ErrQueueFull, n, len(items), b.cfg.QueueSize)
 	}
 	b.enqSeq++
+	grp := m.arrive(b, now)
 	for _, it := range items {
-		it.seq = b.enqSeq
+		it.seq, it.grp = b.enqSeq, grp
 	}
 	b.queue = enqueue(b.queue, items, q.Priority)
-	close(b.wake)
-	b.wake = make(chan struct{})
+	b.wakeAll()
 	b.mu.Unlock()
 
 	out := make([][]Tensor, len(items))
@@ -266,7 +285,7 @@ func (b *Batcher) Close() error {
 	b.closed = true
 	pending := b.queue
 	b.queue = nil
-	close(b.wake)
+	b.wakeAll()
 	b.mu.Unlock()
 	for _, it := range pending {
 		it.done <- itemResult{err: ErrClosed}
@@ -291,9 +310,11 @@ func (b *Batcher) runner(r int) {
 		}
 		// Only records that queued while this runner was busy wait for
 		// more; one that came after it went free (however soon after,
-		// e.g. the next call of a caller it just answered) finds it idle.
-		if (b.queue[0].seq <= b.freeSeq[r] || b.cfg.HoldIdle) && b.cfg.MaxWait > 0 && !b.cfg.Unbatchable {
-			b.waitForMore()
+		// e.g. the next call of a caller it just answered) finds it idle,
+		// unless its group's other requests are on their way.
+		hold := (b.queue[0].seq <= b.freeSeq[r] || b.cfg.HoldIdle) && b.cfg.MaxWait > 0
+		if !b.cfg.Unbatchable && (hold || b.queue[0].grp.waiting()) {
+			b.waitForMore(hold)
 			if b.closed || len(b.queue) == 0 {
 				b.mu.Unlock()
 				continue
@@ -308,13 +329,23 @@ func (b *Batcher) runner(r int) {
 }
 
 // waitForMore waits, with b.mu held on entry and exit, until the queue holds
-// a full batch, the oldest record has waited MaxWait, or Close.
-func (b *Batcher) waitForMore() {
+// a full batch, or Close, or both: the oldest record has waited MaxWait
+// (when hold) and its group (see Group) has arrived or it has waited
+// GroupWait.
+func (b *Batcher) waitForMore(hold bool) {
 	for !b.closed && len(b.queue) > 0 {
 		if b.full() {
 			return
 		}
-		left := time.Until(b.queue[0].enq.Add(b.cfg.MaxWait))
+		head := b.queue[0]
+		var until time.Time
+		if hold {
+			until = head.enq.Add(b.cfg.MaxWait)
+		}
+		if head.grp.waiting() {
+			until = later(until, head.grp.until(b.cfg.GroupWait))
+		}
+		left := time.Until(until)
 		if left <= 0 {
 			return
 		}
@@ -328,6 +359,29 @@ func (b *Batcher) waitForMore() {
 		t.Stop()
 		b.mu.Lock()
 	}
+}
+
+// wakeAll wakes the runners waiting for the queue; b.mu must be held.
+func (b *Batcher) wakeAll() {
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+// poke wakes the runners, which look at the queue again: a member of a
+// group they wait for left it (Member.Leave).
+func (b *Batcher) poke() {
+	b.mu.Lock()
+	if !b.closed {
+		b.wakeAll()
+	}
+	b.mu.Unlock()
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // full reports whether the queue holds a full next batch: MaxBatch rows,
