@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-serving/cluster-serving/infer"
 )
 
 // A batch work message (coalesce.go) is split by the worker into its
@@ -26,6 +28,13 @@ import (
 //     answer and its ack;
 //   - answers to a door's inbox go out at once, as for a lone request
 //     (the door drops a second one);
+//   - durable results (ReplyDurable) wait in the batch too, and those of
+//     one results subject are stored together in one results message
+//     when the last item is done (results_batch.go), before the batch
+//     is acked: one store per batch rather than one per record. A worker
+//     killed between the two runs the batch again, and the results'
+//     Nats-Msg-Ids drop the second copies (the stream's dedupe, then the
+//     doors' written markers);
 //   - an item that goes back to the queue (nak) while others were
 //     answered is stored again alone (HeaderAttempts carries its
 //     deliveries), so that the batch's redelivery does not answer the
@@ -42,17 +51,22 @@ type batch struct {
 	md    *jetstream.MsgMetadata
 	mdErr error
 
+	// durable: every item's answer is a durable result, so the batch
+	// is acked as a lone durable record is, without waiting for the
+	// server to confirm it (see respond).
+	durable bool
+
 	mu       sync.Mutex
 	left     int           // items not yet settled
 	answered int           // items settled with their answer sent
 	back     []*batchItem  // items to run again
 	delay    time.Duration // the longest nak delay asked for
-	replies  []callerReply // answers to NATS callers, sent by finish
+	replies  []callerReply // answers to NATS callers and durable results, sent by finish
 }
 
-// callerReply is an item's answer to its NATS caller, held until the
-// batch is done. count is the outcome's counter, taken back if the
-// answer cannot be sent.
+// callerReply is an item's answer held until the batch is done: to its
+// NATS caller, or its durable result. count is the outcome's counter,
+// taken back if the answer cannot be sent.
 type callerReply struct {
 	ctx   context.Context
 	it    *batchItem
@@ -69,6 +83,7 @@ type batchItem struct {
 	h       nats.Header
 	data    []byte
 	settled atomic.Bool
+	member  *infer.Member // of the batch's group (dispatchBatch); nil: none
 }
 
 // dispatchBatch splits msg, a batch work message, and dispatches each of
@@ -87,19 +102,49 @@ func (w *Worker) dispatchBatch(ctx context.Context, g *gate, msg jetstream.Msg) 
 	if dl := deadlineOf(msg.Headers()); !dl.IsZero() {
 		w.held.bound(msg, dl)
 	}
-	b := &batch{w: w, ctx: ctx, msg: msg, left: len(entries)}
+	b := &batch{w: w, ctx: ctx, msg: msg, left: len(entries), durable: true}
+	for _, e := range entries {
+		b.durable = b.durable && replyOf(e.h).Mode == ReplyDurable
+	}
 	b.md, b.mdErr = msg.Metadata()
+	w.dispatchItems(ctx, g, b, entries)
+}
+
+// dispatchItems dispatches the requests of batch b as one infer.Group: a
+// model that batches runs them as one run, its runner waiting for the
+// group's items on their way rather than running the first alone. An
+// item that will not reach the model leaves the group
+// (infer.Member.Leave) as soon as the worker knows: when it settles,
+// whatever ended it (a decode error, a passed deadline, a cancel), and
+// before it is dispatched when the gate has no slot free for it (it
+// would wait for a record to finish, and the others for it).
+func (w *Worker) dispatchItems(ctx context.Context, g *gate, b *batch, entries []batchEntry) {
+	grp := infer.NewGroup(len(entries))
+	items := make([]*batchItem, len(entries))
+	ctxs := make([]context.Context, len(entries))
 	for i, e := range entries {
-		w.dispatch(ctx, g, &batchItem{b: b, i: i, h: e.h, data: e.data})
+		items[i] = &batchItem{b: b, i: i, h: e.h, data: e.data}
+		ctxs[i], items[i].member = grp.Member(ctx)
+	}
+	held := grp == nil // no group: nothing to leave
+	for i, it := range items {
+		if !held && !g.admits() {
+			held = true // this item and those after it wait at the gate
+			for _, rest := range items[i:] {
+				rest.member.Leave()
+			}
+		}
+		w.dispatch(ctxs[i], g, it)
 	}
 }
 
-// reply holds an item's answer to its NATS caller until the batch is
-// done; the item is settled by it.
+// reply holds an item's answer to its NATS caller, or its durable
+// result, until the batch is done; the item is settled by it.
 func (b *batch) reply(ctx context.Context, it *batchItem, r Reply, a answer, count *atomic.Uint64) {
 	if it.settled.Swap(true) {
 		return
 	}
+	it.member.Leave()
 	b.mu.Lock()
 	b.replies = append(b.replies, callerReply{ctx, it, r, a, count})
 	b.settle()
@@ -111,6 +156,7 @@ func (b *batch) done(it *batchItem, back bool, delay time.Duration) {
 	if it.settled.Swap(true) {
 		return
 	}
+	it.member.Leave()
 	b.mu.Lock()
 	if back {
 		b.back = append(b.back, it)
@@ -142,7 +188,7 @@ func (b *batch) settle() {
 // back, and settles the batch message.
 func (b *batch) finish() {
 	w := b.w
-	for _, cr := range b.replies {
+	for _, cr := range b.storeResults() {
 		if err := w.send(cr.ctx, cr.it.h, cr.r, cr.a); err != nil {
 			w.limit.Log(cr.ctx, slog.LevelWarn, "mesh: send answer; will retry", err, "uri", cr.it.h.Get(HeaderURI))
 			cr.count.Add(^uint64(0))
@@ -168,19 +214,28 @@ func (b *batch) finish() {
 			return
 		}
 	}
+	if b.durable {
+		w.settle(b.msg, b.msg.Ack)
+		return
+	}
 	w.confirmAck(b.ctx, b.msg)
 }
 
 // requeue stores item it of batch message msg alone in the job's work
 // queue, with the deliveries it had. Its id is derived from the batch's
-// and the delivery, so that a retried publish stores it once.
+// and the delivery, so that a retried publish stores it once; a durable
+// record keeps its own, which its result carries (a copy of the record
+// stored under it already runs, and answers, in its stead).
 func (w *Worker) requeue(ctx context.Context, msg jetstream.Msg, it *batchItem, delivered uint64) error {
 	m := nats.NewMsg(WorkSubject(w.cfg.Stream.Job))
 	for k, v := range it.h {
 		m.Header[k] = v
 	}
 	m.Data = it.data
-	id := msg.Headers().Get(HeaderMsgID) + "." + strconv.Itoa(it.i) + "." + strconv.FormatUint(delivered, 10)
+	id := it.h.Get(HeaderMsgID)
+	if id == "" || replyOf(it.h).Mode != ReplyDurable {
+		id = msg.Headers().Get(HeaderMsgID) + "." + strconv.Itoa(it.i) + "." + strconv.FormatUint(delivered, 10)
+	}
 	m.Header.Set(HeaderMsgID, id)
 	m.Header.Set(HeaderAttempts, strconv.FormatUint(delivered, 10))
 	n := max(w.parts, 1)

@@ -325,8 +325,11 @@ func (c *Client) startPublish(ctx context.Context, job string, req Request) (con
 // Enqueue publishes req to job's work queue for a durable door and waits
 // for JetStream to store it; the worker publishes the result with a PubAck
 // to resultSubject, which must lie under ResultsSubject(job, ...) (the
-// worker maps it onto a results partition). A duplicate MsgID is not an
-// error: the first copy is already queued. It returns ErrQueueFull,
+// worker maps it onto a results partition). Records that reach the Client
+// while a store of the job is in flight go together in one work message
+// (coalesce.go; EnqueueBatch hands over several at once). A duplicate
+// MsgID is not an error: the first copy is already queued, or, within a
+// batch, the result's MsgID makes the second copy's answer a duplicate. It returns ErrQueueFull,
 // ErrInvalidJob, ErrInvalidConfig, status.ErrTooLarge, ErrUnavailable (503)
 // when no partition stored it before ctx ended, or a publish error.
 func (c *Client) Enqueue(ctx context.Context, job string, req Request, resultSubject string) error {

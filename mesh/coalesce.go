@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-serving/cluster-serving/infer/status"
 )
 
 // Coalescing: the requests that reach a Client for one job while its
@@ -27,9 +29,14 @@ import (
 // under load a batch gathers for about one store's round trip.
 //
 // Each request keeps its own headers in the batch: reply subject,
-// deadline, trace context, uri. Requests with a caller's Nats-Msg-Id are
-// never coalesced (JetStream's dedupe of that id needs a message of
-// their own), nor are durable records (Enqueue).
+// deadline, trace context, uri, a durable record's Nats-Msg-Id. Requests
+// with a caller's Nats-Msg-Id are never coalesced (JetStream's dedupe of
+// that id needs a message of their own). Durable records (Enqueue) are,
+// in batches of their own: a record stored twice is answered once all
+// the same, by its results' Nats-Msg-Id (the results stream's dedupe and
+// the doors' written markers), so it needs no message of its own; with
+// the file store syncing every write, a message per record capped the
+// Redis and RESP doors at about one record per fsync (issue 35).
 
 const (
 	// HeaderBatch marks a batch work message: the number of requests in it.
@@ -68,12 +75,15 @@ type coalescer struct {
 	c   *Client
 	job string
 	max int
-	// callers: this coalescer's requests are NATS callers' (Forward),
-	// whose batches are pinned to their partition on an unknown fate, as
-	// a caller's lone request is; a door's inbox requests (Submit) have
-	// a coalescer of their own and move on (the door drops a second
-	// answer), so that a partition without a leader holds none of them.
-	callers bool
+	// mode is the reply path of every request in this coalescer. NATS
+	// callers' batches (Forward) are pinned to their partition on an
+	// unknown fate, as a caller's lone request is; a door's inbox
+	// requests (Submit) and durable records (Enqueue) have coalescers of
+	// their own and move on (the door drops a second answer, the results
+	// their second copy), so that a partition without a leader holds
+	// none of them. A durable batch carries no deadline: its records wait
+	// as long as they must.
+	mode ReplyMode
 
 	mu       sync.Mutex
 	waiting  []*coEntry
@@ -95,44 +105,54 @@ type coResult struct {
 
 // coalescerOf returns the coalescer for m, a work message built by begin,
 // and m's size in a batch; nil when m is stored alone: coalescing off, a
-// caller's id, a durable record, or too big.
+// caller's id on a request that is no durable record, a priority level,
+// or too big.
 func (c *Client) coalescerOf(job string, req Request, m *nats.Msg) (*coalescer, int) {
-	if c.coalesce < 2 || req.MsgID != "" || req.Schedule.Level != 0 {
+	if c.coalesce < 2 || req.Schedule.Level != 0 {
 		return nil, 0
 	}
 	mode := replyOf(m.Header).Mode
-	size := entrySize(m)
-	if (mode != ReplyCaller && mode != ReplyInbox) || size > c.batchBytes() {
+	switch {
+	case mode == ReplyDurable:
+	case mode != ReplyCaller && mode != ReplyInbox, req.MsgID != "":
 		return nil, 0
 	}
-	return c.coalescerFor(job, mode == ReplyCaller), size
+	size := entrySize(m)
+	if size > c.batchBytes() {
+		return nil, 0
+	}
+	return c.coalescerFor(job, mode), size
 }
 
 // batchBytes bounds a batch's body: coalesceBytes, or half the server's
 // max_payload when that is less, so that no batch of requests that each
 // fit is refused as too large.
-func (c *Client) batchBytes() int {
-	if mp := int(c.nc.MaxPayload()) / 2; mp > 0 && mp < coalesceBytes {
+func (c *Client) batchBytes() int { return batchLimit(c.nc) }
+
+// batchLimit is batchBytes of a connection: the workers' results batches
+// (results_batch.go) are bounded alike.
+func batchLimit(nc *nats.Conn) int {
+	if mp := int(nc.MaxPayload()) / 2; mp > 0 && mp < coalesceBytes {
 		return mp
 	}
 	return coalesceBytes
 }
 
-// coalescerKey names a coalescer: a job, and NATS callers' requests or
-// a door's inbox requests.
+// coalescerKey names a coalescer: a job and a reply path (NATS callers'
+// requests, a door's inbox requests, durable records).
 type coalescerKey struct {
-	job     string
-	callers bool
+	job  string
+	mode ReplyMode
 }
 
-// coalescerFor returns the coalescer of job's NATS callers' requests
-// (callers) or its doors' inbox requests, made on first use.
-func (c *Client) coalescerFor(job string, callers bool) *coalescer {
-	k := coalescerKey{job, callers}
+// coalescerFor returns the coalescer of job's requests of reply path
+// mode, made on first use.
+func (c *Client) coalescerFor(job string, mode ReplyMode) *coalescer {
+	k := coalescerKey{job, mode}
 	if co, ok := c.coalescers.Load(k); ok {
 		return co.(*coalescer)
 	}
-	co, _ := c.coalescers.LoadOrStore(k, &coalescer{c: c, job: job, max: c.coalesce, callers: k.callers})
+	co, _ := c.coalescers.LoadOrStore(k, &coalescer{c: c, job: job, max: c.coalesce, mode: mode})
 	return co.(*coalescer)
 }
 
@@ -140,18 +160,11 @@ func (c *Client) coalescerFor(job string, callers bool) *coalescer {
 // what its store did. ctx must carry a deadline; it becomes m's bound in
 // the batch.
 func (co *coalescer) add(ctx context.Context, m *nats.Msg, size int) (stored, error) {
-	e := &coEntry{m: m, done: make(chan coResult, 1)}
-	var ok bool
-	if e.deadline, ok = ctx.Deadline(); !ok {
-		e.deadline = time.Now().Add(DefaultSubmitTimeout) // begin bounds every ctx; in case
-	}
+	e := newCoEntry(ctx, m)
 	co.mu.Lock()
-	co.waiting = append(co.waiting, e)
-	co.size += size
-	var batch []*coEntry
-	if co.inflight < coalesceStores || len(co.waiting) >= co.max || co.size >= co.c.batchBytes() {
-		batch = co.take()
-		co.inflight++
+	batch := co.push(e, size)
+	if batch == nil {
+		batch = co.startIdle()
 	}
 	co.mu.Unlock()
 	if batch != nil {
@@ -159,6 +172,68 @@ func (co *coalescer) add(ctx context.Context, m *nats.Msg, size int) (stored, er
 	}
 	r := <-e.done
 	return r.st, r.err
+}
+
+// addAll is add of several messages of one caller at once (a door's
+// block of records), sizes[i] m[i]'s: they queue together, so that a job
+// with no store in flight stores them in one batch rather than the first
+// alone and the others after it. It returns each one's outcome, in order.
+func (co *coalescer) addAll(ctx context.Context, ms []*nats.Msg, sizes []int) []coResult {
+	es := make([]*coEntry, len(ms))
+	var batches [][]*coEntry
+	co.mu.Lock()
+	for i, m := range ms {
+		es[i] = newCoEntry(ctx, m)
+		if b := co.push(es[i], sizes[i]); b != nil {
+			batches = append(batches, b)
+		}
+	}
+	if b := co.startIdle(); b != nil {
+		batches = append(batches, b)
+	}
+	co.mu.Unlock()
+	for _, b := range batches {
+		go co.flush(b)
+	}
+	out := make([]coResult, len(es))
+	for i, e := range es {
+		out[i] = <-e.done
+	}
+	return out
+}
+
+// newCoEntry is the entry of m, bound by ctx's deadline.
+func newCoEntry(ctx context.Context, m *nats.Msg) *coEntry {
+	e := &coEntry{m: m, done: make(chan coResult, 1)}
+	var ok bool
+	if e.deadline, ok = ctx.Deadline(); !ok {
+		e.deadline = time.Now().Add(DefaultSubmitTimeout) // begin bounds every ctx; in case
+	}
+	return e
+}
+
+// push queues e, of size in a batch, and returns the batch to store now
+// when the waiting ones reached Coalesce requests or batchBytes (counted
+// in flight); co.mu is held.
+func (co *coalescer) push(e *coEntry, size int) []*coEntry {
+	co.waiting = append(co.waiting, e)
+	co.size += size
+	if len(co.waiting) < co.max && co.size < co.c.batchBytes() {
+		return nil
+	}
+	co.inflight++
+	return co.take()
+}
+
+// startIdle returns the waiting entries as a batch to store at once when
+// fewer than coalesceStores stores are in flight (counted in flight), nil
+// otherwise; co.mu is held.
+func (co *coalescer) startIdle() []*coEntry {
+	if len(co.waiting) == 0 || co.inflight >= coalesceStores {
+		return nil
+	}
+	co.inflight++
+	return co.take()
 }
 
 // take empties the waiting list into a batch; co.mu is held.
@@ -172,10 +247,7 @@ func (co *coalescer) take() []*coEntry {
 // entries that gathered meanwhile, until none wait.
 func (co *coalescer) flush(batch []*coEntry) {
 	for {
-		st, err := co.store(batch)
-		for _, e := range batch {
-			e.done <- coResult{st, err}
-		}
+		co.settle(batch)
 		co.mu.Lock()
 		if len(co.waiting) == 0 {
 			co.inflight--
@@ -184,6 +256,24 @@ func (co *coalescer) flush(batch []*coEntry) {
 		}
 		batch = co.take()
 		co.mu.Unlock()
+	}
+}
+
+// settle stores batch and hands each entry its outcome. A batch refused
+// as too large (its requests fit one by one, but not together with the
+// batch's own bytes) is stored again one request at a time, so that only
+// a request too large by itself is told so.
+func (co *coalescer) settle(batch []*coEntry) {
+	st, err := co.store(batch)
+	if len(batch) > 1 && errors.Is(err, status.ErrTooLarge) {
+		for _, e := range batch {
+			st, err := co.store([]*coEntry{e})
+			e.done <- coResult{st, err}
+		}
+		return
+	}
+	for _, e := range batch {
+		e.done <- coResult{st, err}
 	}
 }
 
@@ -202,24 +292,29 @@ func (co *coalescer) store(batch []*coEntry) (stored, error) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), first)
 	defer cancel()
-	m := batch[0].m
-	if len(batch) > 1 {
-		m = batchMsg(co.job, batch, last)
-		if co.callers {
-			m.Header.Set(HeaderBatchCallers, "true")
-		}
+	if len(batch) == 1 {
+		// Alone, a durable record keeps its own id (and the partition
+		// it hashes to); the others have none.
+		m := batch[0].m
+		return co.c.storeMsg(ctx, co.job, m, m.Header.Get(HeaderMsgID))
+	}
+	m := batchMsg(co.job, batch)
+	if co.mode != ReplyDurable {
+		m.Header.Set(HeaderDeadline, strconv.FormatInt(last.UnixNano(), 10))
+	}
+	if co.mode == ReplyCaller {
+		m.Header.Set(HeaderBatchCallers, "true")
 	}
 	return co.c.storeMsg(ctx, co.job, m, "")
 }
 
-// batchMsg builds the work message of a batch whose latest deadline is
-// last (the worker bounds the whole message by it; each request keeps
-// its own).
-func batchMsg(job string, batch []*coEntry, last time.Time) *nats.Msg {
+// batchMsg builds the work message of a batch. A batch of requests with
+// deadlines gets the latest of them (the worker bounds the whole message
+// by it; each request keeps its own).
+func batchMsg(job string, batch []*coEntry) *nats.Msg {
 	m := nats.NewMsg(WorkSubject(job))
 	m.Header.Set(HeaderBatch, strconv.Itoa(len(batch)))
 	m.Header.Set(HeaderContentType, BatchContentType)
-	m.Header.Set(HeaderDeadline, strconv.FormatInt(last.UnixNano(), 10))
 	msgs := make([]*nats.Msg, len(batch))
 	for i, e := range batch {
 		msgs[i] = e.m

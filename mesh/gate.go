@@ -62,6 +62,16 @@ func (g *gate) enter(rank int) bool {
 	return true // handed a slot while shutdown began: run it
 }
 
+// admits reports whether a record would take a slot now without
+// waiting. A hint: a record of another partition may take the slot
+// first. A batch's items, which wait for each other in the model's
+// batcher, leave out those that would wait here (batch.go).
+func (g *gate) admits() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.shut && g.free > 0 && g.waiters == 0
+}
+
 // leave gives back the slot of an admitted record once it is settled: to
 // the first waiter of the lowest rank, else to the free slots.
 func (g *gate) leave() {

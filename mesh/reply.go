@@ -105,8 +105,8 @@ func (w *Worker) respond(ctx context.Context, msg jetstream.Msg, a answer, settl
 	count.Add(1)
 	h := msg.Headers()
 	r := replyOf(h)
-	if it, ok := msg.(*batchItem); ok && r.Mode == ReplyCaller {
-		it.b.reply(ctx, it, r, a, count) // sent with the batch's others
+	if it, ok := msg.(*batchItem); ok && (r.Mode == ReplyCaller || r.Mode == ReplyDurable) {
+		it.b.reply(ctx, it, r, a, count) // sent or stored with the batch's others
 		return true
 	}
 	if r.Mode == ReplyCaller {

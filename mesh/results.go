@@ -15,7 +15,8 @@ import (
 // ConsumeResults feeds results of job to handle through the durable pull
 // consumer durableName on each of the job's results partitions, filtered
 // to filterSubject (for example ResultsSubject(job, "redis"); each
-// partition gets its own mapping of it). A result is acked once handle
+// partition gets its own mapping of it), each result of a results batch
+// message (results_batch.go) on its own. A result is acked once handle
 // returns nil and nakked with a delay otherwise, so a durable door never
 // loses one; a result whose Nats-Msg-Id was written within DuplicateWindow
 // is acked without handle (see recentIDs). It blocks until ctx ends, then
@@ -37,17 +38,17 @@ func ConsumeResults(ctx context.Context, js jetstream.JetStream, job, durableNam
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		r := resultOf(js, msg)
-		id, now := r.Header.Get(HeaderMsgID), time.Now()
-		if id != "" && seen.has(id, now) {
-			_ = msg.Ack() // written already, from another partition
-			return
+		for _, r := range resultsOf(js, msg, nil) {
+			id, now := r.Header.Get(HeaderMsgID), time.Now()
+			if id != "" && seen.has(id, now) {
+				continue // written already, from another partition
+			}
+			if err := handle(ctx, r); err != nil {
+				_ = msg.NakWithDelay(DefaultBackoff)
+				return
+			}
+			seen.add(id, now)
 		}
-		if err := handle(ctx, r); err != nil {
-			_ = msg.NakWithDelay(DefaultBackoff)
-			return
-		}
-		seen.add(id, now)
 		_ = msg.Ack()
 	}
 	cs.start(ctx, n)
@@ -118,10 +119,12 @@ func resultOf(js jetstream.JetStream, msg jetstream.Msg) Result {
 const ResultsAckWait = 10 * time.Second
 
 // ConsumeResultBatches is ConsumeResults handing results in batches of up
-// to maxBatch (default 64), so that a door can write them in one round trip
-// (a Redis pipeline). The whole batch is acked once handle returns nil and
-// nakked with a delay otherwise; results already written (by Msg-Id) are
-// left out of the batch and acked. When ctx ends it stops pulling, hands
+// to maxBatch (default 64) messages, so that a door can write them in one
+// round trip (a Redis pipeline); a results batch message (results_batch.go)
+// brings all its results, so a batch may hold more than maxBatch. The
+// whole batch is acked once handle returns nil and nakked with a delay
+// otherwise; results already written (by Msg-Id) are left out of the
+// batch and acked. When ctx ends it stops pulling, hands
 // the results already delivered to handle with a ctx that is not
 // cancelled (so in-flight writes finish) and returns nil; it returns an
 // error only when it cannot start. handle runs on one goroutine at a time.
@@ -216,14 +219,19 @@ func (b *resultBatcher) flush(ctx context.Context) {
 	b.results = b.results[:0]
 	clear(b.inBatch)
 	for _, m := range b.batch {
-		r := resultOf(b.js, m)
-		if id := r.Header.Get(HeaderMsgID); id != "" {
-			if b.inBatch[id] || b.seen.has(id, now) {
-				continue
+		n := len(b.results)
+		b.results = resultsOf(b.js, m, b.results)
+		kept := b.results[:n]
+		for _, r := range b.results[n:] {
+			if id := r.Header.Get(HeaderMsgID); id != "" {
+				if b.inBatch[id] || b.seen.has(id, now) {
+					continue
+				}
+				b.inBatch[id] = true
 			}
-			b.inBatch[id] = true
+			kept = append(kept, r)
 		}
-		b.results = append(b.results, r)
+		b.results = kept
 	}
 	var err error
 	if len(b.results) > 0 {

@@ -18,10 +18,12 @@ import (
 // Mesh is what the door needs from the mesh; *mesh.Client implements it.
 // Its methods must be safe for concurrent use.
 type Mesh interface {
-	// Enqueue stores req in job's work queue; it returns once JetStream
-	// holds it (nil), or mesh.ErrQueueFull, an error wrapping
-	// status.ErrTooLarge for a body NATS cannot take, or another error.
-	Enqueue(ctx context.Context, job string, req mesh.Request, resultSubject string) error
+	// EnqueueBatch stores reqs in job's work queue, together where it
+	// can, and returns once each is stored or refused: errs[i] is nil
+	// once JetStream holds reqs[i], or mesh.ErrQueueFull, an error
+	// wrapping status.ErrTooLarge for a body NATS cannot take, or another
+	// error.
+	EnqueueBatch(ctx context.Context, job string, reqs []mesh.Request, resultSubject string) (errs []error)
 	// ConsumeResultBatches hands the results published to
 	// ResultsSubject(job, door) to handle, in batches, through the durable
 	// consumer durable, and acks a batch once handle returned nil. It blocks

@@ -49,6 +49,19 @@ func (f *fakeMesh) Enqueue(_ context.Context, job string, req mesh.Request, subj
 	return nil
 }
 
+func (f *fakeMesh) EnqueueBatch(ctx context.Context, job string, reqs []mesh.Request, subject string) []error {
+	return enqueueEach(ctx, job, reqs, subject, f.Enqueue)
+}
+
+// enqueueEach is EnqueueBatch by one enqueue per request.
+func enqueueEach(ctx context.Context, job string, reqs []mesh.Request, subject string, enqueue func(context.Context, string, mesh.Request, string) error) []error {
+	errs := make([]error, len(reqs))
+	for i, req := range reqs {
+		errs[i] = enqueue(ctx, job, req, subject)
+	}
+	return errs
+}
+
 func (f *fakeMesh) ConsumeResultBatches(ctx context.Context, job, durable, door string, maxBatch int, handle func(context.Context, []mesh.Result) error) error {
 	for {
 		select {
@@ -218,6 +231,10 @@ type errMesh struct {
 
 func (e errMesh) Enqueue(context.Context, string, mesh.Request, string) error { return e.err }
 
+func (e errMesh) EnqueueBatch(ctx context.Context, job string, reqs []mesh.Request, subject string) []error {
+	return enqueueEach(ctx, job, reqs, subject, e.Enqueue)
+}
+
 func TestTooLargeRecordAnswersNaN(t *testing.T) {
 	addr, rdb := redistest.Start(t)
 	f := errMesh{newFakeMesh(0), fmt.Errorf("mesh: enqueue to big: %w", status.ErrTooLarge)}
@@ -256,6 +273,10 @@ func (f *flakyMesh) Enqueue(ctx context.Context, job string, req mesh.Request, s
 		return fmt.Errorf("mesh: enqueue to %s: no response from stream: %w", job, status.ErrBusy)
 	}
 	return f.fakeMesh.Enqueue(ctx, job, req, subject)
+}
+
+func (f *flakyMesh) EnqueueBatch(ctx context.Context, job string, reqs []mesh.Request, subject string) []error {
+	return enqueueEach(ctx, job, reqs, subject, f.Enqueue)
 }
 
 func (f *flakyMesh) heal() {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 
 	"github.com/cluster-serving/cluster-serving/infer/status"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cluster-serving/cluster-serving/infer/modelconfig"
 	"github.com/cluster-serving/cluster-serving/infer/wire"
@@ -53,52 +53,51 @@ func (d *Door) serve(ctx context.Context, msgs []goredis.XMessage, skipped bool)
 // badEntry is an entry answered NaN by the door itself.
 type badEntry struct{ id, uri string }
 
-// handOver enqueues msgs concurrently. It returns the ids the mesh stored
-// and the entries that can never be queued: no uri or data, or refused by
-// the mesh as their own fault (400, 404, 413). Each entry's hand-over
-// takes at most Timeout, so a failing entry holds the rest of its block
-// no longer than that.
+// handOver hands msgs to the mesh together (mesh.Client.EnqueueBatch:
+// one work message for the block when the job has no store in flight).
+// It returns the ids the mesh stored and the entries that can never be
+// queued: no uri or data, or refused by the mesh as their own fault
+// (400, 404, 413). The hand-over takes at most Timeout, so a failing
+// entry holds the rest of its block no longer than that.
 func (d *Door) handOver(ctx context.Context, msgs []goredis.XMessage, skipped bool) (done []string, bad []badEntry, h handover) {
 	done = make([]string, 0, len(msgs))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	ids := make([]string, 0, len(msgs))
+	reqs := make([]mesh.Request, 0, len(msgs))
+	spans := make([]trace.Span, 0, len(msgs))
 	for _, m := range msgs {
 		req, ok := d.request(ctx, m)
 		if !ok {
-			mu.Lock()
 			bad = append(bad, badEntry{m.ID, req.URI})
 			h.answered++
-			mu.Unlock()
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// The entry's optional traceparent field makes this span the
-			// client's child; the mesh continues it.
-			ectx, span := d.receiveSpan(ctx, m.ID, req)
-			defer span.End()
-			o := d.enqueue(ectx, req)
-			mu.Lock()
-			defer mu.Unlock()
-			switch o {
-			case stored:
-				done = append(done, m.ID)
-				h.stored++
-				d.enqueued.Add(1)
-				if skipped {
-					d.skipped.Add(1)
-				}
-			case rejected:
-				d.bad.Add(1)
-				bad = append(bad, badEntry{m.ID, req.URI})
-				h.answered++
-			default:
-				h.left++
-			}
-		}()
+		// The entry's optional traceparent field makes this span the
+		// client's child; the mesh continues it from the request's
+		// headers (CarrySpan).
+		sctx, span := d.receiveSpan(ctx, m.ID, req)
+		CarrySpan(sctx, &req)
+		ids, reqs, spans = append(ids, m.ID), append(reqs, req), append(spans, span)
 	}
-	wg.Wait()
+	if len(reqs) == 0 {
+		return done, bad, h
+	}
+	for i, o := range d.enqueue(ctx, reqs) {
+		spans[i].End()
+		switch o {
+		case stored:
+			done = append(done, ids[i])
+			h.stored++
+		case rejected:
+			bad = append(bad, badEntry{ids[i], reqs[i].URI})
+			h.answered++
+		default:
+			h.left++
+		}
+	}
+	d.enqueued.Add(int64(h.stored))
+	if skipped {
+		d.skipped.Add(int64(h.stored))
+	}
 	return done, bad, h
 }
 
@@ -243,35 +242,64 @@ const (
 	left                    // not handed over (transient, stopped, misconfigured): it stays pending
 )
 
-// enqueue hands req to the mesh, retrying transient failures (a full work
-// queue, NATS unreachable) for at most Timeout in all; then, or when ctx
-// ends, the entry is left pending. The attempt in flight when ctx ends is
-// finished, not abandoned. A refusal that is the request's fault (400,
-// 404, 413: a uri over mesh.MaxURIBytes, a body over the NATS max
-// payload) is not retried.
-func (d *Door) enqueue(ctx context.Context, req mesh.Request) outcome {
+// enqueue hands reqs to the mesh together, retrying those that failed
+// for a transient reason (a full work queue, NATS unreachable) for at
+// most Timeout in all; then, or when ctx ends, they are left pending. The
+// attempt in flight when ctx ends is finished, not abandoned. A refusal
+// that is the request's fault (400, 404, 413: a uri over
+// mesh.MaxURIBytes, a body over the NATS max payload) is not retried. It
+// returns each request's outcome.
+func (d *Door) enqueue(ctx context.Context, reqs []mesh.Request) []outcome {
 	subject := mesh.ResultsSubject(d.cfg.Job, DoorName)
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
 	defer cancel()
+	out := make([]outcome, len(reqs))
+	todo := make([]int, len(reqs))
+	for i := range todo {
+		todo[i] = i
+	}
+	batch := reqs
 	for {
-		err := d.m.Enqueue(ectx, d.cfg.Job, req, subject)
-		switch st := status.Of(err); {
-		case err == nil:
-			return stored
-		case errors.Is(err, mesh.ErrInvalidJob) || errors.Is(err, mesh.ErrInvalidConfig):
-			d.lim.Log(ctx, slog.LevelError, "enqueue refused; entries stay pending", err)
-			return left
-		case st == status.BadInput || st == status.NotFound || st == status.TooLarge:
-			d.lim.Log(ctx, slog.LevelWarn, "record answered NaN: the mesh refused it", err, "uri", logURI(req.URI), "body_bytes", len(req.Body))
-			return rejected
-		case errors.Is(err, mesh.ErrQueueFull):
-			d.lim.Log(ctx, slog.LevelWarn, "work queue full; entries stay pending and are retried", nil)
-		default:
-			d.lim.Log(ctx, slog.LevelWarn, "enqueue; entries stay pending and are retried", err)
+		var again []int
+		for k, err := range d.m.EnqueueBatch(ectx, d.cfg.Job, batch, subject) {
+			i := todo[k]
+			var retry bool
+			out[i], retry = d.outcomeOf(ctx, reqs[i], err)
+			if retry {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			return out
 		}
 		d.sleep(ectx, d.cfg.RetryInterval)
 		if ctx.Err() != nil || ectx.Err() != nil {
-			return left
+			return out
+		}
+		todo, batch = again, make([]mesh.Request, len(again))
+		for k, i := range again {
+			batch[k] = reqs[i]
 		}
 	}
+}
+
+// outcomeOf is what becomes of req after the mesh answered err to its
+// hand-over, and whether to try it again.
+func (d *Door) outcomeOf(ctx context.Context, req mesh.Request, err error) (o outcome, retry bool) {
+	switch st := status.Of(err); {
+	case err == nil:
+		return stored, false
+	case errors.Is(err, mesh.ErrInvalidJob) || errors.Is(err, mesh.ErrInvalidConfig):
+		d.lim.Log(ctx, slog.LevelError, "enqueue refused; entries stay pending", err)
+		return left, false
+	case st == status.BadInput || st == status.NotFound || st == status.TooLarge:
+		d.bad.Add(1)
+		d.lim.Log(ctx, slog.LevelWarn, "record answered NaN: the mesh refused it", err, "uri", logURI(req.URI), "body_bytes", len(req.Body))
+		return rejected, false
+	case errors.Is(err, mesh.ErrQueueFull):
+		d.lim.Log(ctx, slog.LevelWarn, "work queue full; entries stay pending and are retried", nil)
+	default:
+		d.lim.Log(ctx, slog.LevelWarn, "enqueue; entries stay pending and are retried", err)
+	}
+	return left, true
 }

@@ -29,6 +29,20 @@ func (d *Door) receiveSpan(ctx context.Context, id string, req mesh.Request) (co
 	return ctx, span
 }
 
+// CarrySpan writes the span context of ctx, when it has one, into req's
+// headers: the records of one mesh.Client.EnqueueBatch share its ctx, and
+// the mesh continues each one's trace from its own headers. The RESP
+// door's XADDs use it too.
+func CarrySpan(ctx context.Context, req *mesh.Request) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	if req.Header == nil {
+		req.Header = map[string][]string{}
+	}
+	telemetry.Inject(ctx, req.Header)
+}
+
 // maxSpanURI bounds the uri a span carries: a uri may be any length a
 // client sends, and span attributes are kept in memory and exported.
 const maxSpanURI = 256

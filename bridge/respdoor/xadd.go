@@ -97,13 +97,14 @@ func (d *Door) xaddOne(c redcon.Conn, _ *session, args [][]byte) {
 	d.xadds(c, []redcon.Command{{Args: args}})
 }
 
-// xadds stores the records of cmds, XADDs pipelined together,
-// concurrently, and answers each in order: its entry id once JetStream
-// holds the record, or an error. No id is given for a record that was
-// not stored.
+// xadds stores the records of cmds, XADDs pipelined together, those of
+// one job in one mesh.Client.EnqueueBatch (in as few work messages as
+// it can), and answers each in order: its entry id once JetStream holds
+// the record, or an error. No id is given for a record that was not
+// stored.
 func (d *Door) xadds(c redcon.Conn, cmds []redcon.Command) {
 	out := make([]xadd, len(cmds))
-	var wg sync.WaitGroup
+	byJob := map[string][]*xadd{}
 	for i, cmd := range cmds {
 		out[i] = d.parseXADD(cmd.Args)
 		if out[i].err != "" {
@@ -113,12 +114,21 @@ func (d *Door) xadds(c redcon.Conn, cmds []redcon.Command) {
 			out[i].err = "ERR the cluster-serving RESP door is shutting down: send it to another node"
 			continue
 		}
-		wg.Add(1)
-		go func(x *xadd) {
-			defer wg.Done()
-			defer d.inflight.end()
-			x.err = d.store(x)
-		}(&out[i])
+		byJob[out[i].job] = append(byJob[out[i].job], &out[i])
+	}
+	var wg sync.WaitGroup
+	for job, xs := range byJob {
+		store := func() {
+			d.store(job, xs)
+			for range xs {
+				d.inflight.end()
+			}
+		}
+		if len(byJob) == 1 {
+			store() // the usual case: no goroutine (and its stack to grow) per XADD
+			break
+		}
+		wg.Go(store)
 	}
 	wg.Wait()
 	for _, x := range out {
@@ -130,31 +140,38 @@ func (d *Door) xadds(c redcon.Conn, cmds []redcon.Command) {
 	}
 }
 
-// store enqueues one record within Timeout, as the child of the span its
-// traceparent field names (a server span the worker continues), and
-// returns the error to answer, "" once stored.
-func (d *Door) store(x *xadd) string {
+// store enqueues the records xs of job together within Timeout, each as
+// the child of the span its traceparent field names (a server span the
+// worker continues), and sets the error to answer of those not stored.
+func (d *Door) store(job string, xs []*xadd) {
 	sctx, cancel := context.WithTimeout(cmdContext(), d.cfg.Timeout)
 	defer cancel()
-	sctx = telemetry.Extract(sctx, x.req.Header)
-	sctx, span := telemetry.Start(sctx, tracer, telemetry.SpanDoorRESP, trace.SpanKindServer)
-	if span.IsRecording() {
-		span.SetAttributes(telemetry.AttrJob.String(x.job), attribute.String("messaging.message.id", x.id),
-			telemetry.AttrURI.String(x.req.URI[:min(len(x.req.URI), 256)]))
+	reqs := make([]mesh.Request, len(xs))
+	spans := make([]trace.Span, len(xs))
+	for i, x := range xs {
+		xctx := telemetry.Extract(sctx, x.req.Header)
+		xctx, spans[i] = telemetry.Start(xctx, tracer, telemetry.SpanDoorRESP, trace.SpanKindServer)
+		if spans[i].IsRecording() {
+			spans[i].SetAttributes(telemetry.AttrJob.String(job), attribute.String("messaging.message.id", x.id),
+				telemetry.AttrURI.String(x.req.URI[:min(len(x.req.URI), 256)]))
+		}
+		reqs[i] = x.req
+		redisdoor.CarrySpan(xctx, &reqs[i])
 	}
-	err := d.m.Enqueue(sctx, x.job, x.req, mesh.ResultsSubject(x.job, DoorName))
-	telemetry.EndSpan(span, err)
-	if err == nil {
-		return ""
+	for i, err := range d.m.EnqueueBatch(sctx, job, reqs, mesh.ResultsSubject(job, DoorName)) {
+		telemetry.EndSpan(spans[i], err)
+		if err == nil {
+			continue
+		}
+		st := status.Of(err)
+		if st != status.BadInput && st != status.NotFound && st != status.TooLarge {
+			d.cfg.Metrics.RecordRequest(sctx, telemetry.DoorRESP, job, telemetry.OutcomeRejected, 0)
+		} else {
+			d.cfg.Metrics.RecordRequest(sctx, telemetry.DoorRESP, job, telemetry.OutcomeBadInput, 0)
+		}
+		d.cfg.Metrics.RecordError(sctx, telemetry.DoorRESP, job, st, door.Message(err))
+		xs[i].err = xaddError(job, err)
 	}
-	st := status.Of(err)
-	if st != status.BadInput && st != status.NotFound && st != status.TooLarge {
-		d.cfg.Metrics.RecordRequest(sctx, telemetry.DoorRESP, x.job, telemetry.OutcomeRejected, 0)
-	} else {
-		d.cfg.Metrics.RecordRequest(sctx, telemetry.DoorRESP, x.job, telemetry.OutcomeBadInput, 0)
-	}
-	d.cfg.Metrics.RecordError(sctx, telemetry.DoorRESP, x.job, st, door.Message(err))
-	return xaddError(x.job, err)
 }
 
 // xaddError is the answer to an XADD whose record was not stored. A full
