@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,13 +50,17 @@ type ResultBucket struct {
 
 	// keys maps the keys the index knows to their last put or delete, as
 	// Watch and this process's own puts, reads and deletes learn them;
-	// ready while Watch runs and has read the bucket once.
+	// ready while Watch runs and has read the bucket once, primed since
+	// it first was.
 	mu      sync.RWMutex
 	keys    map[string]keyState
 	ready   bool
+	primed  bool
 	cached  int         // bytes of the values kept in keys
 	tombs   []tombstone // the landed deletes in keys, oldest first
 	pending map[string]*pendingDelete
+
+	onChange atomic.Pointer[func(uri string, c BucketChange)] // OnChange's
 }
 
 // Bounds of the values an index keeps: a client reads a result right
@@ -145,13 +150,10 @@ func (b *ResultBucket) get(ctx context.Context, key string) (value []byte, msgID
 	case m == nil, st.gone && m.Sequence <= st.rev:
 		return nil, "", false, nil
 	}
-	put, id := entryOf(m.Header)
-	if !put { // a delete, purge or expiry marker
-		b.note(key, m.Sequence, false, nil, id)
-		return nil, "", false, nil
+	if put, id := b.learnt(key, m.Sequence, m.Header, m.Data); put {
+		return m.Data, id, true, nil
 	}
-	b.note(key, m.Sequence, true, m.Data, id)
-	return m.Data, id, true, nil
+	return nil, "", false, nil // a delete, purge or expiry marker
 }
 
 // Delete removes the result of uri and reports whether there was one.
@@ -233,6 +235,7 @@ func (b *ResultBucket) URIs(ctx context.Context) ([]string, error) {
 func (b *ResultBucket) setReady(ready bool) {
 	b.mu.Lock()
 	b.ready = ready
+	b.primed = b.primed || ready
 	b.mu.Unlock()
 }
 

@@ -76,37 +76,125 @@ const (
 	deleteSettleEvery = 50 * time.Millisecond
 )
 
+// BucketChange is a change of a result that ResultBucket.OnChange
+// reports.
+type BucketChange uint8
+
+const (
+	// BucketPut: a result was stored under the uri, newer than the one the
+	// index knew (a put again of the same result is not reported twice).
+	BucketPut BucketChange = iota + 1
+	// BucketDelete: the uri's result was deleted (or purged).
+	BucketDelete
+	// BucketExpire: the uri's result aged out (the bucket's TTL). Seen from
+	// the expiry markers of a NATS server of 2.11 or later only.
+	BucketExpire
+)
+
+// OnChange makes fn hear of the bucket's results stored, deleted and
+// expired, by this process or any other, once each, as the index learns
+// them: this process's puts once acknowledged (or served from memory,
+// see PutAsync) and its deletes at their commit, others' from Watch.
+// When fn runs, Get already answers the change. The changes Watch learns
+// before it first read the whole bucket (the results there before) are
+// not reported. fn runs on the goroutine that learnt the change (Watch's
+// consumer, a put's wait, a Delete) with no lock held, so it must return
+// at once: hand the change off, never block. nil, the default, stops it;
+// then a change costs one atomic load. Safe for concurrent use.
+func (b *ResultBucket) OnChange(fn func(uri string, c BucketChange)) {
+	if fn == nil {
+		b.onChange.Store(nil)
+		return
+	}
+	b.onChange.Store(&fn)
+}
+
+// changed reports change c of key to OnChange's fn; 0 is no change.
+func (b *ResultBucket) changed(key string, c BucketChange) {
+	if c == 0 {
+		return
+	}
+	fn := b.onChange.Load()
+	if fn == nil {
+		return
+	}
+	if uri, err := URIOfBucketKey(key); err == nil {
+		(*fn)(uri, c)
+	}
+}
+
 // note records that revision rev put (present, with value when this
 // process has it) or deleted key, unless the index knows a newer change.
 // msgID is the put's message id, or the one of the result the delete
 // marker names. The same put learnt twice (the watcher's event, then the
-// put's acknowledgement) keeps the value the second one brings.
+// put's acknowledgement) keeps the value the second one brings. It is
+// for this process's own puts and deletes: each is reported to OnChange.
 func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte, msgID string) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	c := b.noteLocked(key, rev, present, value, msgID, BucketDelete)
+	b.mu.Unlock()
+	b.changed(key, c)
+}
+
+// learnt is note of a message of the bucket's stream this process read
+// (Watch, a read of the leader) rather than made: h are its headers and
+// value its data. It returns what entryOf says of it. Its change is
+// reported once the index was first ready: before, Watch learns the
+// results already there.
+func (b *ResultBucket) learnt(key string, rev uint64, h nats.Header, value []byte) (put bool, msgID string) {
+	put, msgID = entryOf(h)
+	gone := BucketDelete
+	if h.Get(jetstream.MarkerReasonHeader) == "MaxAge" {
+		gone = BucketExpire
+	}
+	if !put {
+		value = nil
+	}
+	b.mu.Lock()
+	c := b.noteLocked(key, rev, put, value, msgID, gone)
+	if !b.primed {
+		c = 0
+	}
+	b.mu.Unlock()
+	b.changed(key, c)
+	return put, msgID
+}
+
+// noteLocked is note with mu held; it returns the change to report
+// (gone for a delete), 0 for none.
+func (b *ResultBucket) noteLocked(key string, rev uint64, present bool, value []byte, msgID string, gone BucketChange) BucketChange {
 	cur, ok := b.keys[key]
 	switch {
 	case ok && rev < cur.rev:
-		return
+		return 0
 	case ok && rev == cur.rev:
 		if present && !cur.gone && cur.value == nil {
 			b.keep(key, cur, value)
 		}
-		return
+		return 0
 	}
 	b.cached -= len(cur.value)
-	if present {
-		st := keyState{rev: rev, msgID: msgID}
-		if value == nil && cur.unstored && (msgID == "" || msgID == cur.msgID) {
-			// The watcher's event of a put this process serves from
-			// memory (its acknowledgement was lost or late): the value
-			// stays, and the client's HGET needs no read.
+	if !present {
+		b.bury(key, rev, msgID, time.Now())
+		if ok && !cur.gone {
+			return gone
+		}
+		return 0
+	}
+	st, c := keyState{rev: rev, msgID: msgID}, BucketPut
+	if cur.unstored && (msgID == "" || msgID == cur.msgID) {
+		// The put of a result this process serves from memory (its
+		// acknowledgement was lost or late, or the watcher's event):
+		// reported already when offered.
+		c = 0
+		if value == nil {
+			// The watcher's event: the value stays, and the client's HGET
+			// needs no read.
 			value, st.msgID = cur.value, cur.msgID
 		}
-		b.keep(key, st, value)
-		return
 	}
-	b.bury(key, rev, msgID, time.Now())
+	b.keep(key, st, value)
+	return c
 }
 
 // offer lists key with value, which this process could not get stored
@@ -116,24 +204,31 @@ func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte, 
 // It reports whether the index serves this value from memory now, or
 // served it and saw it deleted.
 func (b *ResultBucket) offer(key string, value []byte, msgID string) bool {
+	served, c := b.offerLocked(key, value, msgID)
+	b.changed(key, c)
+	return served
+}
+
+// offerLocked is offer, taking mu; it also returns the change to report.
+func (b *ResultBucket) offerLocked(key string, value []byte, msgID string) (bool, BucketChange) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, ok := b.keys[key]
 	switch {
 	case ok && !cur.gone && cur.unstored && cur.msgID == msgID:
-		return true
+		return true, 0
 	case !b.ready, len(value) > maxCachedValue, b.cached-len(cur.value)+len(value) > maxCachedBytes:
-		return false
+		return false, 0
 	case ok && !cur.gone && !cur.unstored:
-		return false
+		return false, 0
 	case ok && cur.gone && msgID != "" && cur.msgID == msgID:
-		return true // served, read and deleted already
+		return true, 0 // served, read and deleted already
 	case ok && cur.gone && cur.rev == pendingRev:
-		return false
+		return false, 0
 	}
 	b.cached += len(value) - len(cur.value)
 	b.keys[key] = keyState{value: value, unstored: true, msgID: msgID}
-	return true
+	return true, BucketPut
 }
 
 // keep stores st under key with value when the cache bounds allow it.
@@ -208,6 +303,7 @@ func (b *ResultBucket) commit(key string, p *pendingDelete, sent bool) {
 	}
 	p.sent = time.Now()
 	b.mu.Unlock()
+	b.changed(key, BucketDelete)
 	f, err := b.js.PublishMsgAsync(b.marker(key, p.msgID))
 	if err != nil {
 		return // settleDeletes publishes it again

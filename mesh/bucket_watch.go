@@ -178,8 +178,7 @@ func (w *bucketWatcher) learn(gen int, m jetstream.Msg) {
 	w.next++
 	w.last = meta.Sequence.Stream
 	w.mu.Unlock()
-	put, msgID := entryOf(m.Headers())
-	w.b.note(m.Subject()[len(w.b.subject):], meta.Sequence.Stream, put, nil, msgID)
+	w.b.learnt(m.Subject()[len(w.b.subject):], meta.Sequence.Stream, m.Headers(), nil)
 	if meta.NumPending == 0 {
 		w.b.setReady(true)
 	}

@@ -24,25 +24,30 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"PING":    {arity: -1, run: (*Door).ping},
-		"ECHO":    {arity: 2, run: func(_ *Door, c redcon.Conn, _ *session, a [][]byte) { c.WriteBulk(a[1]) }},
-		"HELLO":   {arity: -1, open: true, run: (*Door).hello},
-		"AUTH":    {arity: -2, open: true, run: (*Door).authCmd},
-		"QUIT":    {arity: -1, open: true, run: func(_ *Door, c redcon.Conn, _ *session, _ [][]byte) { c.WriteString("OK"); _ = c.Close() }},
-		"CLIENT":  {arity: -2, run: (*Door).client},
-		"SELECT":  {arity: 2, run: (*Door).selectDB},
-		"INFO":    {arity: -1, run: (*Door).info},
-		"CONFIG":  {arity: -2, run: (*Door).config},
-		"XADD":    {arity: -5, run: (*Door).xaddOne},
-		"XGROUP":  {arity: -2, run: (*Door).xgroup},
-		"HGETALL": {arity: 2, run: (*Door).hgetall},
-		"HGET":    {arity: 3, run: (*Door).hget},
-		"HMGET":   {arity: -3, run: (*Door).hmget},
-		"EXISTS":  {arity: -2, run: (*Door).exists},
-		"DEL":     {arity: -2, run: (*Door).del},
-		"KEYS":    {arity: 2, run: (*Door).keys},
-		"SCAN":    {arity: -2, run: (*Door).scan},
+		"PING":         {arity: -1, run: (*Door).ping},
+		"SUBSCRIBE":    {arity: -2, run: (*Door).subscribe},
+		"PSUBSCRIBE":   {arity: -2, run: (*Door).psubscribe},
+		"UNSUBSCRIBE":  {arity: -1, run: (*Door).unsubscribe},
+		"PUNSUBSCRIBE": {arity: -1, run: (*Door).punsubscribe},
+		"ECHO":         {arity: 2, run: func(_ *Door, c redcon.Conn, _ *session, a [][]byte) { c.WriteBulk(a[1]) }},
+		"HELLO":        {arity: -1, open: true, run: (*Door).hello},
+		"AUTH":         {arity: -2, open: true, run: (*Door).authCmd},
+		"QUIT":         {arity: -1, open: true, run: func(_ *Door, c redcon.Conn, _ *session, _ [][]byte) { c.WriteString("OK"); _ = c.Close() }},
+		"CLIENT":       {arity: -2, run: (*Door).client},
+		"SELECT":       {arity: 2, run: (*Door).selectDB},
+		"INFO":         {arity: -1, run: (*Door).info},
+		"CONFIG":       {arity: -2, run: (*Door).config},
+		"XADD":         {arity: -5, run: (*Door).xaddOne},
+		"XGROUP":       {arity: -2, run: (*Door).xgroup},
+		"HGETALL":      {arity: 2, run: (*Door).hgetall},
+		"HGET":         {arity: 3, run: (*Door).hget},
+		"HMGET":        {arity: -3, run: (*Door).hmget},
+		"EXISTS":       {arity: -2, run: (*Door).exists},
+		"DEL":          {arity: -2, run: (*Door).del},
+		"KEYS":         {arity: 2, run: (*Door).keys},
+		"SCAN":         {arity: -2, run: (*Door).scan},
 	}
+	guardSubscribed(commands)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)

@@ -71,6 +71,11 @@ type Config struct {
 	// longer one gets an error and its connection is closed. Default
 	// 16 MiB + 64 KiB.
 	MaxCommandBytes int
+	// NotifyKeyspaceEvents are the keyspace notifications the door
+	// starts with, in CONFIG SET notify-keyspace-events' letters
+	// (config key respNotifyKeyspaceEvents; notify.go). Default "":
+	// none, as Redis.
+	NotifyKeyspaceEvents string
 	// ShutdownGrace bounds how long XADDs in flight may finish when ctx
 	// ends. Default door.DefaultShutdownGrace.
 	ShutdownGrace time.Duration
@@ -102,6 +107,9 @@ func (c Config) Validate() error {
 		if err := mesh.ValidateJob(j); err != nil {
 			return fmt.Errorf("%w: Jobs: %w", ErrInvalidConfig, err)
 		}
+	}
+	if _, ok := parseNotify(c.NotifyKeyspaceEvents); !ok {
+		return fmt.Errorf("%w: NotifyKeyspaceEvents %q: a class Redis does not know: use the letters of 'Ag$lshzxeKEtmdn'", ErrInvalidConfig, c.NotifyKeyspaceEvents)
 	}
 	if err := (door.Config{TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, TLSClientCAFile: c.TLSClientCAFile}).ValidateTLS(ErrInvalidConfig); err != nil {
 		return err

@@ -141,6 +141,9 @@ func (d *Door) accept(c redcon.Conn) bool {
 
 // closed ends a connection's session: the last call of its goroutine.
 func (d *Door) closed(c redcon.Conn, err error) {
+	if d.resume(c) { // a SUBSCRIBE detached it: served on (pubsub.go)
+		return
+	}
 	defer d.conns.Done()
 	if s, ok := c.Context().(*session); ok {
 		s.lc.settle(false) // answers never written: their deletes undone

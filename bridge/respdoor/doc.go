@@ -22,6 +22,12 @@
 //     SELECT 0, INFO, CONFIG GET, QUIT, and XGROUP CREATE (the group is
 //     the door itself: BUSYGROUP); anything else is a clear
 //     -ERR unknown command that lists what is supported.
+//   - CONFIG SET notify-keyspace-events, SUBSCRIBE, PSUBSCRIBE,
+//     UNSUBSCRIBE and PUNSUBSCRIBE: Redis's keyspace notifications of
+//     the result keys (hset when a result is stored by any door process
+//     of the job, del, expired), from the bucket's index
+//     (mesh.ResultBucket.OnChange), so that a client waits for its
+//     result instead of polling (notify.go, pubsub.go).
 //
 // Protections: AUTH against a user and a password file (compared in
 // constant time; the password is never logged), TLS with a door's

@@ -28,7 +28,7 @@ import (
 
 // Mesh is what the door needs from the mesh; *mesh.Client implements it.
 // Its methods must be safe for concurrent use. Beside the Redis door's
-// (Enqueue, ConsumeResultBatches) it opens a job's result bucket and
+// (EnqueueBatch, ConsumeResultBatches) it opens a job's result bucket and
 // reads how full a job's work queue is (for INFO).
 type Mesh interface {
 	redisdoor.Mesh
@@ -56,6 +56,7 @@ type Door struct {
 	inflight inflight
 	clients  atomic.Int64
 	conns    sync.WaitGroup // connections' goroutines (redcon's), waited for by Serve
+	ps       pubsub         // SUBSCRIBE and keyspace notifications (pubsub.go, notify.go)
 }
 
 // New checks cfg, loads its TLS and password files and returns a Door;
@@ -77,6 +78,7 @@ func New(m Mesh, cfg Config) (*Door, error) {
 	d := &Door{cfg: cfg, m: m, tls: tc, instance: nuid.Next(), started: time.Now()}
 	d.log = cfg.Logger.With("door", DoorName)
 	d.lim = telemetry.NewLogLimit(d.log, 0)
+	d.startNotify()
 	if cfg.PasswordFile != "" {
 		if d.auth, err = loadCredentials(cfg.User, cfg.PasswordFile); err != nil {
 			return nil, err
@@ -168,6 +170,7 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 		_ = srv.Close()
 		<-errc
 	}
+	d.ps.close()   // the SUBSCRIBEd ones, which redcon let go
 	d.conns.Wait() // closed by redcon as it stopped: their reads fail
 	stopResults()
 	if gerr := g.Wait(); err == nil {

@@ -32,7 +32,7 @@ func TestCommands(t *testing.T) {
 		{[]any{"CONFIG", "GET", "maxmemory"}, "[maxmemory 1073741824]"},
 		{[]any{"CONFIG", "GET", "databases"}, "[databases 1]"},
 		{[]any{"CONFIG", "SET", "maxmemory", "1"}, "error ERR unknown subcommand 'SET'"},
-		{[]any{"FLUSHALL"}, "error ERR unknown command 'FLUSHALL' (cluster-serving RESP door: supported: AUTH CLIENT CONFIG DEL ECHO EXISTS HELLO HGET HGETALL HMGET INFO KEYS PING QUIT SCAN SELECT XADD XGROUP)"},
+		{[]any{"FLUSHALL"}, "error ERR unknown command 'FLUSHALL' (cluster-serving RESP door: supported: AUTH CLIENT CONFIG DEL ECHO EXISTS HELLO HGET HGETALL HMGET INFO KEYS PING PSUBSCRIBE PUNSUBSCRIBE QUIT SCAN SELECT SUBSCRIBE UNSUBSCRIBE XADD XGROUP)"},
 		{[]any{"GET", "a\r\nb"}, "error ERR unknown command 'GET'"},
 		{[]any{"HGETALL"}, "error ERR wrong number of arguments for 'hgetall' command"},
 		{[]any{"XADD", "add", "*", "uri"}, "error ERR wrong number of arguments for 'xadd' command"},

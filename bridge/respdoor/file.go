@@ -12,17 +12,18 @@ import (
 // Zero durations and sizes are the door's defaults.
 func FileConfig(file *serving.File, models []serving.Model) Config {
 	c := Config{
-		Addr:            file.RESPListen,
-		User:            file.RESPUser,
-		PasswordFile:    file.RESPPasswordFile,
-		TLSCertFile:     file.RESPTLSCert,
-		TLSKeyFile:      file.RESPTLSKey,
-		TLSClientCAFile: file.RESPTLSClientCA,
-		Streams:         file.Stream(),
-		ResultTTL:       time.Duration(file.RESPResultTTL) * time.Second,
-		IdleTimeout:     time.Duration(file.RESPIdleTimeout) * time.Millisecond,
-		MaxConnections:  file.RESPMaxConnections,
-		ShutdownGrace:   file.Grace(),
+		Addr:                 file.RESPListen,
+		User:                 file.RESPUser,
+		PasswordFile:         file.RESPPasswordFile,
+		TLSCertFile:          file.RESPTLSCert,
+		TLSKeyFile:           file.RESPTLSKey,
+		TLSClientCAFile:      file.RESPTLSClientCA,
+		Streams:              file.Stream(),
+		ResultTTL:            time.Duration(file.RESPResultTTL) * time.Second,
+		IdleTimeout:          time.Duration(file.RESPIdleTimeout) * time.Millisecond,
+		MaxConnections:       file.RESPMaxConnections,
+		NotifyKeyspaceEvents: file.RESPNotifyKeyspaceEvents,
+		ShutdownGrace:        file.Grace(),
 	}
 	for _, m := range models {
 		c.Jobs = append(c.Jobs, m.Job)

@@ -100,10 +100,15 @@ func (d *Door) info(c redcon.Conn, _ *session, args [][]byte) {
 }
 
 // config is CONFIG GET pattern …: the parameters clients read, matched
-// as Redis matches them (globs). CONFIG SET and the rest are refused.
+// as Redis matches them (globs); and CONFIG SET notify-keyspace-events
+// (notify.go). Other parameters and subcommands are refused.
 func (d *Door) config(c redcon.Conn, _ *session, args [][]byte) {
+	if strings.EqualFold(string(args[1]), "SET") {
+		d.configSet(c, args[2:])
+		return
+	}
 	if !strings.EqualFold(string(args[1]), "GET") || len(args) < 3 {
-		c.WriteError("ERR unknown subcommand '" + printable(args[1]) + "' (cluster-serving RESP door: CONFIG GET only; set things in config.yaml)")
+		c.WriteError("ERR unknown subcommand '" + printable(args[1]) + "' (cluster-serving RESP door: CONFIG GET, and CONFIG SET " + notifyParam + " only; set things in config.yaml)")
 		return
 	}
 	var out []string
@@ -111,6 +116,7 @@ func (d *Door) config(c redcon.Conn, _ *session, args [][]byte) {
 		{"databases", "1"}, {"maxclients", strconv.Itoa(d.cfg.MaxConnections)},
 		{"timeout", strconv.Itoa(int(d.cfg.IdleTimeout.Seconds()))}, {"maxmemory-policy", "noeviction"},
 		{"appendonly", "no"}, {"save", ""}, {"proto-max-bulk-len", strconv.Itoa(d.cfg.MaxCommandBytes)},
+		{notifyParam, formatNotify(d.ps.flags.Load())},
 	} {
 		if matchAny(p[0], args[2:]) {
 			out = append(out, p[0], p[1])

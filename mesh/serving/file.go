@@ -134,6 +134,9 @@ type File struct {
 	RESPResultTTL      int    `yaml:"respResultTTL"`
 	RESPIdleTimeout    int    `yaml:"respIdleTimeout"`
 	RESPMaxConnections int    `yaml:"respMaxConnections"`
+	// respNotifyKeyspaceEvents: the keyspace notifications the RESP door
+	// starts with (CONFIG SET notify-keyspace-events' letters; "": none).
+	RESPNotifyKeyspaceEvents string `yaml:"respNotifyKeyspaceEvents"`
 
 	// Connection bounds of the HTTP and gRPC doors (ms; a count): 0
 	// means the door's default (bridge/door.Conns).

@@ -252,6 +252,13 @@ respResultTTL: 0
 # the open-file limit when lower); past it the idlest is closed.
 respIdleTimeout: 0
 respMaxConnections: 0
+# Keyspace notifications the door starts with, as CONFIG SET
+# notify-keyspace-events takes them (e.g. Kh: an hset message on
+# __keyspace@0__:cluster-serving_<job>:<uri> when a result is stored, for
+# clients that wait with PSUBSCRIBE instead of polling); "": none, until a
+# client sets them. Set it when several RESP door processes serve one
+# address: CONFIG SET reaches only the process of its connection.
+respNotifyKeyspaceEvents: ""
 
 ## HTTP door (REST /predict and Open Inference Protocol /v2) ##########
 # Where the HTTP door listens. httpPort -1: no HTTP door.
