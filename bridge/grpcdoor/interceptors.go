@@ -41,13 +41,31 @@ func (c mdCarrier) Keys() []string {
 	return out
 }
 
+// incomingCarrier reads trace context from a call's incoming metadata
+// key by key: metadata.FromIncomingContext copies every key and value
+// of the call (2% of a tiny model's CPU through this door), and Extract
+// reads only its propagators' few keys.
+type incomingCarrier struct{ ctx context.Context }
+
+func (c incomingCarrier) Get(key string) string {
+	if v := metadata.ValueFromIncomingContext(c.ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (incomingCarrier) Set(string, string) {} // Extract only reads
+
+func (c incomingCarrier) Keys() []string {
+	md, _ := metadata.FromIncomingContext(c.ctx)
+	return mdCarrier(md).Keys()
+}
+
 // tracedUnary runs each RPC in a server span named after its method
 // ("inference.GRPCInferenceService/ModelInfer"), the caller's child when
 // its metadata carries a traceparent; the mesh continues it.
 func (d *Door) tracedUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		ctx = otel.GetTextMapPropagator().Extract(ctx, mdCarrier(md))
-	}
+	ctx = otel.GetTextMapPropagator().Extract(ctx, incomingCarrier{ctx})
 	name := strings.TrimPrefix(info.FullMethod, "/")
 	ctx, span := telemetry.Start(ctx, tracer, name, trace.SpanKindServer)
 	defer span.End()
