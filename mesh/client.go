@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +33,10 @@ type ClientConfig struct {
 	// message while earlier stores of the job are in flight (see
 	// coalesce.go). Default DefaultCoalesce (64); 1 stores each alone.
 	Coalesce int
+	// Local lets this process's workers hand the Client their answers in
+	// memory rather than through NATS (local.go): for a door in the same
+	// process as workers, as `start` runs them.
+	Local bool
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -126,6 +129,9 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	}
 	// Replies are small and must not be dropped as a slow consumer.
 	_ = c.sub.SetPendingLimits(-1, 256<<20)
+	if cfg.Local {
+		c.listenLocal()
+	}
 	return c, nil
 }
 
@@ -135,14 +141,7 @@ func (c *Client) onReply(m *nats.Msg) {
 		// (bounce.go), a second copy too.
 		_ = c.nc.Publish(m.Reply, nil)
 	}
-	id := strings.TrimPrefix(m.Subject, c.prefix+".")
-	c.mu.Lock()
-	ch, ok := c.pending[id]
-	delete(c.pending, id)
-	c.mu.Unlock()
-	if ok {
-		ch <- m // buffered 1, and the entry is gone: never blocks.
-	}
+	c.take(m)
 }
 
 // Submit publishes req to job's work queue and waits for its result. It
@@ -425,6 +424,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.forgetLocal()
 	for id, ch := range c.pending {
 		close(ch) // the waiting Submit returns ErrClosed
 		delete(c.pending, id)

@@ -207,7 +207,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if n.client, err = mesh.NewClient(doorNC, mesh.ClientConfig{Coalesce: n.cfg.Coalesce}); err != nil {
+	if n.client, err = mesh.NewClient(doorNC, mesh.ClientConfig{Coalesce: n.cfg.Coalesce, Local: true}); err != nil {
 		return err
 	}
 	if n.cfg.Service {
