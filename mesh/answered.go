@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -87,15 +88,24 @@ func newAnswered(nc *nats.Conn, job string) *answered {
 
 // answerKey is the request a work message with headers h and reply r
 // carries (see above): a hash of its caller's reply subject and its
-// Cs-Received, or Nats-Msg-Id without one; "" for a request whose answer
-// goes elsewhere than to a NATS caller (a door's inbox and the durable
-// results drop a second answer themselves), or that names neither.
+// Cs-Received, or Nats-Msg-Id without one; for a durable record (the
+// Redis and RESP doors'), of its results subject and its Nats-Msg-Id. A
+// durable record is answered once anyway (its results' ids), but one
+// handed over again in another batch (a door killed before its XACK)
+// would run again: a copy of one whose result is stored is acked unrun
+// as a caller's is. "" for a door's inbox request (the door drops a
+// second answer), or one that names no id.
 func answerKey(r Reply, h nats.Header) string {
-	id := h.Get(HeaderReceived)
-	if id == "" {
+	var id string
+	switch r.Mode {
+	case ReplyCaller:
+		id = cmp.Or(h.Get(HeaderReceived), h.Get(HeaderMsgID))
+	case ReplyDurable:
+		// A durable record's id is the same in every copy its door
+		// hands over (the Redis door's comes from the entry's id).
 		id = h.Get(HeaderMsgID)
 	}
-	if r.Mode != ReplyCaller || id == "" {
+	if id == "" {
 		return ""
 	}
 	// FNV-1a, 64 bits: the same in every process, and a false match

@@ -93,3 +93,61 @@ func TestEnqueueBatchStoresTogether(t *testing.T) {
 		t.Errorf("got %d results messages for %d results of one batch, want fewer", msgs, n)
 	}
 }
+
+// TestDurableCopyRunsOnce: records handed over again in another batch
+// (a Redis door killed after its store, before its XACK, serves its
+// pending entries again when it restarts) are acked unrun by a worker
+// that stored their results already, and counted as answered already:
+// each record runs once and its result is handed on once.
+func TestDurableCopyRunsOnce(t *testing.T) {
+	sc := mesh.StreamConfig{Job: "durcopy"}
+	_, nc := startStreams(t, sc)
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	reqs := func(ids ...int) []mesh.Request {
+		var out []mesh.Request
+		for _, i := range ids {
+			out = append(out, mesh.Request{URI: fmt.Sprint("u", i), Body: []byte(fmt.Sprint("rec", i)), MsgID: fmt.Sprint("durcopy:", i)})
+		}
+		return out
+	}
+	fake := newFake()
+	w, _ := runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
+	got := make(chan mesh.Result, 16)
+	collectBatches(t, nc, "durcopy", got)
+	results := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-got:
+			case <-ctx.Done():
+				t.Fatal("results did not come")
+			}
+		}
+	}
+	for _, err := range c.EnqueueBatch(ctx, "durcopy", reqs(0, 1, 2, 3), mesh.ResultsSubject("durcopy", "door")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	results(4)
+	// Again, grouped otherwise and with a new record among them.
+	for _, err := range c.EnqueueBatch(ctx, "durcopy", reqs(2, 3, 4), mesh.ResultsSubject("durcopy", "door")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	results(1)
+	meshtest.WaitFor(t, "the copies acked", func() bool { return w.Stats().AnsweredAlready == 2 })
+	for i := range 5 {
+		if n := fake.count(fmt.Sprint("rec", i)); n != 1 {
+			t.Errorf("rec%d ran %d times, want once", i, n)
+		}
+	}
+	select {
+	case r := <-got:
+		t.Errorf("a copy's result was handed on again: %s", r.URI)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

@@ -201,7 +201,11 @@ func (w *Worker) send(ctx context.Context, h nats.Header, r Reply, a answer) (er
 		if err := w.large.offload(ctx, w.cfg.Stream.Job, m); err != nil {
 			return err
 		}
-		return w.storeResult(ctx, r.To, m, h.Get(HeaderMsgID))
+		if err := w.storeResult(ctx, r.To, m, h.Get(HeaderMsgID)); err != nil {
+			return err
+		}
+		w.answered.add(answerKey(r, h)) // a copy handed over again runs not (answered.go)
+		return nil
 	case ReplyCaller:
 		if key := answerKey(r, h); key != "" && w.answered.has(key) {
 			// Another worker answered the caller while this one ran a

@@ -120,6 +120,9 @@ func (b *batch) storeChunk(to string, chunk []heldResult) error {
 	m.Data = encodeBatch(msgs)
 	err := w.storeResult(b.ctx, to, m, b.resultsID(chunk))
 	for i, h := range chunk {
+		if err == nil {
+			w.answered.add(answerKey(h.cr.r, h.cr.it.h)) // see answerKey
+		}
 		telemetry.EndSpan(spans[i], err)
 		w.cfg.Metrics.RecordStage(h.cr.ctx, telemetry.StageResultWrite, w.cfg.Stream.Job, w.cfg.Model, time.Since(start))
 	}

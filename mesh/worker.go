@@ -98,8 +98,9 @@ type WorkerStats struct {
 	// away (cancel.go).
 	Cancelled uint64
 	// AnsweredAlready counts records acked unrun because their NATS
-	// caller had its answer already, from this worker or another one
-	// (see answered.go): a record delivered again after its ack was lost.
+	// caller had its answer already, or their durable result was stored,
+	// by this worker or another one (see answered.go): a record delivered
+	// again after its ack was lost, or handed over again by its door.
 	AnsweredAlready uint64
 	// Inflight is the number of records being processed now.
 	Inflight int64
