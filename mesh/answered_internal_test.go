@@ -30,7 +30,15 @@ func TestAnswerKey(t *testing.T) {
 			t.Errorf("%s: got key %x against %x, want equal %v", tc.name, got, base, tc.equal)
 		}
 	}
-	for _, r := range []Reply{{ReplyInbox, "_INBOX.door.1"}, {ReplyDurable, "serving.j.results.redis"}, {}} {
+	// A durable record is its id, whenever its door handed it over.
+	durable := Reply{ReplyDurable, "serving.j.results.redis"}
+	if a, b := answerKey(durable, h("100", "m1")), answerKey(durable, h("200", "m1")); a == "" || a != b || a == base {
+		t.Errorf("durable record handed over twice: got keys %x and %x (a caller's %x), want one of its own", a, b, base)
+	}
+	if answerKey(durable, h("100", "m1")) == answerKey(durable, h("100", "m2")) {
+		t.Error("two durable records: got one key")
+	}
+	for _, r := range []Reply{{ReplyInbox, "_INBOX.door.1"}, {}} {
 		if got := answerKey(r, h("100", "m1")); got != "" {
 			t.Errorf("mode %d: got key %x, want none", r.Mode, got)
 		}

@@ -104,6 +104,9 @@ func TestPriorityOvertakesBacklog(t *testing.T) {
 	waitDelivered(t, r.js, "prio", mesh.LevelConsumer(3), 1) // one waits at the gate
 	high := submitAsync(r.ctx, r.c, "prio", "high", mesh.Schedule{Level: 1})
 	waitDelivered(t, r.js, "prio", mesh.LevelConsumer(1), 1)
+	// Delivered is not yet at the gate: released before it got there,
+	// the low record waiting would take the slot.
+	meshtest.WaitFor(t, "high at the gate", func() bool { return r.w.GateWaiters() >= 2 })
 	for range 10 {
 		r.o.release <- struct{}{}
 	}

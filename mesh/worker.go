@@ -141,7 +141,8 @@ type Worker struct {
 	// results to); pullBatch each one's pull batch. Set by Run.
 	parts, pullBatch int
 
-	cancels *cancels // callers that went away (cancel.go)
+	cancels *cancels             // callers that went away (cancel.go)
+	gate    atomic.Pointer[gate] // Run's, for tests (export_test.go)
 
 	processed, failed, retried, expired, cancelled atomic.Uint64
 	answeredBefore                                 atomic.Uint64 // AnsweredAlready
@@ -243,6 +244,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer w.cancels.close()
 
 	g := newGate(w.cfg.MaxInflight)
+	w.gate.Store(g)
 	cs, slots := w.newConsumers(ctx, work, g, n)
 	w.purge = newPurger(w.js, w.cfg.Stream, n, w.causes)
 	purging := make(chan struct{})
