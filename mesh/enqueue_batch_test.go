@@ -102,6 +102,10 @@ func TestEnqueueBatchStoresTogether(t *testing.T) {
 func TestDurableCopyRunsOnce(t *testing.T) {
 	sc := mesh.StreamConfig{Job: "durcopy"}
 	_, nc := startStreams(t, sc)
+	fake := newFake()
+	w, _ := runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
+	got := make(chan mesh.Result, 16)
+	collectBatches(t, nc, "durcopy", got)
 	c := newClient(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -112,10 +116,6 @@ func TestDurableCopyRunsOnce(t *testing.T) {
 		}
 		return out
 	}
-	fake := newFake()
-	w, _ := runWorker(t, nc, mesh.WorkerConfig{Stream: sc}, fake)
-	got := make(chan mesh.Result, 16)
-	collectBatches(t, nc, "durcopy", got)
 	results := func(n int) {
 		t.Helper()
 		for range n {
