@@ -144,11 +144,11 @@ func (b *ResultBucket) note(key string, rev uint64, present bool, value []byte, 
 func (b *ResultBucket) learnt(key string, rev uint64, h nats.Header, value []byte) (put bool, msgID string) {
 	put, msgID = entryOf(h)
 	gone := BucketDelete
-	if h.Get(jetstream.MarkerReasonHeader) == "MaxAge" {
-		gone = BucketExpire
-	}
 	if !put {
 		value = nil
+		if h.Get(jetstream.MarkerReasonHeader) == "MaxAge" {
+			gone = BucketExpire
+		}
 	}
 	b.mu.Lock()
 	c := b.noteLocked(key, rev, put, value, msgID, gone)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -89,6 +90,8 @@ type session struct {
 	// until a read gives it.
 	unread map[string]readOutcome
 	began  time.Time // when the pipeline being served began
+	// subscribed: the connection has a channel or a pattern (pubsub.set).
+	subscribed atomic.Bool
 }
 
 // maxDelPipeline is how long a pipeline may have run for its DELs to be

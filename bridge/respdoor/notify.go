@@ -151,7 +151,7 @@ func notifying(flags uint32) bool {
 func (d *Door) refreshNotify() {
 	d.ps.mu.Lock()
 	defer d.ps.mu.Unlock()
-	on := d.ps.total > 0 && notifying(d.ps.flags.Load())
+	on := d.ps.modes.Load() > 0 && notifying(d.ps.flags.Load())
 	if on == d.ps.hooked {
 		return
 	}

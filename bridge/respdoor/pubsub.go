@@ -56,14 +56,13 @@ const subscriberQueue = 32 << 20
 // safe for concurrent use.
 type pubsub struct {
 	flags   atomic.Uint32 // notify-keyspace-events (notify.go)
-	modes   atomic.Int32  // connections in subscribed mode: commands' fast path
+	modes   atomic.Int32  // connections in subscribed mode (refreshNotify)
 	dropped atomic.Int64  // subscribers closed for falling behind
 
 	mu       sync.RWMutex
 	subs     map[*session]*subscriber // the detached connections
 	channels map[string]map[*subscriber]struct{}
 	patterns map[string]map[*subscriber]struct{}
-	total    int  // subscriptions, channels and patterns, of all connections
 	hooked   bool // the buckets' OnChange is set (notify.go)
 	closed   bool // the door stopped: no more subscribers
 }
@@ -101,16 +100,8 @@ func (sub *subscriber) stop() bool {
 }
 
 // subscribed reports whether s is in subscribed mode (RESP2): it has a
-// channel or a pattern. One atomic load while no connection is.
-func (ps *pubsub) subscribed(s *session) bool {
-	if ps.modes.Load() == 0 {
-		return false
-	}
-	ps.mu.RLock()
-	defer ps.mu.RUnlock()
-	sub := ps.subs[s]
-	return sub != nil && sub.count() > 0
-}
+// channel or a pattern. One atomic load.
+func (ps *pubsub) subscribed(s *session) bool { return s.subscribed.Load() }
 
 // attach returns s's subscriber, detaching c from redcon the first time;
 // nil once the door stopped.
@@ -152,20 +143,20 @@ func (ps *pubsub) set(sub *subscriber, name string, pattern, on bool) int {
 			all[name] = map[*subscriber]struct{}{}
 		}
 		all[name][sub] = struct{}{}
-		ps.total++
 	case !on && had:
 		delete(mine, name)
 		delete(all[name], sub)
 		if len(all[name]) == 0 {
 			delete(all, name)
 		}
-		ps.total--
 	}
 	switch after := sub.count(); {
 	case before == 0 && after > 0:
 		ps.modes.Add(1)
+		sub.s.subscribed.Store(true)
 	case before > 0 && after == 0:
 		ps.modes.Add(-1)
+		sub.s.subscribed.Store(false)
 	}
 	return sub.count()
 }
